@@ -1,0 +1,95 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# kvcache top-level Makefile. The two commands a newcomer needs:
+#   make demo    build what is needed and show kvcache running in the test VM
+#   make check   every test suite; ends with "N passed, N failed"
+#
+# Other targets:
+#   make deps                   install the Debian packages (as root)
+#   make kernel                 build (or find cached) the 6.12 test kernel
+#   make module [KDIR=dir]      build kvcache.ko (default KDIR: test kernel)
+#   make helper                 build kvcachectl
+#   make unit                   build and run the host unit tests (ASan/UBSan)
+#   make selftests              build the in-VM selftests
+#   make vm-shell               interactive shell in the test VM
+#   make clean
+
+TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+BUILD := $(TOP)/build
+
+CC ?= cc
+CSTD := -std=c11 -D_GNU_SOURCE
+WARN := -Wall -Wextra -Werror
+CFLAGS ?= -O2 -g
+USER_CFLAGS := $(CSTD) $(WARN) $(CFLAGS) -I$(TOP)/uapi -I$(TOP)/helper
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
+	     -fno-omit-frame-pointer
+
+KERNEL_DIR = $(shell $(TOP)/scripts/build-kernel --print-dir)
+KSRC = $(KERNEL_DIR)/linux
+KDIR ?= $(KSRC)
+MODULE_OUT ?= $(BUILD)/module
+
+HELPER_SRCS := helper/devinfo.c
+UNIT_TESTS := test_uapi test_devinfo
+SELFTESTS := kvcache_dev_test bench_test
+
+.PHONY: all deps kernel module helper unit unit-build selftests check demo \
+	vm-shell clean
+
+all: helper unit-build
+
+deps:
+	$(TOP)/scripts/deps
+
+kernel:
+	$(TOP)/scripts/build-kernel
+
+module:
+	$(TOP)/scripts/build-module $(KDIR) $(MODULE_OUT)
+
+# ---- userspace ------------------------------------------------------------
+
+helper: $(BUILD)/helper/kvcachectl
+
+$(BUILD)/helper/kvcachectl: helper/kvcachectl.c $(HELPER_SRCS) helper/*.h \
+			    uapi/linux/kvcache.h
+	@mkdir -p $(dir $@)
+	$(CC) $(USER_CFLAGS) -o $@ helper/kvcachectl.c $(HELPER_SRCS)
+
+unit-build: $(addprefix $(BUILD)/unit/,$(UNIT_TESTS))
+
+$(BUILD)/unit/%: tests/unit/%.c tests/unit/tap.h $(HELPER_SRCS) helper/*.h \
+		 uapi/linux/kvcache.h
+	@mkdir -p $(dir $@)
+	$(CC) $(USER_CFLAGS) $(SAN_FLAGS) -I$(TOP)/tests/unit -o $@ $< \
+		$(HELPER_SRCS)
+
+unit: unit-build
+	@for t in $(UNIT_TESTS); do $(BUILD)/unit/$$t || exit 1; done
+
+# The selftests use the kernel's kselftest_harness.h (GNU C), from the test
+# kernel's source tree.
+selftests: $(addprefix $(BUILD)/selftests/,$(SELFTESTS))
+
+$(BUILD)/selftests/%: tests/selftests/%.c tests/selftests/*.h \
+		      uapi/linux/kvcache.h
+	@test -f $(KSRC)/tools/testing/selftests/kselftest_harness.h || \
+		{ echo "selftests need the test kernel source: make kernel"; exit 1; }
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) $(CFLAGS) -I$(TOP)/uapi \
+		-I$(KSRC)/tools/testing/selftests -o $@ $<
+
+# ---- the whole thing ------------------------------------------------------
+
+check:
+	$(TOP)/scripts/check
+
+demo:
+	$(TOP)/scripts/demo
+
+vm-shell:
+	$(TOP)/scripts/vm shell
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Kernel-version differences, all in one place.
+ *
+ * kvcache.ko builds against every kernel from 6.1 (Debian bookworm) on; the
+ * test kernel is 6.12. Code elsewhere in kmod/ uses only the kvc_ names
+ * defined here where an interface changed between those versions.
+ */
+#ifndef _KVCACHE_COMPAT_H
+#define _KVCACHE_COMPAT_H
+
+#include <linux/version.h>
+#include <linux/module.h>
+
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 1, 0)
+#error "kvcache needs Linux 6.1 or later"
+#endif
+
+/*
+ * 6.13 turned symbol namespaces from bare identifiers into string
+ * literals: MODULE_IMPORT_NS(FOO) became MODULE_IMPORT_NS("FOO").
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 13, 0)
+#define KVC_IMPORT_KUNIT_NS() MODULE_IMPORT_NS("EXPORTED_FOR_KUNIT_TESTING")
+#else
+#define KVC_IMPORT_KUNIT_NS() MODULE_IMPORT_NS(EXPORTED_FOR_KUNIT_TESTING)
+#endif
+
+/* kunit_vm_mmap(), to give a test real user memory, arrived in 6.11. */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 11, 0)
+#define KVC_HAVE_KUNIT_VM_MMAP 1
+#else
+#define KVC_HAVE_KUNIT_VM_MMAP 0
+#endif
+
+#endif /* _KVCACHE_COMPAT_H */

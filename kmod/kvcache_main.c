@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kvcache.ko: the /dev/kvcache misc device.
+ *
+ * This file owns module load and unload, the module parameters and the
+ * file operations; the ioctls live in kvcache_ioctl.c, the sysfs knobs and
+ * counters in kvcache_sysfs.c, geometry validation in kvcache_config.c.
+ *
+ * Locking rules for the whole module, outermost first:
+ *  - dev->config_lock (mutex): pool geometry; taken by sysfs stores and by
+ *    ioctls that need a consistent geometry. Never held across user copies.
+ *  - Per-CPU counters (dev->stats) and dev->open_files (atomic) need no
+ *    lock; sysfs sums the per-CPU values when read.
+ *
+ * Lifetimes: see kvcache.h.
+ */
+#include <linux/fs.h>
+#include <linux/init.h>
+#include <linux/miscdevice.h>
+#include <linux/module.h>
+#include <linux/slab.h>
+#include <linux/sizes.h>
+
+#include "compat.h"
+#include "kvcache.h"
+
+static ulong block_size = SZ_2M;
+module_param(block_size, ulong, 0444);
+MODULE_PARM_DESC(block_size,
+		 "Initial pool block size in bytes, a power of two from 4096 to 67108864 (default 2097152)");
+
+static ulong pool_size = SZ_256M;
+module_param(pool_size, ulong, 0444);
+MODULE_PARM_DESC(pool_size,
+		 "Initial pool size in bytes, a multiple of block_size, at most half of RAM (default 268435456)");
+
+static ushort dev_mode = 0600;
+module_param(dev_mode, ushort, 0444);
+MODULE_PARM_DESC(dev_mode, "Permission bits of /dev/kvcache (default 0600)");
+
+static struct kvc_dev *kvc_the_dev;
+
+u64 kvc_stat_read(struct kvc_dev *dev, enum kvc_stat s)
+{
+	u64 sum = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		sum += READ_ONCE(per_cpu_ptr(dev->stats, cpu)->v[s]);
+	return sum;
+}
+
+static int kvc_open(struct inode *inode, struct file *file)
+{
+	/* misc_open() pointed private_data at our struct miscdevice. */
+	struct kvc_dev *dev = container_of(file->private_data,
+					   struct kvc_dev, misc);
+	struct kvc_file *kf;
+
+	kf = kzalloc(sizeof(*kf), GFP_KERNEL);
+	if (!kf)
+		return -ENOMEM;
+	kf->dev = dev;
+	file->private_data = kf;
+	atomic_inc(&dev->open_files);
+	kvc_stat_inc(dev, KVC_STAT_OPENS);
+	return stream_open(inode, file);
+}
+
+static int kvc_release(struct inode *inode, struct file *file)
+{
+	struct kvc_file *kf = file->private_data;
+
+	atomic_dec(&kf->dev->open_files);
+	kfree(kf);
+	return 0;
+}
+
+static const struct file_operations kvc_fops = {
+	.owner		= THIS_MODULE,
+	.open		= kvc_open,
+	.release	= kvc_release,
+	.unlocked_ioctl	= kvc_ioctl,
+	.compat_ioctl	= compat_ptr_ioctl,
+};
+
+static int __init kvc_init(void)
+{
+	struct kvc_geometry geo = {
+		.block_size = block_size,
+		.pool_size = pool_size,
+	};
+	struct kvc_dev *dev;
+	int ret;
+
+	if (dev_mode & ~0777) {
+		pr_err("kvcache: dev_mode %#o has bits beyond 0777\n", dev_mode);
+		return -EINVAL;
+	}
+	ret = kvc_check_geometry(&geo, kvc_max_pool_bytes());
+	if (ret) {
+		pr_err("kvcache: invalid geometry block_size=%lu pool_size=%lu (max pool %llu)\n",
+		       block_size, pool_size, kvc_max_pool_bytes());
+		return ret;
+	}
+
+	dev = kzalloc(sizeof(*dev), GFP_KERNEL);
+	if (!dev)
+		return -ENOMEM;
+	dev->stats = alloc_percpu(struct kvc_stats);
+	if (!dev->stats) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
+	mutex_init(&dev->config_lock);
+	dev->geo = geo;
+	atomic_set(&dev->open_files, 0);
+
+	dev->misc.minor = MISC_DYNAMIC_MINOR;
+	dev->misc.name = KVCACHE_DEVICE_NAME;
+	dev->misc.fops = &kvc_fops;
+	dev->misc.mode = dev_mode;
+	dev->misc.groups = kvc_attr_groups;
+	ret = misc_register(&dev->misc);
+	if (ret)
+		goto err_stats;
+
+	kvc_the_dev = dev;
+	pr_info("kvcache: ABI %d, block_size %llu, pool_size %llu\n",
+		KVCACHE_ABI_VERSION, geo.block_size, geo.pool_size);
+	return 0;
+
+err_stats:
+	free_percpu(dev->stats);
+err_free:
+	kfree(dev);
+	return ret;
+}
+
+static void __exit kvc_exit(void)
+{
+	struct kvc_dev *dev = kvc_the_dev;
+
+	misc_deregister(&dev->misc);
+	mutex_destroy(&dev->config_lock);
+	free_percpu(dev->stats);
+	kfree(dev);
+}
+
+module_init(kvc_init);
+module_exit(kvc_exit);
+
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("kvcache: persistent, shared KV-cache tier for LLM inference");
+MODULE_AUTHOR("The kvcache developers");
