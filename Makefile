@@ -69,7 +69,8 @@ unit: unit-build
 	@for t in $(UNIT_TESTS); do $(BUILD)/unit/$$t || exit 1; done
 
 # The selftests use the kernel's kselftest_harness.h (GNU C), from the test
-# kernel's source tree.
+# kernel's source tree. Its macros compare int constants with unsigned
+# values and leave parameters unused, hence the two -Wno- flags.
 selftests: $(addprefix $(BUILD)/selftests/,$(SELFTESTS))
 
 $(BUILD)/selftests/%: tests/selftests/%.c tests/selftests/*.h \
@@ -77,7 +78,8 @@ $(BUILD)/selftests/%: tests/selftests/%.c tests/selftests/*.h \
 	@test -f $(KSRC)/tools/testing/selftests/kselftest_harness.h || \
 		{ echo "selftests need the test kernel source: make kernel"; exit 1; }
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 $(WARN) $(CFLAGS) -I$(TOP)/uapi \
+	$(CC) -std=gnu11 $(WARN) -Wno-unused-parameter -Wno-sign-compare \
+		$(CFLAGS) -I$(TOP)/uapi \
 		-I$(KSRC)/tools/testing/selftests -o $@ $<
 
 # ---- the whole thing ------------------------------------------------------

@@ -103,7 +103,7 @@ static int upstream_port(const char *bdf, char *out, size_t len)
 
 TEST(nvme_cmb_is_published_p2pmem)
 {
-	char nvme[64];
+	char nvme[NAME_MAX + 1];
 
 	ASSERT_TRUE(find_pci(0, 0, 0x010802, nvme, sizeof(nvme)))
 		TH_LOG("no NVMe controller in the VM");
@@ -113,7 +113,7 @@ TEST(nvme_cmb_is_published_p2pmem)
 
 TEST(ivshmem_gpu_is_under_the_nvme_switch)
 {
-	char gpu[64], nvme[64], up_gpu[PATH_MAX], up_nvme[PATH_MAX];
+	char gpu[NAME_MAX + 1], nvme[NAME_MAX + 1], up_gpu[PATH_MAX], up_nvme[PATH_MAX];
 
 	ASSERT_TRUE(find_pci(0x1af4, 0x1110, 0, gpu, sizeof(gpu)))
 		TH_LOG("no ivshmem device in the VM");
@@ -136,7 +136,7 @@ TEST(ivshmem_bar2_is_the_host_file)
 {
 	const char *file = getenv("KVC_GPU_FILE");
 	uint8_t want[8192], got[8192];
-	char gpu[64], path[PATH_MAX];
+	char gpu[NAME_MAX + 1], path[PATH_MAX];
 	volatile uint8_t *bar;
 	int fd, bfd;
 

@@ -313,7 +313,7 @@ TEST(geometry_knobs_validate_and_apply)
 
 	/* Each rejected write leaves the knob as it was. */
 	static const char *const bad_bs[] = {
-		"3000", "0", "2048", "128M", "6K", "junk", "", "-4096",
+		"3000", "0", "2048", "128M", "6K", "junk", "\n", "-4096",
 		"0x1000000000000000",
 	};
 	for (size_t i = 0; i < sizeof(bad_bs) / sizeof(bad_bs[0]); i++) {
@@ -382,6 +382,7 @@ TEST(module_params_are_validated)
 {
 	const char *args = getenv("KVC_MODULE_ARGS");
 	struct stat st;
+	int ret;
 
 	if (!getenv("KVC_MODULE_DIR"))
 		SKIP(return, "KVC_MODULE_DIR not set (run under scripts/vm)");
@@ -395,13 +396,19 @@ TEST(module_params_are_validated)
 	EXPECT_EQ(-EINVAL, load_module("dev_mode=banana"));
 	EXPECT_EQ(-1, stat(KVCACHE_DEVICE_PATH, &st));
 
-	/* A good set applies. */
-	ASSERT_EQ(0, load_module("dev_mode=0666 block_size=65536 pool_size=1M"));
-	ASSERT_EQ(0, stat(KVCACHE_DEVICE_PATH, &st));
-	EXPECT_EQ(0666, st.st_mode & 0777);
-	EXPECT_EQ(65536, kvc_attr_u64("pool/block_size"));
-	EXPECT_EQ(16, kvc_attr_u64("pool/nr_blocks"));
-	ASSERT_EQ(0, unload_module());
+	/*
+	 * A good set applies. No ASSERT until the module is back: a failure
+	 * here must not leave the VM without /dev/kvcache for later tests.
+	 */
+	ret = load_module("dev_mode=0666 block_size=65536 pool_size=1048576");
+	EXPECT_EQ(0, ret);
+	if (!ret) {
+		EXPECT_EQ(0, stat(KVCACHE_DEVICE_PATH, &st));
+		EXPECT_EQ(0666, st.st_mode & 0777);
+		EXPECT_EQ(65536, kvc_attr_u64("pool/block_size"));
+		EXPECT_EQ(16, kvc_attr_u64("pool/nr_blocks"));
+		EXPECT_EQ(0, unload_module());
+	}
 
 	/* Put back what the VM loaded. */
 	ASSERT_EQ(0, load_module(args ? args : ""));
