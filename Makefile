@@ -32,7 +32,7 @@ MODULE_OUT ?= $(BUILD)/module
 
 HELPER_SRCS := helper/devinfo.c
 UNIT_TESTS := test_uapi test_devinfo
-SELFTESTS := kvcache_dev_test bench_test
+SELFTESTS := kvcache_dev_test bench_test pool_test pool_fuzz_test
 
 .PHONY: all deps kernel module helper unit unit-build selftests check demo \
 	vm-shell clean
@@ -70,7 +70,8 @@ unit: unit-build
 
 # The selftests use the kernel's kselftest_harness.h (GNU C), from the test
 # kernel's source tree. Its macros compare int constants with unsigned
-# values and leave parameters unused, hence the two -Wno- flags.
+# values, leave parameters unused and setjmp around locals, hence the
+# -Wno- flags.
 selftests: $(addprefix $(BUILD)/selftests/,$(SELFTESTS))
 
 $(BUILD)/selftests/%: tests/selftests/%.c tests/selftests/*.h \
@@ -78,9 +79,9 @@ $(BUILD)/selftests/%: tests/selftests/%.c tests/selftests/*.h \
 	@test -f $(KSRC)/tools/testing/selftests/kselftest_harness.h || \
 		{ echo "selftests need the test kernel source: make kernel"; exit 1; }
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 $(WARN) -Wno-unused-parameter -Wno-sign-compare \
+	$(CC) -std=gnu11 $(WARN) -Wno-unused-parameter -Wno-sign-compare -Wno-clobbered \
 		$(CFLAGS) -I$(TOP)/uapi \
-		-I$(KSRC)/tools/testing/selftests -o $@ $<
+		-I$(KSRC)/tools/testing/selftests -o $@ $< -pthread
 
 # ---- the whole thing ------------------------------------------------------
 

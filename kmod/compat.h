@@ -33,4 +33,13 @@
 #define KVC_HAVE_KUNIT_VM_MMAP 0
 #endif
 
+/* vm_flags became read-only behind vm_flags_set()/vm_flags_clear() in 6.3. */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 3, 0)
+#define kvc_vm_flags_set(vma, flags)	vm_flags_set(vma, flags)
+#define kvc_vm_flags_clear(vma, flags)	vm_flags_clear(vma, flags)
+#else
+#define kvc_vm_flags_set(vma, flags)	((vma)->vm_flags |= (flags))
+#define kvc_vm_flags_clear(vma, flags)	((vma)->vm_flags &= ~(flags))
+#endif
+
 #endif /* _KVCACHE_COMPAT_H */

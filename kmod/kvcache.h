@@ -18,8 +18,14 @@
 #include <linux/miscdevice.h>
 #include <linux/mutex.h>
 #include <linux/percpu.h>
+#include <linux/percpu-rwsem.h>
+#include <linux/rcupdate.h>
 #include <linux/types.h>
+#include <linux/uidgid.h>
+#include <linux/xarray.h>
 #include <linux/kvcache.h>
+
+struct kvc_pool;
 
 #define KVC_MIN_BLOCK_SIZE	SZ_4K
 #define KVC_MAX_BLOCK_SIZE	SZ_64M
@@ -30,6 +36,15 @@ enum kvc_stat {
 	KVC_STAT_OPENS,
 	KVC_STAT_IOCTLS,
 	KVC_STAT_IOCTL_ERRORS,
+	KVC_STAT_ALLOCS,		/* blocks handed to writers */
+	KVC_STAT_ALLOC_FAILURES,	/* allocations refused: no space */
+	KVC_STAT_SEALS,
+	KVC_STAT_PINS,
+	KVC_STAT_UNPINS,
+	KVC_STAT_EVICTIONS,
+	KVC_STAT_DISCARDS,		/* unsealed blocks freed at close */
+	KVC_STAT_EVENTS,		/* netlink pressure events sent */
+	KVC_STAT_EVENT_FAILURES,
 	KVC_NR_STATS
 };
 
@@ -43,21 +58,52 @@ struct kvc_geometry {
 	u64 pool_size;
 };
 
+/* A namespace: who may read and write the blocks that carry its id. */
+struct kvc_ns {
+	u32 id;
+	kuid_t uid;
+	kgid_t gid;
+	umode_t mode;
+	u32 nr_blocks;			/* under dev->ns_lock */
+	struct rcu_head rcu;
+};
+
+#define KVC_DEV_PRESSURE	0	/* bit in kvc_dev.flags */
+
 struct kvc_dev {
 	struct miscdevice misc;
-	struct mutex config_lock;	/* serialises geometry changes */
+	struct mutex config_lock;	/* geometry and watermarks */
 	struct kvc_geometry geo;	/* under config_lock */
+	u32 low_wm, high_wm;		/* blocks; written under config_lock */
+
+	struct percpu_rw_semaphore pool_sem;	/* write: swap ->pool */
+	struct kvc_pool *pool;		/* under pool_sem */
+
+	struct mutex ns_lock;		/* ns create/destroy, nr_blocks */
+	struct xarray namespaces;	/* id -> kvc_ns; RCU for readers */
+	struct kvc_file *helper;	/* set and cleared with cmpxchg */
+
+	unsigned long flags;		/* KVC_DEV_* bits */
 	struct kvc_stats __percpu *stats;
 	atomic_t open_files;
 };
 
+/* What one open file holds; all released in kvc_file_release(). */
 struct kvc_file {
 	struct kvc_dev *dev;
+	struct mutex lock;		/* pins and owned below */
+	struct xarray pins;		/* block index -> pin count (value) */
+	struct xarray owned;		/* block index -> writable block */
 };
 
 static inline void kvc_stat_inc(struct kvc_dev *dev, enum kvc_stat s)
 {
 	this_cpu_inc(dev->stats->v[s]);
+}
+
+static inline void kvc_stat_add(struct kvc_dev *dev, enum kvc_stat s, u64 n)
+{
+	this_cpu_add(dev->stats->v[s], n);
 }
 
 u64 kvc_stat_read(struct kvc_dev *dev, enum kvc_stat s);
@@ -78,6 +124,37 @@ int kvc_copy_out(void __user *uarg, void *karg, size_t ksize);
 int kvc_info_check(const struct kvcache_info *in);
 void kvc_info_fill(struct kvcache_info *info, const struct kvc_geometry *geo);
 long kvc_ioctl(struct file *file, unsigned int cmd, unsigned long arg);
+
+/* kvcache_blocks.c: pool ioctls and what a file holds */
+int kvc_file_init(struct kvc_file *kf, struct kvc_dev *dev);
+void kvc_file_release(struct kvc_file *kf);
+int kvc_ioctl_alloc(struct kvc_file *kf, void __user *uarg);
+int kvc_ioctl_batch(struct kvc_file *kf, void __user *uarg, unsigned int nr);
+int kvc_ioctl_query(struct kvc_file *kf, void __user *uarg);
+bool kvc_file_has_pin(struct kvc_file *kf, u32 index);
+
+/* kvcache_ns.c: namespaces, the helper role, permission */
+bool kvc_is_privileged(struct kvc_file *kf);
+bool kvc_ns_may_read(u32 ns_id, void *kf);
+int kvc_ns_charge(struct kvc_file *kf, u32 ns_id, u32 count);
+void kvc_ns_uncharge(struct kvc_dev *dev, u32 ns_id, u32 count);
+int kvc_ioctl_ns(struct kvc_file *kf, void __user *uarg, bool create);
+int kvc_ioctl_helper(struct kvc_file *kf, void __user *uarg);
+void kvc_ns_destroy_all(struct kvc_dev *dev);
+bool kvc_ns_mode_allows(umode_t mode, bool owner, bool group, int mask);
+
+/* kvcache_mmap.c */
+int kvc_mmap(struct file *file, struct vm_area_struct *vma);
+
+/* kvcache_netlink.c: the "kvcache" generic netlink family */
+int kvc_netlink_register(struct kvc_dev *dev);
+void kvc_netlink_unregister(void);
+void kvc_pressure_check(struct kvc_dev *dev, u32 nr_free, u32 nr_blocks);
+
+/* kvcache_config.c: the pool behind the geometry */
+int kvc_pool_setup(struct kvc_dev *dev);
+void kvc_pool_teardown(struct kvc_dev *dev);
+int kvc_set_watermark(struct kvc_dev *dev, bool high, u32 val);
 
 /* kvcache_sysfs.c */
 extern const struct attribute_group *kvc_attr_groups[];

@@ -7,9 +7,10 @@
  * kvc_check_geometry(), so a value the module accepts at load is exactly a
  * value sysfs accepts later.
  *
- * Locking: dev->config_lock (a mutex) protects dev->geo; readers that need
- * block_size and pool_size to agree take it too. Nothing here is on a fast
- * path.
+ * Locking: dev->config_lock (a mutex) protects dev->geo and serialises
+ * writers of the watermarks; readers that need block_size and pool_size to
+ * agree take it too. Replacing the pool takes dev->pool_sem for writing,
+ * inside config_lock. Nothing here is on a fast path.
  */
 #include <linux/kernel.h>
 #include <linux/log2.h>
@@ -19,6 +20,7 @@
 #include <kunit/visibility.h>
 
 #include "kvcache.h"
+#include "kvcache_pool.h"
 
 /**
  * kvc_parse_size() - parse a byte count written to a sysfs knob
@@ -127,6 +129,13 @@ u64 kvc_max_pool_bytes(void)
 	return ((u64)totalram_pages() << PAGE_SHIFT) / 2;
 }
 
+/* Default watermarks: pressure below 10% free, relief above 20%. */
+static void kvc_default_watermarks(struct kvc_dev *dev, u32 nr_blocks)
+{
+	WRITE_ONCE(dev->low_wm, nr_blocks / 10);
+	WRITE_ONCE(dev->high_wm, nr_blocks / 5);
+}
+
 /**
  * kvc_update_geometry() - change one knob of the geometry
  * @dev: the device
@@ -135,13 +144,16 @@ u64 kvc_max_pool_bytes(void)
  *
  * The new geometry is checked as a whole under config_lock, so two admins
  * writing block_size and pool_size at once cannot leave a combination that
- * neither write alone would have been allowed to make.
+ * neither write alone would have been allowed to make. The pool is
+ * replaced by one of the new geometry, which is only possible while every
+ * block is free; the watermarks go back to their defaults.
  *
- * Return: 0, or -EINVAL when the resulting geometry is invalid (then
- * nothing changes).
+ * Return: 0; -EINVAL when the resulting geometry is invalid; -EBUSY when
+ * the pool holds blocks; -ENOMEM. Nothing changes on failure.
  */
 int kvc_update_geometry(struct kvc_dev *dev, enum kvc_geo_field field, u64 val)
 {
+	struct kvc_pool *pool, *old;
 	struct kvc_geometry geo;
 	int ret;
 
@@ -152,8 +164,37 @@ int kvc_update_geometry(struct kvc_dev *dev, enum kvc_geo_field field, u64 val)
 	else
 		geo.pool_size = val;
 	ret = kvc_check_geometry(&geo, kvc_max_pool_bytes());
-	if (!ret)
-		dev->geo = geo;
+	if (ret)
+		goto out;
+
+	/*
+	 * dev->pool only changes under config_lock, held here. Check it is
+	 * idle before allocating a new one, and again when swapping.
+	 */
+	if (!kvc_pool_idle(dev->pool)) {
+		ret = -EBUSY;
+		goto out;
+	}
+	/* Allocate first: ioctls must not wait behind the allocation. */
+	pool = kvc_pool_create(&geo);
+	if (IS_ERR(pool)) {
+		ret = PTR_ERR(pool);
+		goto out;
+	}
+	percpu_down_write(&dev->pool_sem);
+	old = dev->pool;
+	if (!kvc_pool_idle(old)) {
+		percpu_up_write(&dev->pool_sem);
+		kvc_pool_destroy(pool);
+		ret = -EBUSY;
+		goto out;
+	}
+	dev->pool = pool;
+	dev->geo = geo;
+	kvc_default_watermarks(dev, pool->nr_blocks);
+	percpu_up_write(&dev->pool_sem);
+	kvc_pool_destroy(old);
+out:
 	mutex_unlock(&dev->config_lock);
 	return ret;
 }
@@ -163,4 +204,51 @@ void kvc_get_geometry(struct kvc_dev *dev, struct kvc_geometry *geo)
 	mutex_lock(&dev->config_lock);
 	*geo = dev->geo;
 	mutex_unlock(&dev->config_lock);
+}
+
+/**
+ * kvc_set_watermark() - set one free-block level of the pressure events
+ * @dev: the device
+ * @high: set high_watermark (pressure over at or above it), else
+ *        low_watermark (pressure raised below it)
+ * @val: blocks
+ *
+ * Return: 0, or -EINVAL unless low <= high <= nr_blocks afterwards.
+ */
+int kvc_set_watermark(struct kvc_dev *dev, bool high, u32 val)
+{
+	u32 low_wm, high_wm;
+	int ret = 0;
+
+	mutex_lock(&dev->config_lock);
+	low_wm = high ? dev->low_wm : val;
+	high_wm = high ? val : dev->high_wm;
+	if (low_wm > high_wm ||
+	    high_wm > dev->geo.pool_size / dev->geo.block_size) {
+		ret = -EINVAL;
+	} else {
+		WRITE_ONCE(dev->low_wm, low_wm);
+		WRITE_ONCE(dev->high_wm, high_wm);
+	}
+	mutex_unlock(&dev->config_lock);
+	return ret;
+}
+
+/* Module load: the pool of the geometry the parameters gave. */
+int kvc_pool_setup(struct kvc_dev *dev)
+{
+	struct kvc_pool *pool = kvc_pool_create(&dev->geo);
+
+	if (IS_ERR(pool))
+		return PTR_ERR(pool);
+	dev->pool = pool;
+	kvc_default_watermarks(dev, pool->nr_blocks);
+	return 0;
+}
+
+/* Module unload: no file is open, so every block is free. */
+void kvc_pool_teardown(struct kvc_dev *dev)
+{
+	kvc_pool_destroy(dev->pool);
+	dev->pool = NULL;
 }

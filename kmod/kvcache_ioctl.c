@@ -101,8 +101,7 @@ void kvc_info_fill(struct kvcache_info *info, const struct kvc_geometry *geo)
 {
 	info->abi_version = KVCACHE_ABI_VERSION;
 	info->max_batch = KVCACHE_MAX_BATCH;
-	/* No call group beyond INFO exists yet; see KVCACHE_FEAT_*. */
-	info->features = 0;
+	info->features = KVCACHE_FEAT_POOL | KVCACHE_FEAT_NETLINK;
 	info->block_size = geo->block_size;
 	info->nr_blocks = geo->pool_size / geo->block_size;
 }
@@ -146,6 +145,27 @@ long kvc_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	switch (_IOC_NR(cmd)) {
 	case _IOC_NR(KVCACHE_IOC_INFO):
 		ret = kvc_ioctl_info(kf, uarg);
+		break;
+	case _IOC_NR(KVCACHE_IOC_ALLOC):
+		ret = kvc_ioctl_alloc(kf, uarg);
+		break;
+	case _IOC_NR(KVCACHE_IOC_SEAL):
+	case _IOC_NR(KVCACHE_IOC_PIN):
+	case _IOC_NR(KVCACHE_IOC_UNPIN):
+	case _IOC_NR(KVCACHE_IOC_EVICT):
+		ret = kvc_ioctl_batch(kf, uarg, _IOC_NR(cmd));
+		break;
+	case _IOC_NR(KVCACHE_IOC_QUERY):
+		ret = kvc_ioctl_query(kf, uarg);
+		break;
+	case _IOC_NR(KVCACHE_IOC_NS_CREATE):
+		ret = kvc_ioctl_ns(kf, uarg, true);
+		break;
+	case _IOC_NR(KVCACHE_IOC_NS_DESTROY):
+		ret = kvc_ioctl_ns(kf, uarg, false);
+		break;
+	case _IOC_NR(KVCACHE_IOC_HELPER):
+		ret = kvc_ioctl_helper(kf, uarg);
 		break;
 	default:
 		ret = -ENOTTY;

@@ -3,12 +3,26 @@
  * kvcache.ko: the /dev/kvcache misc device.
  *
  * This file owns module load and unload, the module parameters and the
- * file operations; the ioctls live in kvcache_ioctl.c, the sysfs knobs and
- * counters in kvcache_sysfs.c, geometry validation in kvcache_config.c.
+ * file operations. Where the rest lives:
+ *   kvcache_ioctl.c    ioctl dispatch, the size-first argument rules, INFO
+ *   kvcache_config.c   geometry and watermark knobs, replacing the pool
+ *   kvcache_pool.c     the pool's memory and the block state machine
+ *   kvcache_blocks.c   pool ioctls; what an open file holds
+ *   kvcache_ns.c       namespaces, permission, the helper role
+ *   kvcache_mmap.c     mapping blocks
+ *   kvcache_netlink.c  the "kvcache" generic netlink family
+ *   kvcache_sysfs.c    sysfs knobs and counters
  *
  * Locking rules for the whole module, outermost first:
- *  - dev->config_lock (mutex): pool geometry; taken by sysfs stores and by
- *    ioctls that need a consistent geometry. Never held across user copies.
+ *  - dev->config_lock (mutex): pool geometry and watermarks; taken by
+ *    sysfs stores and by ioctls that need a consistent geometry.
+ *  - mmap_lock, on the mmap paths only.
+ *  - dev->pool_sem (per-CPU rwsem): read side around any use of dev->pool,
+ *    write side only to replace the pool (inside config_lock). Never held
+ *    across a user copy.
+ *  - kf->lock (mutex, per open file): the file's pins and writable blocks.
+ *  - dev->ns_lock (mutex): namespace creation, removal and block counts.
+ *  - block->lock, then pool->free_lock (spinlocks, kvcache_pool.c).
  *  - Per-CPU counters (dev->stats) and dev->open_files (atomic) need no
  *    lock; sysfs sums the per-CPU values when read.
  *
@@ -60,7 +74,7 @@ static int kvc_open(struct inode *inode, struct file *file)
 	kf = kzalloc(sizeof(*kf), GFP_KERNEL);
 	if (!kf)
 		return -ENOMEM;
-	kf->dev = dev;
+	kvc_file_init(kf, dev);
 	file->private_data = kf;
 	atomic_inc(&dev->open_files);
 	kvc_stat_inc(dev, KVC_STAT_OPENS);
@@ -70,9 +84,11 @@ static int kvc_open(struct inode *inode, struct file *file)
 static int kvc_release(struct inode *inode, struct file *file)
 {
 	struct kvc_file *kf = file->private_data;
+	struct kvc_dev *dev = kf->dev;
 
-	atomic_dec(&kf->dev->open_files);
+	kvc_file_release(kf);
 	kfree(kf);
+	atomic_dec(&dev->open_files);
 	return 0;
 }
 
@@ -82,6 +98,7 @@ static const struct file_operations kvc_fops = {
 	.release	= kvc_release,
 	.unlocked_ioctl	= kvc_ioctl,
 	.compat_ioctl	= compat_ptr_ioctl,
+	.mmap		= kvc_mmap,
 };
 
 static int __init kvc_init(void)
@@ -113,8 +130,22 @@ static int __init kvc_init(void)
 		goto err_free;
 	}
 	mutex_init(&dev->config_lock);
+	mutex_init(&dev->ns_lock);
+	xa_init(&dev->namespaces);
 	dev->geo = geo;
 	atomic_set(&dev->open_files, 0);
+	ret = percpu_init_rwsem(&dev->pool_sem);
+	if (ret)
+		goto err_stats;
+	ret = kvc_pool_setup(dev);
+	if (ret) {
+		pr_err("kvcache: cannot allocate a pool of %llu bytes: %d\n",
+		       geo.pool_size, ret);
+		goto err_sem;
+	}
+	ret = kvc_netlink_register(dev);
+	if (ret)
+		goto err_pool;
 
 	dev->misc.minor = MISC_DYNAMIC_MINOR;
 	dev->misc.name = KVCACHE_DEVICE_NAME;
@@ -123,13 +154,19 @@ static int __init kvc_init(void)
 	dev->misc.groups = kvc_attr_groups;
 	ret = misc_register(&dev->misc);
 	if (ret)
-		goto err_stats;
+		goto err_netlink;
 
 	kvc_the_dev = dev;
 	pr_info("kvcache: ABI %d, block_size %llu, pool_size %llu\n",
 		KVCACHE_ABI_VERSION, geo.block_size, geo.pool_size);
 	return 0;
 
+err_netlink:
+	kvc_netlink_unregister();
+err_pool:
+	kvc_pool_teardown(dev);
+err_sem:
+	percpu_free_rwsem(&dev->pool_sem);
 err_stats:
 	free_percpu(dev->stats);
 err_free:
@@ -142,6 +179,11 @@ static void __exit kvc_exit(void)
 	struct kvc_dev *dev = kvc_the_dev;
 
 	misc_deregister(&dev->misc);
+	kvc_netlink_unregister();
+	kvc_pool_teardown(dev);
+	kvc_ns_destroy_all(dev);
+	percpu_free_rwsem(&dev->pool_sem);
+	mutex_destroy(&dev->ns_lock);
 	mutex_destroy(&dev->config_lock);
 	free_percpu(dev->stats);
 	kfree(dev);

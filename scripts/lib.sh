@@ -18,14 +18,15 @@ kvc_log() {
 }
 
 # The test kernel is keyed by what it is built from: the Debian source
-# package version, the config fragment, and the build recipe itself.
+# package version, the config fragment's settings (not its comments), and
+# the build recipe itself.
 kvc_kernel_key() {
 	local ver
 	ver=$(dpkg-query -W -f='${Version}' "$KVC_SRC_PKG" 2>/dev/null) ||
 		kvc_die "$KVC_SRC_PKG is not installed; run: make deps"
 	{
 		echo "$ver"
-		cat "$KVC_FRAGMENT"
+		grep -E '^(CONFIG_|# CONFIG_)' "$KVC_FRAGMENT"
 		cat "$KVC_TOP/scripts/build-kernel"
 	} | sha256sum | cut -c1-16
 }

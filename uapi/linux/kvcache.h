@@ -81,8 +81,221 @@ struct kvcache_info {
 
 #define KVCACHE_INFO_SIZE_VER1	64	/* first published size */
 
+/* ---- block pool ------------------------------------------------------ */
+
+/**
+ * struct kvcache_handle - a pool block
+ * @index: the block's place in the pool, below kvcache_info.nr_blocks
+ * @gen:   its generation; bumped every time the block is freed, so a handle
+ *         kept past an eviction is stale (-ESTALE) and never names the
+ *         block's next contents
+ */
+struct kvcache_handle {
+	__u32 index;
+	__u32 gen;
+};
+
+#define KVCACHE_KEY_SIZE	32	/* bytes of a block key */
+#define KVCACHE_NS_MAX		65535	/* namespace ids are 1..KVCACHE_NS_MAX */
+#define KVCACHE_NS_ANY		0	/* query: every namespace the caller may read */
+
+/**
+ * struct kvcache_alloc - KVCACHE_IOC_ALLOC: writable blocks for this file
+ * @size:     sizeof(struct kvcache_alloc)
+ * @flags:    must be 0
+ * @ns_id:    namespace the blocks will belong to; the caller needs write
+ *            permission on it
+ * @count:    blocks wanted, 1..KVCACHE_MAX_BATCH; all or none (-ENOSPC)
+ * @handles:  user pointer to @count struct kvcache_handle, filled on success
+ * @reserved: must be 0
+ *
+ * The blocks come zeroed, writable (through mmap) by this open file only,
+ * and go back to the pool if the file is closed before they are sealed.
+ */
+struct kvcache_alloc {
+	__u32 size;
+	__u32 flags;
+	__u32 ns_id;
+	__u32 count;
+	__u64 handles;
+	__u64 reserved[2];
+};
+
+#define KVCACHE_ALLOC_SIZE_VER1	40
+
+/**
+ * struct kvcache_seal_entry - one block to seal
+ * @handle:      a writable block of this file, not mapped writable any more
+ * @payload_len: bytes of the block that hold data, 1..block_size
+ * @reserved:    must be 0
+ * @key:         the caller's key for the block (stored, returned by query)
+ */
+struct kvcache_seal_entry {
+	struct kvcache_handle handle;
+	__u32 payload_len;
+	__u32 reserved;
+	__u8 key[KVCACHE_KEY_SIZE];
+};
+
+/**
+ * struct kvcache_batch - SEAL, PIN, UNPIN and EVICT: an array of entries
+ * @size:     sizeof(struct kvcache_batch)
+ * @flags:    SEAL: 0 or KVCACHE_SEAL_KEEP_PIN; others: must be 0
+ * @count:    entries, 1..KVCACHE_MAX_BATCH
+ * @done:     out: entries that took effect, in order; also written back
+ *            when the call fails, the error being that of entry @done
+ * @entries:  user pointer: struct kvcache_seal_entry for SEAL, struct
+ *            kvcache_handle for the others
+ * @reserved: must be 0
+ */
+struct kvcache_batch {
+	__u32 size;
+	__u32 flags;
+	__u32 count;
+	__u32 done;
+	__u64 entries;
+	__u64 reserved[2];
+};
+
+#define KVCACHE_BATCH_SIZE_VER1	40
+
+/* SEAL: the sealing file keeps a pin on each block it sealed. */
+#define KVCACHE_SEAL_KEEP_PIN	_BITUL(0)
+
+/**
+ * struct kvcache_block_info - one sealed block, as KVCACHE_IOC_QUERY lists it
+ * @handle:      the block
+ * @ns_id:       its namespace
+ * @payload_len: bytes of data in it
+ * @pins:        pins on it when it was listed (files and mappings)
+ * @reserved:    0
+ * @key:         the key it was sealed with
+ */
+struct kvcache_block_info {
+	struct kvcache_handle handle;
+	__u32 ns_id;
+	__u32 payload_len;
+	__u32 pins;
+	__u32 reserved;
+	__u8 key[KVCACHE_KEY_SIZE];
+};
+
+/**
+ * struct kvcache_query - KVCACHE_IOC_QUERY: list sealed blocks
+ * @size:     sizeof(struct kvcache_query)
+ * @flags:    must be 0
+ * @start:    in: first block index to look at
+ * @count:    in: room in @entries (1..KVCACHE_MAX_BATCH); out: entries filled
+ * @next:     out: where the next call should start; nr_blocks when done
+ * @ns_id:    in: only this namespace, or KVCACHE_NS_ANY
+ * @entries:  user pointer to @count struct kvcache_block_info
+ * @reserved: must be 0
+ *
+ * The helper and CAP_SYS_ADMIN see every sealed block; others only those
+ * of namespaces they may read.
+ */
+struct kvcache_query {
+	__u32 size;
+	__u32 flags;
+	__u32 start;
+	__u32 count;
+	__u32 next;
+	__u32 ns_id;
+	__u64 entries;
+	__u64 reserved[2];
+};
+
+#define KVCACHE_QUERY_SIZE_VER1	48
+
+/**
+ * struct kvcache_ns - KVCACHE_IOC_NS_CREATE / KVCACHE_IOC_NS_DESTROY
+ * @size:     sizeof(struct kvcache_ns)
+ * @flags:    must be 0
+ * @ns_id:    1..KVCACHE_NS_MAX
+ * @uid:      owner (CREATE; in the caller's user namespace)
+ * @gid:      group (CREATE)
+ * @mode:     permission bits, at most 0777 (CREATE): read lets a process
+ *            pin, map and list the namespace's blocks, write lets it
+ *            allocate and seal blocks in it
+ * @reserved: must be 0
+ *
+ * Only the helper (see KVCACHE_IOC_HELPER) or CAP_SYS_ADMIN may create or
+ * destroy namespaces; DESTROY fails with -EBUSY while blocks belong to it.
+ */
+struct kvcache_ns {
+	__u32 size;
+	__u32 flags;
+	__u32 ns_id;
+	__u32 uid;
+	__u32 gid;
+	__u32 mode;
+	__u64 reserved[2];
+};
+
+#define KVCACHE_NS_SIZE_VER1	40
+
+/*
+ * mmap: one block per mapping, MAP_SHARED, length block_size, offset
+ * index * block_size. Writable only for a writable block of this file;
+ * read-only (PROT_WRITE and mprotect to it refused) for a sealed block this
+ * file has pinned. The mapping holds its own reference: unpin or evict do
+ * not pull the pages from under it.
+ */
+
+/**
+ * struct kvcache_helper - KVCACHE_IOC_HELPER: make this open file the helper
+ * @size:     sizeof(struct kvcache_helper)
+ * @flags:    must be 0
+ * @reserved: must be 0
+ *
+ * Needs CAP_SYS_ADMIN; one helper file at a time (-EBUSY). The role ends
+ * when the file is closed. The helper may evict, manage namespaces and pin
+ * or list every block, so kvcached can drop its privileges afterwards.
+ */
+struct kvcache_helper {
+	__u32 size;
+	__u32 flags;
+	__u64 reserved[3];
+};
+
+#define KVCACHE_HELPER_SIZE_VER1	32
+
 #define KVCACHE_IOC_MAGIC	0xBC
 
 #define KVCACHE_IOC_INFO	_IOWR(KVCACHE_IOC_MAGIC, 0x00, struct kvcache_info)
+#define KVCACHE_IOC_ALLOC	_IOWR(KVCACHE_IOC_MAGIC, 0x01, struct kvcache_alloc)
+#define KVCACHE_IOC_SEAL	_IOWR(KVCACHE_IOC_MAGIC, 0x02, struct kvcache_batch)
+#define KVCACHE_IOC_PIN		_IOWR(KVCACHE_IOC_MAGIC, 0x03, struct kvcache_batch)
+#define KVCACHE_IOC_UNPIN	_IOWR(KVCACHE_IOC_MAGIC, 0x04, struct kvcache_batch)
+#define KVCACHE_IOC_EVICT	_IOWR(KVCACHE_IOC_MAGIC, 0x05, struct kvcache_batch)
+#define KVCACHE_IOC_QUERY	_IOWR(KVCACHE_IOC_MAGIC, 0x06, struct kvcache_query)
+#define KVCACHE_IOC_NS_CREATE	_IOWR(KVCACHE_IOC_MAGIC, 0x07, struct kvcache_ns)
+#define KVCACHE_IOC_NS_DESTROY	_IOWR(KVCACHE_IOC_MAGIC, 0x08, struct kvcache_ns)
+#define KVCACHE_IOC_HELPER	_IOWR(KVCACHE_IOC_MAGIC, 0x09, struct kvcache_helper)
+
+/* ---- generic netlink: family "kvcache" -------------------------------- */
+
+#define KVCACHE_GENL_NAME	"kvcache"
+#define KVCACHE_GENL_VERSION	1
+#define KVCACHE_GENL_MCGRP	"events"
+
+enum kvcache_genl_cmd {
+	KVCACHE_CMD_UNSPEC,
+	KVCACHE_CMD_GET_POOL,	/* request: reply carries the pool attributes */
+	KVCACHE_CMD_PRESSURE,	/* multicast event: the pool attributes */
+	__KVCACHE_CMD_MAX,
+};
+
+enum kvcache_genl_attr {
+	KVCACHE_A_UNSPEC,
+	KVCACHE_A_FREE_BLOCKS,		/* u32 */
+	KVCACHE_A_NR_BLOCKS,		/* u32 */
+	KVCACHE_A_LOW_WATERMARK,	/* u32, blocks */
+	KVCACHE_A_HIGH_WATERMARK,	/* u32, blocks */
+	KVCACHE_A_PRESSURE,		/* u8: 1 below low, 0 back above high */
+	__KVCACHE_A_MAX,
+};
+
+#define KVCACHE_A_MAX (__KVCACHE_A_MAX - 1)
 
 #endif /* _UAPI_LINUX_KVCACHE_H */

@@ -1,0 +1,365 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The block pool's ioctls, and what an open file holds.
+ *
+ * An open file (struct kvc_file) owns its writable blocks (->owned) and
+ * its pins (->pins: block index -> count). kvc_file_release() gives all of
+ * it back, so a process that dies, even by SIGKILL, leaks nothing: its
+ * pins drop and its unsealed blocks go back to the pool without ever
+ * becoming visible.
+ *
+ * Locking, outermost first:
+ *  - mmap_lock (only on the mmap and munmap paths, see kvcache_mmap.c)
+ *  - dev->pool_sem, read side: held across the work on the pool so the
+ *    pool cannot be replaced under it. Never held across a user copy:
+ *    arguments are copied in before taking it and results copied out after
+ *    (a fault would take mmap_lock inside it, the wrong way round).
+ *  - kf->lock (mutex, per file): ->pins and ->owned
+ *  - dev->ns_lock (mutex): namespace block counts
+ *  - block->lock, then pool->free_lock (spinlocks, in kvcache_pool.c)
+ * The pin and unpin paths take the read side of a per-CPU rwsem, the
+ * file's own mutex and one block's spinlock: no lock shared by all callers.
+ */
+#include <linux/capability.h>
+#include <linux/mm.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+#include <linux/uaccess.h>
+
+#include "kvcache.h"
+#include "kvcache_pool.h"
+
+int kvc_file_init(struct kvc_file *kf, struct kvc_dev *dev)
+{
+	kf->dev = dev;
+	mutex_init(&kf->lock);
+	xa_init(&kf->pins);
+	xa_init(&kf->owned);
+	return 0;
+}
+
+bool kvc_file_has_pin(struct kvc_file *kf, u32 index)
+{
+	return xa_load(&kf->pins, index);
+}
+
+/* Drop every pin this file holds on one block, whatever its count. */
+static void kvc_file_drop_pins(struct kvc_pool *pool, u32 index,
+			       unsigned long n)
+{
+	struct kvcache_handle h = { .index = index };
+
+	h.gen = READ_ONCE(pool->blocks[index].gen);	/* pinned: stable */
+	while (n--)
+		WARN_ON(kvc_block_unpin(pool, h));
+}
+
+void kvc_file_release(struct kvc_file *kf)
+{
+	struct kvc_dev *dev = kf->dev;
+	struct kvc_pool *pool;
+	unsigned long index;
+	void *entry;
+	u32 ns_id, free, nblocks;
+	u64 discarded = 0;
+
+	percpu_down_read(&dev->pool_sem);
+	pool = dev->pool;
+	xa_for_each(&kf->owned, index, entry) {
+		if (!kvc_block_discard(pool, index, kf, &ns_id)) {
+			kvc_ns_uncharge(dev, ns_id, 1);
+			discarded++;
+		}
+	}
+	xa_for_each(&kf->pins, index, entry)
+		kvc_file_drop_pins(pool, index, xa_to_value(entry));
+	free = kvc_pool_nr_free(pool);
+	nblocks = pool->nr_blocks;
+	percpu_up_read(&dev->pool_sem);
+
+	xa_destroy(&kf->owned);
+	xa_destroy(&kf->pins);
+	mutex_destroy(&kf->lock);
+	cmpxchg(&dev->helper, kf, NULL);
+	kvc_stat_add(dev, KVC_STAT_DISCARDS, discarded);
+	if (discarded)
+		kvc_pressure_check(dev, free, nblocks);
+}
+
+/* Copy a batch's entry array in; the caller kvfree()s it. */
+static void *kvc_entries_in(u64 uptr, u32 count, size_t esize)
+{
+	if (!count || count > KVCACHE_MAX_BATCH)
+		return ERR_PTR(-EINVAL);
+	return vmemdup_user(u64_to_user_ptr(uptr), (size_t)count * esize);
+}
+
+/* KVCACHE_IOC_ALLOC */
+int kvc_ioctl_alloc(struct kvc_file *kf, void __user *uarg)
+{
+	struct kvc_dev *dev = kf->dev;
+	struct kvcache_handle *h;
+	struct kvcache_alloc arg;
+	struct kvc_pool *pool;
+	u32 i, free = 0, nr = 0, ns_id;
+	int ret;
+
+	ret = kvc_copy_in(&arg, sizeof(arg), KVCACHE_ALLOC_SIZE_VER1, uarg);
+	if (ret)
+		return ret;
+	if (arg.flags || memchr_inv(arg.reserved, 0, sizeof(arg.reserved)))
+		return -EINVAL;
+	if (!arg.count || arg.count > KVCACHE_MAX_BATCH)
+		return -EINVAL;
+	h = kvcalloc(arg.count, sizeof(*h), GFP_KERNEL);
+	if (!h)
+		return -ENOMEM;
+	ret = kvc_ns_charge(kf, arg.ns_id, arg.count);
+	if (ret)
+		goto out_free;
+
+	percpu_down_read(&dev->pool_sem);
+	pool = dev->pool;
+	mutex_lock(&kf->lock);
+	ret = kvc_pool_alloc(pool, arg.count, arg.ns_id, kf, h);
+	for (i = 0; !ret && i < arg.count; i++)
+		ret = xa_err(xa_store(&kf->owned, h[i].index, xa_mk_value(1),
+				      GFP_KERNEL));
+	if (ret && i) {
+		/* No memory for the bookkeeping: give every block back. */
+		for (i = 0; i < arg.count; i++) {
+			xa_erase(&kf->owned, h[i].index);
+			WARN_ON(kvc_block_discard(pool, h[i].index, kf, &ns_id));
+		}
+	}
+	mutex_unlock(&kf->lock);
+	free = kvc_pool_nr_free(pool);
+	nr = pool->nr_blocks;
+	percpu_up_read(&dev->pool_sem);
+
+	if (ret) {
+		kvc_ns_uncharge(dev, arg.ns_id, arg.count);
+		if (ret == -ENOSPC)
+			kvc_stat_inc(dev, KVC_STAT_ALLOC_FAILURES);
+		goto out_free;
+	}
+	kvc_stat_add(dev, KVC_STAT_ALLOCS, arg.count);
+	kvc_pressure_check(dev, free, nr);
+
+	if (copy_to_user(u64_to_user_ptr(arg.handles), h,
+			 arg.count * sizeof(*h)) ||
+	    kvc_copy_out(uarg, &arg, sizeof(arg))) {
+		/* The caller cannot know its handles: take the blocks back. */
+		percpu_down_read(&dev->pool_sem);
+		mutex_lock(&kf->lock);
+		for (i = 0; i < arg.count; i++) {
+			xa_erase(&kf->owned, h[i].index);
+			WARN_ON(kvc_block_discard(dev->pool, h[i].index, kf,
+						  &ns_id));
+		}
+		mutex_unlock(&kf->lock);
+		percpu_up_read(&dev->pool_sem);
+		kvc_ns_uncharge(dev, arg.ns_id, arg.count);
+		ret = -EFAULT;
+	}
+out_free:
+	kvfree(h);
+	return ret;
+}
+
+static int kvc_file_pin(struct kvc_file *kf, struct kvc_pool *pool,
+			struct kvcache_handle h, bool check_ns)
+{
+	unsigned long n;
+	int ret;
+
+	mutex_lock(&kf->lock);
+	ret = kvc_block_pin(pool, h, check_ns ? kvc_ns_may_read : NULL, kf);
+	if (!ret) {
+		n = xa_to_value(xa_load(&kf->pins, h.index));
+		ret = xa_err(xa_store(&kf->pins, h.index, xa_mk_value(n + 1),
+				      GFP_KERNEL));
+		if (ret)
+			WARN_ON(kvc_block_unpin(pool, h));
+	}
+	mutex_unlock(&kf->lock);
+	return ret;
+}
+
+static int kvc_file_unpin(struct kvc_file *kf, struct kvc_pool *pool,
+			  struct kvcache_handle h)
+{
+	unsigned long n;
+	int ret;
+
+	if (h.index >= pool->nr_blocks)
+		return -EINVAL;
+	mutex_lock(&kf->lock);
+	n = xa_to_value(xa_load(&kf->pins, h.index));
+	if (!n) {
+		ret = -EINVAL;		/* not pinned by this file */
+		goto out;
+	}
+	ret = kvc_block_unpin(pool, h);
+	if (ret)
+		goto out;
+	if (n > 1)
+		xa_store(&kf->pins, h.index, xa_mk_value(n - 1), GFP_KERNEL);
+	else
+		xa_erase(&kf->pins, h.index);
+out:
+	mutex_unlock(&kf->lock);
+	return ret;
+}
+
+static int kvc_file_seal(struct kvc_file *kf, struct kvc_pool *pool,
+			 const struct kvcache_seal_entry *e, bool keep_pin)
+{
+	int ret;
+
+	if (e->reserved)
+		return -EINVAL;
+	mutex_lock(&kf->lock);
+	ret = kvc_block_seal(pool, e->handle, kf, e->payload_len, e->key);
+	if (!ret)
+		xa_erase(&kf->owned, e->handle.index);
+	mutex_unlock(&kf->lock);
+	/* The writer may read back what it wrote, whatever the mode. */
+	if (!ret && keep_pin)
+		ret = kvc_file_pin(kf, pool, e->handle, false);
+	return ret;
+}
+
+static int kvc_batch_one(struct kvc_file *kf, struct kvc_pool *pool,
+			 unsigned int nr, const void *entries, u32 i,
+			 u32 flags, u32 *evicted_ns)
+{
+	const struct kvcache_handle *h = entries;
+
+	switch (nr) {
+	case _IOC_NR(KVCACHE_IOC_SEAL):
+		return kvc_file_seal(kf, pool,
+				     (const struct kvcache_seal_entry *)entries + i,
+				     flags & KVCACHE_SEAL_KEEP_PIN);
+	case _IOC_NR(KVCACHE_IOC_PIN):
+		return kvc_file_pin(kf, pool, h[i], true);
+	case _IOC_NR(KVCACHE_IOC_UNPIN):
+		return kvc_file_unpin(kf, pool, h[i]);
+	case _IOC_NR(KVCACHE_IOC_EVICT):
+		return kvc_block_evict(pool, h[i], evicted_ns);
+	}
+	return -ENOTTY;
+}
+
+static const enum kvc_stat kvc_batch_stat[] = {
+	[_IOC_NR(KVCACHE_IOC_SEAL)] = KVC_STAT_SEALS,
+	[_IOC_NR(KVCACHE_IOC_PIN)] = KVC_STAT_PINS,
+	[_IOC_NR(KVCACHE_IOC_UNPIN)] = KVC_STAT_UNPINS,
+	[_IOC_NR(KVCACHE_IOC_EVICT)] = KVC_STAT_EVICTIONS,
+};
+
+/* KVCACHE_IOC_SEAL, _PIN, _UNPIN and _EVICT: in order, stop at the first error */
+int kvc_ioctl_batch(struct kvc_file *kf, void __user *uarg, unsigned int nr)
+{
+	struct kvc_dev *dev = kf->dev;
+	struct kvcache_batch arg;
+	struct kvc_pool *pool;
+	u32 i, ns_id, free, nblocks;
+	u32 allowed = nr == _IOC_NR(KVCACHE_IOC_SEAL) ? KVCACHE_SEAL_KEEP_PIN : 0;
+	size_t esize = nr == _IOC_NR(KVCACHE_IOC_SEAL) ?
+		       sizeof(struct kvcache_seal_entry) :
+		       sizeof(struct kvcache_handle);
+	void *entries;
+	int ret, out;
+
+	ret = kvc_copy_in(&arg, sizeof(arg), KVCACHE_BATCH_SIZE_VER1, uarg);
+	if (ret)
+		return ret;
+	if ((arg.flags & ~allowed) || arg.done ||
+	    memchr_inv(arg.reserved, 0, sizeof(arg.reserved)))
+		return -EINVAL;
+	if (nr == _IOC_NR(KVCACHE_IOC_EVICT) && !kvc_is_privileged(kf))
+		return -EPERM;
+	entries = kvc_entries_in(arg.entries, arg.count, esize);
+	if (IS_ERR(entries))
+		return PTR_ERR(entries);
+
+	percpu_down_read(&dev->pool_sem);
+	pool = dev->pool;
+	for (i = 0, ret = 0; i < arg.count; i++) {
+		ret = kvc_batch_one(kf, pool, nr, entries, i, arg.flags,
+				    &ns_id);
+		if (ret)
+			break;
+		if (nr == _IOC_NR(KVCACHE_IOC_EVICT))
+			kvc_ns_uncharge(dev, ns_id, 1);
+		if (!(i & 255))
+			cond_resched();
+	}
+	free = kvc_pool_nr_free(pool);
+	nblocks = pool->nr_blocks;
+	percpu_up_read(&dev->pool_sem);
+	kvfree(entries);
+
+	kvc_stat_add(dev, kvc_batch_stat[nr], i);
+	if (nr == _IOC_NR(KVCACHE_IOC_EVICT) && i)
+		kvc_pressure_check(dev, free, nblocks);
+
+	arg.done = i;
+	out = kvc_copy_out(uarg, &arg, sizeof(arg));
+	return ret ? ret : out;
+}
+
+/* KVCACHE_IOC_QUERY */
+int kvc_ioctl_query(struct kvc_file *kf, void __user *uarg)
+{
+	struct kvc_dev *dev = kf->dev;
+	struct kvcache_block_info *out;
+	struct kvcache_query arg;
+	struct kvc_pool *pool;
+	bool all = kvc_is_privileged(kf);
+	u32 i, n = 0;
+	int ret;
+
+	ret = kvc_copy_in(&arg, sizeof(arg), KVCACHE_QUERY_SIZE_VER1, uarg);
+	if (ret)
+		return ret;
+	if (arg.flags || arg.next ||
+	    memchr_inv(arg.reserved, 0, sizeof(arg.reserved)))
+		return -EINVAL;
+	if (!arg.count || arg.count > KVCACHE_MAX_BATCH ||
+	    arg.ns_id > KVCACHE_NS_MAX)
+		return -EINVAL;
+	out = kvcalloc(arg.count, sizeof(*out), GFP_KERNEL);
+	if (!out)
+		return -ENOMEM;
+
+	percpu_down_read(&dev->pool_sem);
+	pool = dev->pool;
+	for (i = arg.start; i < pool->nr_blocks && n < arg.count; i++) {
+		if (!(i & 1023))
+			cond_resched();
+		if (!kvc_block_info(pool, i, &out[n]))
+			continue;
+		if (arg.ns_id != KVCACHE_NS_ANY && out[n].ns_id != arg.ns_id)
+			continue;
+		if (!all && !kvc_ns_may_read(out[n].ns_id, kf))
+			continue;
+		n++;
+	}
+	arg.next = max(i, arg.start);
+	if (arg.next > pool->nr_blocks)
+		arg.next = pool->nr_blocks;
+	percpu_up_read(&dev->pool_sem);
+
+	arg.count = n;
+	ret = 0;
+	if (n && copy_to_user(u64_to_user_ptr(arg.entries), out,
+			      n * sizeof(*out)))
+		ret = -EFAULT;
+	if (!ret)
+		ret = kvc_copy_out(uarg, &arg, sizeof(arg));
+	kvfree(out);
+	return ret;
+}

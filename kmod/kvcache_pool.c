@@ -1,0 +1,509 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The block pool: pinned host memory cut into blocks, and the block state
+ * machine (see kvcache_pool.h for the states).
+ *
+ * Memory: the pool is an array of order-0 pages. They are allocated in
+ * 2 MiB runs (order 9, split so every page has its own refcount and can be
+ * inserted into user mappings) wherever the buddy allocator has them, and
+ * page by page otherwise; pool/huge_chunks in sysfs says how many runs were
+ * had. A block is pages_per_block consecutive entries of the array, so it
+ * is physically contiguous when it fits in one run. Kernel pages are never
+ * swapped or migrated: the pool is pinned for as long as it exists.
+ *
+ * Locking:
+ *  - block->lock (spinlock) protects one block's state, generation, pin
+ *    and mapping counts and metadata. Pin and unpin take only this lock:
+ *    there is no pool-wide lock on that path. No code holds two block
+ *    locks at once.
+ *  - pool->free_lock (spinlock) protects the free stack. Allocation and
+ *    freeing take it, never while holding a block lock.
+ *  - The gauges (nr_writable, nr_sealed, nr_pinned) are atomics.
+ * The pool itself lives until kvc_pool_destroy(), which the device calls
+ * only when every block is free (kvc_pool_idle()) and no one can reach it.
+ */
+#include <linux/gfp.h>
+#include <linux/highmem.h>
+#include <linux/mm.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+#include <kunit/visibility.h>
+
+#include "kvcache.h"
+#include "kvcache_pool.h"
+
+#define KVC_HUGE_ORDER	(21 - PAGE_SHIFT)	/* 2 MiB runs */
+
+static int kvc_pool_alloc_pages(struct kvc_pool *pool)
+{
+	const unsigned long run = 1UL << KVC_HUGE_ORDER;
+	unsigned long i = 0, j;
+	struct page *page;
+
+	while (i < pool->nr_pages) {
+		page = NULL;
+		if (IS_ALIGNED(i, run) && pool->nr_pages - i >= run)
+			page = alloc_pages(GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN |
+					   __GFP_NORETRY, KVC_HUGE_ORDER);
+		if (page) {
+			split_page(page, KVC_HUGE_ORDER);
+			for (j = 0; j < run; j++)
+				pool->pages[i++] = page + j;
+			pool->nr_huge_chunks++;
+			continue;
+		}
+		page = alloc_page(GFP_KERNEL | __GFP_ZERO);
+		if (!page)
+			return -ENOMEM;
+		pool->pages[i++] = page;
+	}
+	return 0;
+}
+
+/**
+ * kvc_pool_create() - allocate and pin a pool
+ * @geo: a geometry kvc_check_geometry() accepted
+ *
+ * Return: the pool, with every block free, or an ERR_PTR.
+ */
+struct kvc_pool *kvc_pool_create(const struct kvc_geometry *geo)
+{
+	struct kvc_pool *pool;
+	u32 i;
+	int ret = -ENOMEM;
+
+	pool = kzalloc(sizeof(*pool), GFP_KERNEL);
+	if (!pool)
+		return ERR_PTR(-ENOMEM);
+	pool->block_size = geo->block_size;
+	pool->nr_blocks = geo->pool_size / geo->block_size;
+	pool->pages_per_block = geo->block_size >> PAGE_SHIFT;
+	pool->nr_pages = geo->pool_size >> PAGE_SHIFT;
+	/* Counted free from the start: destroy checks it on the error path. */
+	pool->nr_free = pool->nr_blocks;
+	spin_lock_init(&pool->free_lock);
+
+	if (pool->nr_blocks) {
+		pool->pages = kvcalloc(pool->nr_pages, sizeof(*pool->pages),
+				       GFP_KERNEL);
+		pool->blocks = kvcalloc(pool->nr_blocks, sizeof(*pool->blocks),
+					GFP_KERNEL);
+		pool->free_stack = kvcalloc(pool->nr_blocks,
+					    sizeof(*pool->free_stack),
+					    GFP_KERNEL);
+		if (!pool->pages || !pool->blocks || !pool->free_stack)
+			goto err;
+		ret = kvc_pool_alloc_pages(pool);
+		if (ret)
+			goto err;
+	}
+
+	/* Stack the indices so that the first allocation gets block 0. */
+	for (i = 0; i < pool->nr_blocks; i++) {
+		spin_lock_init(&pool->blocks[i].lock);
+		pool->free_stack[i] = pool->nr_blocks - 1 - i;
+	}
+	return pool;
+
+err:
+	kvc_pool_destroy(pool);
+	return ERR_PTR(ret);
+}
+EXPORT_SYMBOL_IF_KUNIT(kvc_pool_create);
+
+void kvc_pool_destroy(struct kvc_pool *pool)
+{
+	unsigned long i;
+
+	if (!pool)
+		return;
+	WARN_ON(pool->nr_free != pool->nr_blocks);
+	if (pool->pages) {
+		for (i = 0; i < pool->nr_pages && pool->pages[i]; i++)
+			__free_page(pool->pages[i]);
+	}
+	kvfree(pool->pages);
+	kvfree(pool->blocks);
+	kvfree(pool->free_stack);
+	kfree(pool);
+}
+EXPORT_SYMBOL_IF_KUNIT(kvc_pool_destroy);
+
+u32 kvc_pool_nr_free(struct kvc_pool *pool)
+{
+	return READ_ONCE(pool->nr_free);
+}
+EXPORT_SYMBOL_IF_KUNIT(kvc_pool_nr_free);
+
+/* Every block free: the pool may be resized or destroyed. */
+bool kvc_pool_idle(struct kvc_pool *pool)
+{
+	bool idle;
+
+	spin_lock(&pool->free_lock);
+	idle = pool->nr_free == pool->nr_blocks;
+	spin_unlock(&pool->free_lock);
+	return idle;
+}
+
+void kvc_block_zero(struct kvc_pool *pool, u32 index)
+{
+	struct page **pages = kvc_block_pages(pool, index);
+	u32 i;
+
+	for (i = 0; i < pool->pages_per_block; i++)
+		clear_highpage(pages[i]);
+}
+
+static void kvc_push_free(struct kvc_pool *pool, u32 index)
+{
+	spin_lock(&pool->free_lock);
+	pool->free_stack[pool->nr_free++] = index;
+	spin_unlock(&pool->free_lock);
+}
+
+/* Caller holds b->lock; the block goes back to FREE with a new generation. */
+static void kvc_block_free_locked(struct kvc_block *b)
+{
+	b->state = KVC_BLOCK_FREE;
+	b->gen++;
+	b->owner = NULL;
+	b->payload_len = 0;
+	b->wmaps = 0;
+	memset(b->key, 0, sizeof(b->key));
+}
+
+/**
+ * kvc_pool_alloc() - take @count free blocks for a writer
+ * @pool: the pool
+ * @count: 1..KVCACHE_MAX_BATCH
+ * @ns_id: namespace the blocks will belong to
+ * @owner: the writer (an open file)
+ * @out: @count handles, filled on success
+ *
+ * All or nothing. The blocks are zeroed before they become WRITABLE, so no
+ * byte of an earlier tenant is ever visible to the new writer.
+ *
+ * Return: 0, -EINVAL (bad count) or -ENOSPC (fewer free blocks).
+ */
+int kvc_pool_alloc(struct kvc_pool *pool, u32 count, u32 ns_id,
+		   const void *owner, struct kvcache_handle *out)
+{
+	struct kvc_block *b;
+	u32 i, idx;
+
+	if (!count || count > KVCACHE_MAX_BATCH)
+		return -EINVAL;
+
+	spin_lock(&pool->free_lock);
+	if (pool->nr_free < count) {
+		spin_unlock(&pool->free_lock);
+		return -ENOSPC;
+	}
+	for (i = 0; i < count; i++)
+		out[i].index = pool->free_stack[--pool->nr_free];
+	spin_unlock(&pool->free_lock);
+
+	/* Off the free stack and still FREE: nobody else can touch them. */
+	for (i = 0; i < count; i++) {
+		idx = out[i].index;
+		kvc_block_zero(pool, idx);
+		b = &pool->blocks[idx];
+		spin_lock(&b->lock);
+		WARN_ON(b->state != KVC_BLOCK_FREE || b->pins || b->wmaps);
+		b->state = KVC_BLOCK_WRITABLE;
+		b->owner = owner;
+		b->ns_id = ns_id;
+		out[i].gen = b->gen;
+		spin_unlock(&b->lock);
+	}
+	atomic_add(count, &pool->nr_writable);
+	return 0;
+}
+EXPORT_SYMBOL_IF_KUNIT(kvc_pool_alloc);
+
+/* Look up a handle's block; NULL for an index beyond the pool. */
+static struct kvc_block *kvc_block_get(struct kvc_pool *pool, u32 index)
+{
+	if (index >= pool->nr_blocks)
+		return NULL;
+	return &pool->blocks[index];
+}
+
+/**
+ * kvc_block_seal() - make a writable block immutable and readable by others
+ * @pool: the pool
+ * @h: the block
+ * @owner: must be the block's writer
+ * @payload_len: 1..block_size
+ * @key: KVCACHE_KEY_SIZE bytes stored with the block
+ *
+ * Return: 0; -EINVAL (index out of range, bad length, block already
+ * sealed); -ESTALE (stale handle); -EPERM (another file's block); -EBUSY
+ * (still mapped writable).
+ */
+int kvc_block_seal(struct kvc_pool *pool, struct kvcache_handle h,
+		   const void *owner, u32 payload_len, const u8 *key)
+{
+	struct kvc_block *b = kvc_block_get(pool, h.index);
+	int ret = 0;
+
+	if (!b || !payload_len || payload_len > pool->block_size)
+		return -EINVAL;
+	spin_lock(&b->lock);
+	if (b->gen != h.gen || b->state == KVC_BLOCK_FREE)
+		ret = -ESTALE;
+	else if (b->state == KVC_BLOCK_SEALED)
+		ret = -EINVAL;
+	else if (b->owner != owner)
+		ret = -EPERM;
+	else if (b->wmaps)
+		ret = -EBUSY;
+	if (!ret) {
+		memcpy(b->key, key, KVCACHE_KEY_SIZE);
+		b->payload_len = payload_len;
+		b->owner = NULL;
+		b->state = KVC_BLOCK_SEALED;
+	}
+	spin_unlock(&b->lock);
+	if (!ret) {
+		atomic_dec(&pool->nr_writable);
+		atomic_inc(&pool->nr_sealed);
+	}
+	return ret;
+}
+EXPORT_SYMBOL_IF_KUNIT(kvc_block_seal);
+
+/**
+ * kvc_block_pin() - keep a sealed block from being evicted
+ * @pool: the pool
+ * @h: the block
+ * @may_read: namespace permission check, called under the block lock (must
+ *            not sleep); NULL allows everything
+ * @arg: passed to @may_read
+ *
+ * Return: 0; -EINVAL (index out of range); -ESTALE (stale handle, or a
+ * block never handed out); -EBUSY (not sealed yet); -EACCES (namespace not
+ * readable); -EOVERFLOW (pin count saturated).
+ */
+int kvc_block_pin(struct kvc_pool *pool, struct kvcache_handle h,
+		  bool (*may_read)(u32 ns_id, void *arg), void *arg)
+{
+	struct kvc_block *b = kvc_block_get(pool, h.index);
+	bool first = false;
+	int ret = 0;
+
+	if (!b)
+		return -EINVAL;
+	spin_lock(&b->lock);
+	if (b->gen != h.gen || b->state == KVC_BLOCK_FREE)
+		ret = -ESTALE;
+	else if (b->state == KVC_BLOCK_WRITABLE)
+		ret = -EBUSY;
+	else if (may_read && !may_read(b->ns_id, arg))
+		ret = -EACCES;
+	else if (b->pins == U32_MAX)
+		ret = -EOVERFLOW;
+	else
+		first = !b->pins++;
+	spin_unlock(&b->lock);
+	if (first)
+		atomic_inc(&pool->nr_pinned);
+	return ret;
+}
+EXPORT_SYMBOL_IF_KUNIT(kvc_block_pin);
+
+/**
+ * kvc_block_unpin() - drop one pin
+ * @pool: the pool
+ * @h: the block
+ *
+ * Return: 0; -EINVAL (index out of range, block not pinned); -ESTALE.
+ */
+int kvc_block_unpin(struct kvc_pool *pool, struct kvcache_handle h)
+{
+	struct kvc_block *b = kvc_block_get(pool, h.index);
+	bool last = false;
+	int ret = 0;
+
+	if (!b)
+		return -EINVAL;
+	spin_lock(&b->lock);
+	if (b->gen != h.gen || b->state == KVC_BLOCK_FREE)
+		ret = -ESTALE;
+	else if (b->state != KVC_BLOCK_SEALED || !b->pins)
+		ret = -EINVAL;
+	else
+		last = !--b->pins;
+	spin_unlock(&b->lock);
+	if (last)
+		atomic_dec(&pool->nr_pinned);
+	return ret;
+}
+EXPORT_SYMBOL_IF_KUNIT(kvc_block_unpin);
+
+/**
+ * kvc_block_evict() - free a sealed, unpinned block
+ * @pool: the pool
+ * @h: the block
+ * @ns_id: out: the namespace it belonged to
+ *
+ * Return: 0; -EINVAL (index out of range); -ESTALE; -EBUSY (pinned,
+ * mapped, or not sealed yet).
+ */
+int kvc_block_evict(struct kvc_pool *pool, struct kvcache_handle h,
+		    u32 *ns_id)
+{
+	struct kvc_block *b = kvc_block_get(pool, h.index);
+	int ret = 0;
+
+	if (!b)
+		return -EINVAL;
+	spin_lock(&b->lock);
+	if (b->gen != h.gen || b->state == KVC_BLOCK_FREE)
+		ret = -ESTALE;
+	else if (b->state != KVC_BLOCK_SEALED || b->pins)
+		ret = -EBUSY;
+	else {
+		*ns_id = b->ns_id;
+		kvc_block_free_locked(b);
+	}
+	spin_unlock(&b->lock);
+	if (ret)
+		return ret;
+	atomic_dec(&pool->nr_sealed);
+	kvc_push_free(pool, h.index);
+	return 0;
+}
+EXPORT_SYMBOL_IF_KUNIT(kvc_block_evict);
+
+/**
+ * kvc_block_discard() - free a block its writer never sealed
+ * @pool: the pool
+ * @index: the block
+ * @owner: its writer, going away
+ * @ns_id: out: the namespace it belonged to
+ *
+ * Called when the writer's file is released: its half-written blocks go
+ * straight back to the pool and are never visible to anyone.
+ *
+ * Return: 0, or -EINVAL when @owner does not hold @index writable.
+ */
+int kvc_block_discard(struct kvc_pool *pool, u32 index, const void *owner,
+		      u32 *ns_id)
+{
+	struct kvc_block *b = kvc_block_get(pool, index);
+	int ret = 0;
+
+	if (!b)
+		return -EINVAL;
+	spin_lock(&b->lock);
+	if (b->state != KVC_BLOCK_WRITABLE || b->owner != owner)
+		ret = -EINVAL;
+	else {
+		/* A mapping holds a file reference: none can be left. */
+		WARN_ON(b->wmaps);
+		*ns_id = b->ns_id;
+		kvc_block_free_locked(b);
+	}
+	spin_unlock(&b->lock);
+	if (ret)
+		return ret;
+	atomic_dec(&pool->nr_writable);
+	kvc_push_free(pool, index);
+	return 0;
+}
+EXPORT_SYMBOL_IF_KUNIT(kvc_block_discard);
+
+/**
+ * kvc_block_map() - account a new user mapping of a block
+ * @pool: the pool
+ * @index: the block
+ * @owner: the file mapping it
+ * @want_write: the mapping asks for PROT_WRITE
+ *
+ * A writable block may be mapped by its writer only, and counts as mapped
+ * writable until unmapped (seal waits for that). A sealed block may be
+ * mapped read-only; the mapping holds a pin. The caller checks that the
+ * file itself holds a pin on a sealed block.
+ *
+ * Return: 1 for a writable mapping, 0 for a read-only one, -EINVAL (index
+ * out of range), -EACCES (not this file's writable block, or PROT_WRITE on
+ * a sealed block, or a free block).
+ */
+int kvc_block_map(struct kvc_pool *pool, u32 index, const void *owner,
+		  bool want_write)
+{
+	struct kvc_block *b = kvc_block_get(pool, index);
+	bool first = false;
+	int ret = -EACCES;
+
+	if (!b)
+		return -EINVAL;
+	spin_lock(&b->lock);
+	if (b->state == KVC_BLOCK_WRITABLE && b->owner == owner) {
+		b->wmaps++;
+		ret = 1;
+	} else if (b->state == KVC_BLOCK_SEALED && !want_write &&
+		   b->pins < U32_MAX) {
+		first = !b->pins++;
+		ret = 0;
+	}
+	spin_unlock(&b->lock);
+	if (first)
+		atomic_inc(&pool->nr_pinned);
+	return ret;
+}
+EXPORT_SYMBOL_IF_KUNIT(kvc_block_map);
+
+void kvc_block_unmap(struct kvc_pool *pool, u32 index, bool writable)
+{
+	struct kvc_block *b = kvc_block_get(pool, index);
+	bool last = false;
+
+	if (WARN_ON(!b))
+		return;
+	spin_lock(&b->lock);
+	if (writable) {
+		WARN_ON(!b->wmaps);
+		b->wmaps--;
+	} else if (!WARN_ON(!b->pins)) {
+		last = !--b->pins;
+	}
+	spin_unlock(&b->lock);
+	if (last)
+		atomic_dec(&pool->nr_pinned);
+}
+EXPORT_SYMBOL_IF_KUNIT(kvc_block_unmap);
+
+/**
+ * kvc_block_info() - snapshot a sealed block's metadata
+ * @pool: the pool
+ * @index: the block
+ * @out: filled when the block is sealed
+ *
+ * Return: true when the block is sealed.
+ */
+bool kvc_block_info(struct kvc_pool *pool, u32 index,
+		    struct kvcache_block_info *out)
+{
+	struct kvc_block *b = kvc_block_get(pool, index);
+	bool sealed;
+
+	if (!b)
+		return false;
+	spin_lock(&b->lock);
+	sealed = b->state == KVC_BLOCK_SEALED;
+	if (sealed) {
+		memset(out, 0, sizeof(*out));
+		out->handle.index = index;
+		out->handle.gen = b->gen;
+		out->ns_id = b->ns_id;
+		out->payload_len = b->payload_len;
+		out->pins = b->pins;
+		memcpy(out->key, b->key, KVCACHE_KEY_SIZE);
+	}
+	spin_unlock(&b->lock);
+	return sealed;
+}
+EXPORT_SYMBOL_IF_KUNIT(kvc_block_info);

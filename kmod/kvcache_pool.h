@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The block pool: pinned memory cut into fixed-size blocks, and each
+ * block's state machine. See kvcache_pool.c for the locking rules.
+ *
+ *   FREE --alloc--> WRITABLE --seal--> SEALED --evict--> FREE
+ *                      |                                  ^
+ *                      +---- owner closed (never sealed) -+
+ *
+ * The pool knows nothing about files or namespaces: an owner is an opaque
+ * pointer and namespace permission is a callback, so KUnit can drive the
+ * state machine directly.
+ */
+#ifndef _KVCACHE_POOL_H
+#define _KVCACHE_POOL_H
+
+#include <linux/spinlock.h>
+#include <linux/types.h>
+#include <linux/kvcache.h>
+
+struct page;
+struct kvc_geometry;
+
+enum kvc_block_state {
+	KVC_BLOCK_FREE,
+	KVC_BLOCK_WRITABLE,
+	KVC_BLOCK_SEALED,
+};
+
+struct kvc_block {
+	spinlock_t lock;	/* everything below */
+	u8 state;		/* enum kvc_block_state */
+	u32 gen;		/* bumped on every free */
+	u32 pins;		/* file pins and read-only mappings */
+	u32 wmaps;		/* writable mappings (WRITABLE only) */
+	u32 ns_id;
+	u32 payload_len;	/* SEALED only */
+	const void *owner;	/* WRITABLE only */
+	u8 key[KVCACHE_KEY_SIZE];
+};
+
+struct kvc_pool {
+	u64 block_size;
+	u32 nr_blocks;
+	u32 pages_per_block;
+	unsigned long nr_pages;
+	struct page **pages;		/* nr_pages order-0 pages */
+	unsigned long nr_huge_chunks;	/* 2 MiB contiguous runs in pages */
+	struct kvc_block *blocks;
+
+	spinlock_t free_lock;		/* free_stack and nr_free */
+	u32 *free_stack;
+	u32 nr_free;
+
+	atomic_t nr_writable;
+	atomic_t nr_sealed;
+	atomic_t nr_pinned;		/* blocks with pins > 0 */
+};
+
+struct kvc_pool *kvc_pool_create(const struct kvc_geometry *geo);
+void kvc_pool_destroy(struct kvc_pool *pool);
+u32 kvc_pool_nr_free(struct kvc_pool *pool);
+bool kvc_pool_idle(struct kvc_pool *pool);
+
+int kvc_pool_alloc(struct kvc_pool *pool, u32 count, u32 ns_id,
+		   const void *owner, struct kvcache_handle *out);
+int kvc_block_seal(struct kvc_pool *pool, struct kvcache_handle h,
+		   const void *owner, u32 payload_len, const u8 *key);
+int kvc_block_pin(struct kvc_pool *pool, struct kvcache_handle h,
+		  bool (*may_read)(u32 ns_id, void *arg), void *arg);
+int kvc_block_unpin(struct kvc_pool *pool, struct kvcache_handle h);
+int kvc_block_evict(struct kvc_pool *pool, struct kvcache_handle h,
+		    u32 *ns_id);
+int kvc_block_discard(struct kvc_pool *pool, u32 index, const void *owner,
+		      u32 *ns_id);
+int kvc_block_map(struct kvc_pool *pool, u32 index, const void *owner,
+		  bool write);
+void kvc_block_unmap(struct kvc_pool *pool, u32 index, bool write);
+bool kvc_block_info(struct kvc_pool *pool, u32 index,
+		    struct kvcache_block_info *out);
+void kvc_block_zero(struct kvc_pool *pool, u32 index);
+
+static inline struct page **kvc_block_pages(struct kvc_pool *pool, u32 index)
+{
+	return pool->pages + (unsigned long)index * pool->pages_per_block;
+}
+
+#endif /* _KVCACHE_POOL_H */
