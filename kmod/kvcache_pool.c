@@ -145,6 +145,7 @@ bool kvc_pool_idle(struct kvc_pool *pool)
 	spin_unlock(&pool->free_lock);
 	return idle;
 }
+EXPORT_SYMBOL_IF_KUNIT(kvc_pool_idle);
 
 void kvc_block_zero(struct kvc_pool *pool, u32 index)
 {

@@ -1,0 +1,352 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * KUnit tests for the block pool's state machine (kvcache_pool.c): every
+ * transition and its refusals, generation wrap-around, all-or-nothing
+ * allocation, zeroing, namespace permission bits, and pin racing evict on
+ * two threads. Part of kvcache_kunit.ko.
+ */
+#include <kunit/test.h>
+#include <linux/completion.h>
+#include <linux/delay.h>
+#include <linux/fs.h>
+#include <linux/highmem.h>
+#include <linux/kthread.h>
+#include <linux/mm.h>
+#include <linux/sizes.h>
+
+#include "kvcache.h"
+#include "kvcache_pool.h"
+
+#define NR_TEST_BLOCKS	8
+
+static const u8 test_key[KVCACHE_KEY_SIZE] = { 0xaa, 0xbb };
+static int owner_a, owner_b;	/* their addresses are the owners */
+
+static struct kvc_pool *test_pool(struct kunit *test, u64 block_size)
+{
+	const struct kvc_geometry geo = {
+		.block_size = block_size,
+		.pool_size = block_size * NR_TEST_BLOCKS,
+	};
+	struct kvc_pool *pool = kvc_pool_create(&geo);
+
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, pool);
+	return pool;
+}
+
+/*
+ * Free every block the test left behind, then the pool. Every test ends
+ * with it (an assertion that fails before leaks the pool; the failure is
+ * reported either way).
+ */
+static void drain(struct kvc_pool *pool)
+{
+	struct kvcache_handle h;
+	u32 i, ns;
+
+	for (i = 0; i < pool->nr_blocks; i++) {
+		struct kvc_block *b = &pool->blocks[i];
+
+		h.index = i;
+		h.gen = b->gen;
+		while (b->pins)
+			kvc_block_unpin(pool, h);
+		if (b->state == KVC_BLOCK_WRITABLE)
+			kvc_block_discard(pool, i, b->owner, &ns);
+		else if (b->state == KVC_BLOCK_SEALED)
+			kvc_block_evict(pool, h, &ns);
+	}
+	kvc_pool_destroy(pool);
+}
+
+static void transitions_and_refusals(struct kunit *test)
+{
+	struct kvc_pool *pool = test_pool(test, SZ_4K);
+	struct kvcache_handle h[2];
+	u32 ns = 0;
+
+	KUNIT_EXPECT_EQ(test, kvc_pool_nr_free(pool), NR_TEST_BLOCKS);
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 2, 7, &owner_a, h), 0);
+	KUNIT_EXPECT_EQ(test, kvc_pool_nr_free(pool), NR_TEST_BLOCKS - 2);
+	KUNIT_EXPECT_EQ(test, atomic_read(&pool->nr_writable), 2);
+	KUNIT_EXPECT_EQ(test, pool->blocks[h[0].index].state,
+			KVC_BLOCK_WRITABLE);
+
+	/* WRITABLE: only its owner seals, not while mapped, not empty. */
+	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h[0], &owner_b, 1, test_key),
+			-EPERM);
+	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h[0], &owner_a, 0, test_key),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h[0], &owner_a, SZ_4K + 1,
+					     test_key), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kvc_block_map(pool, h[0].index, &owner_a, true), 1);
+	KUNIT_EXPECT_EQ(test, kvc_block_map(pool, h[0].index, &owner_b, false),
+			-EACCES);
+	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h[0], &owner_a, 1, test_key),
+			-EBUSY);
+	kvc_block_unmap(pool, h[0].index, true);
+	/* Nobody pins or evicts a block that is still being written. */
+	KUNIT_EXPECT_EQ(test, kvc_block_pin(pool, h[0], NULL, NULL), -EBUSY);
+	KUNIT_EXPECT_EQ(test, kvc_block_evict(pool, h[0], &ns), -EBUSY);
+
+	/* WRITABLE -> SEALED */
+	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h[0], &owner_a, 100,
+					     test_key), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&pool->nr_sealed), 1);
+	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h[0], &owner_a, 100,
+					     test_key), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kvc_block_map(pool, h[0].index, &owner_a, true),
+			-EACCES);
+
+	/* SEALED: pins hold it against evict. */
+	KUNIT_EXPECT_EQ(test, kvc_block_pin(pool, h[0], NULL, NULL), 0);
+	KUNIT_EXPECT_EQ(test, kvc_block_pin(pool, h[0], NULL, NULL), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&pool->nr_pinned), 1);
+	KUNIT_EXPECT_EQ(test, kvc_block_evict(pool, h[0], &ns), -EBUSY);
+	KUNIT_EXPECT_EQ(test, kvc_block_unpin(pool, h[0]), 0);
+	KUNIT_EXPECT_EQ(test, kvc_block_evict(pool, h[0], &ns), -EBUSY);
+	KUNIT_EXPECT_EQ(test, kvc_block_unpin(pool, h[0]), 0);
+	KUNIT_EXPECT_EQ(test, kvc_block_unpin(pool, h[0]), -EINVAL);
+	KUNIT_EXPECT_EQ(test, atomic_read(&pool->nr_pinned), 0);
+
+	/* A read-only mapping is a pin too. */
+	KUNIT_EXPECT_EQ(test, kvc_block_map(pool, h[0].index, &owner_b, false), 0);
+	KUNIT_EXPECT_EQ(test, kvc_block_evict(pool, h[0], &ns), -EBUSY);
+	kvc_block_unmap(pool, h[0].index, false);
+
+	/* SEALED -> FREE, and the handle goes stale. */
+	KUNIT_EXPECT_EQ(test, kvc_block_evict(pool, h[0], &ns), 0);
+	KUNIT_EXPECT_EQ(test, ns, 7U);
+	KUNIT_EXPECT_EQ(test, atomic_read(&pool->nr_sealed), 0);
+	KUNIT_EXPECT_EQ(test, kvc_block_pin(pool, h[0], NULL, NULL), -ESTALE);
+	KUNIT_EXPECT_EQ(test, kvc_block_evict(pool, h[0], &ns), -ESTALE);
+	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h[0], &owner_a, 1, test_key),
+			-ESTALE);
+
+	/* WRITABLE -> FREE when the writer goes away. */
+	KUNIT_EXPECT_EQ(test, kvc_block_discard(pool, h[1].index, &owner_b, &ns),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test, kvc_block_discard(pool, h[1].index, &owner_a, &ns),
+			0);
+	KUNIT_EXPECT_EQ(test, kvc_block_pin(pool, h[1], NULL, NULL), -ESTALE);
+	KUNIT_EXPECT_EQ(test, atomic_read(&pool->nr_writable), 0);
+	KUNIT_EXPECT_EQ(test, kvc_pool_nr_free(pool), NR_TEST_BLOCKS);
+	KUNIT_EXPECT_TRUE(test, kvc_pool_idle(pool));
+
+	/* Out-of-range indexes. */
+	h[0].index = NR_TEST_BLOCKS;
+	KUNIT_EXPECT_EQ(test, kvc_block_pin(pool, h[0], NULL, NULL), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kvc_block_evict(pool, h[0], &ns), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kvc_block_map(pool, U32_MAX, &owner_a, false),
+			-EINVAL);
+	drain(pool);
+}
+
+static void generation_wraps_around(struct kunit *test)
+{
+	struct kvc_pool *pool = test_pool(test, SZ_4K);
+	struct kvcache_handle h, old;
+	u32 ns;
+
+	/* The next block out is index 0: give it the last generation. */
+	pool->blocks[0].gen = U32_MAX;
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 1, 1, &owner_a, &h), 0);
+	KUNIT_ASSERT_EQ(test, h.index, 0U);
+	KUNIT_EXPECT_EQ(test, h.gen, U32_MAX);
+	KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, h, &owner_a, 1, test_key), 0);
+	KUNIT_ASSERT_EQ(test, kvc_block_evict(pool, h, &ns), 0);
+	old = h;
+
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 1, 1, &owner_a, &h), 0);
+	KUNIT_EXPECT_EQ(test, h.index, 0U);
+	KUNIT_EXPECT_EQ(test, h.gen, 0U);
+	KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, h, &owner_a, 1, test_key), 0);
+	KUNIT_EXPECT_EQ(test, kvc_block_pin(pool, old, NULL, NULL), -ESTALE);
+	KUNIT_EXPECT_EQ(test, kvc_block_pin(pool, h, NULL, NULL), 0);
+	drain(pool);
+}
+
+static void alloc_is_all_or_nothing(struct kunit *test)
+{
+	struct kvc_pool *pool = test_pool(test, SZ_4K);
+	struct kvcache_handle h[NR_TEST_BLOCKS + 1];
+
+	KUNIT_EXPECT_EQ(test, kvc_pool_alloc(pool, 0, 1, &owner_a, h), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kvc_pool_alloc(pool, KVCACHE_MAX_BATCH + 1, 1,
+					     &owner_a, h), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kvc_pool_alloc(pool, NR_TEST_BLOCKS + 1, 1,
+					     &owner_a, h), -ENOSPC);
+	KUNIT_EXPECT_EQ(test, kvc_pool_nr_free(pool), NR_TEST_BLOCKS);
+	KUNIT_EXPECT_EQ(test, kvc_pool_alloc(pool, NR_TEST_BLOCKS, 1, &owner_a,
+					     h), 0);
+	KUNIT_EXPECT_EQ(test, kvc_pool_nr_free(pool), 0U);
+	KUNIT_EXPECT_EQ(test, kvc_pool_alloc(pool, 1, 1, &owner_a, h), -ENOSPC);
+	drain(pool);
+}
+
+static void blocks_come_back_zeroed(struct kunit *test)
+{
+	struct kvc_pool *pool = test_pool(test, SZ_16K);
+	struct kvcache_handle h;
+	struct page **pages;
+	u32 ns, i;
+	u8 *p;
+
+	KUNIT_EXPECT_EQ(test, pool->pages_per_block, SZ_16K / PAGE_SIZE);
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 1, 1, &owner_a, &h), 0);
+	pages = kvc_block_pages(pool, h.index);
+	for (i = 0; i < pool->pages_per_block; i++)
+		memset(page_address(pages[i]), 0x5a, PAGE_SIZE);
+	KUNIT_ASSERT_EQ(test, kvc_block_discard(pool, h.index, &owner_a, &ns), 0);
+
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 1, 1, &owner_b, &h), 0);
+	pages = kvc_block_pages(pool, h.index);
+	for (i = 0; i < pool->pages_per_block; i++) {
+		p = page_address(pages[i]);
+		KUNIT_EXPECT_TRUE(test, !memchr_inv(p, 0, PAGE_SIZE));
+	}
+	drain(pool);
+}
+
+static bool deny_ns_3(u32 ns_id, void *arg)
+{
+	return ns_id != 3;
+}
+
+static void pin_checks_namespace_and_saturation(struct kunit *test)
+{
+	struct kvc_pool *pool = test_pool(test, SZ_4K);
+	struct kvcache_handle h[2];
+
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 1, 3, &owner_a, &h[0]), 0);
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 1, 4, &owner_a, &h[1]), 0);
+	KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, h[0], &owner_a, 1, test_key), 0);
+	KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, h[1], &owner_a, 1, test_key), 0);
+	KUNIT_EXPECT_EQ(test, kvc_block_pin(pool, h[0], deny_ns_3, NULL), -EACCES);
+	KUNIT_EXPECT_EQ(test, kvc_block_pin(pool, h[1], deny_ns_3, NULL), 0);
+
+	pool->blocks[h[1].index].pins = U32_MAX;
+	KUNIT_EXPECT_EQ(test, kvc_block_pin(pool, h[1], NULL, NULL), -EOVERFLOW);
+	KUNIT_EXPECT_EQ(test, kvc_block_map(pool, h[1].index, &owner_a, false),
+			-EACCES);
+	pool->blocks[h[1].index].pins = 1;
+	drain(pool);
+}
+
+static void namespace_mode_bits(struct kunit *test)
+{
+	/* Owner bits for the owner, group bits for the group, else other. */
+	KUNIT_EXPECT_TRUE(test, kvc_ns_mode_allows(0700, true, false, MAY_READ));
+	KUNIT_EXPECT_TRUE(test, kvc_ns_mode_allows(0700, true, true,
+						   MAY_READ | MAY_WRITE));
+	KUNIT_EXPECT_FALSE(test, kvc_ns_mode_allows(0700, false, true, MAY_READ));
+	KUNIT_EXPECT_FALSE(test, kvc_ns_mode_allows(0700, false, false, MAY_READ));
+	KUNIT_EXPECT_TRUE(test, kvc_ns_mode_allows(0640, false, true, MAY_READ));
+	KUNIT_EXPECT_FALSE(test, kvc_ns_mode_allows(0640, false, true, MAY_WRITE));
+	KUNIT_EXPECT_TRUE(test, kvc_ns_mode_allows(0604, false, false, MAY_READ));
+	/* The owner is not helped by generous group or other bits. */
+	KUNIT_EXPECT_FALSE(test, kvc_ns_mode_allows(0077, true, true, MAY_READ));
+	KUNIT_EXPECT_FALSE(test, kvc_ns_mode_allows(0007, false, true, MAY_READ));
+}
+
+struct pin_racer {
+	struct kvc_pool *pool;
+	struct kvcache_handle h;
+	struct completion done;
+	int pinned;
+	int violations;
+};
+
+/* Pin and unpin until the block is gone; a pin must never see it freed. */
+static int pin_racer_fn(void *arg)
+{
+	struct pin_racer *r = arg;
+	struct kvc_block *b = &r->pool->blocks[r->h.index];
+	int ret;
+
+	for (;;) {
+		ret = kvc_block_pin(r->pool, r->h, NULL, NULL);
+		if (ret == -ESTALE)
+			break;
+		if (ret)
+			continue;
+		r->pinned++;
+		spin_lock(&b->lock);
+		if (b->state != KVC_BLOCK_SEALED || b->gen != r->h.gen)
+			r->violations++;
+		spin_unlock(&b->lock);
+		if (kvc_block_unpin(r->pool, r->h))
+			r->violations++;
+		cond_resched();
+	}
+	complete(&r->done);
+	return 0;
+}
+
+static void pin_races_evict(struct kunit *test)
+{
+	struct kvc_pool *pool = test_pool(test, SZ_4K);
+	struct task_struct *t;
+	struct pin_racer r = { .pool = pool };
+	int round, busy = 0;
+	u32 ns;
+
+	for (round = 0; round < 20; round++) {
+		KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 1, 1, &owner_a, &r.h), 0);
+		KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, r.h, &owner_a, 1,
+						     test_key), 0);
+		init_completion(&r.done);
+		t = kthread_run(pin_racer_fn, &r, "kvc-pin-racer");
+		KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+		/* Let the racer get going, then evict until it works. */
+		while (!READ_ONCE(r.pinned))
+			cond_resched();
+		while (kvc_block_evict(pool, r.h, &ns) == -EBUSY) {
+			busy++;
+			cond_resched();
+		}
+		wait_for_completion(&r.done);
+		KUNIT_EXPECT_EQ(test, pool->blocks[r.h.index].pins, 0U);
+	}
+	KUNIT_EXPECT_EQ(test, r.violations, 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&pool->nr_pinned), 0);
+	KUNIT_EXPECT_EQ(test, kvc_pool_nr_free(pool), NR_TEST_BLOCKS);
+	kunit_info(test, "%d pins, evict refused %d times", r.pinned, busy);
+	drain(pool);
+}
+
+static void big_blocks_span_runs(struct kunit *test)
+{
+	const struct kvc_geometry geo = {
+		.block_size = SZ_4M, .pool_size = SZ_8M,
+	};
+	struct kvc_pool *pool = kvc_pool_create(&geo);
+	unsigned long i;
+
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, pool);
+	KUNIT_EXPECT_EQ(test, pool->nr_blocks, 2U);
+	KUNIT_EXPECT_EQ(test, pool->nr_pages, (unsigned long)SZ_8M / PAGE_SIZE);
+	for (i = 0; i < pool->nr_pages; i++)
+		KUNIT_ASSERT_NOT_NULL(test, pool->pages[i]);
+	kunit_info(test, "%lu of 4 possible 2 MiB runs", pool->nr_huge_chunks);
+	kvc_pool_destroy(pool);
+}
+
+static struct kunit_case kvcache_pool_cases[] = {
+	KUNIT_CASE(transitions_and_refusals),
+	KUNIT_CASE(generation_wraps_around),
+	KUNIT_CASE(alloc_is_all_or_nothing),
+	KUNIT_CASE(blocks_come_back_zeroed),
+	KUNIT_CASE(pin_checks_namespace_and_saturation),
+	KUNIT_CASE(namespace_mode_bits),
+	KUNIT_CASE(pin_races_evict),
+	KUNIT_CASE(big_blocks_span_runs),
+	{}
+};
+
+static struct kunit_suite kvcache_pool_suite = {
+	.name = "kvcache_pool",
+	.test_cases = kvcache_pool_cases,
+};
+
+kunit_test_suite(kvcache_pool_suite);
