@@ -11,6 +11,7 @@
 #   make helper                 build kvcachectl
 #   make unit                   build and run the host unit tests (ASan/UBSan)
 #   make selftests              build the in-VM selftests
+#   make bench                  benchmarks in the VM -> Documentation/benchmarks.md
 #   make vm-shell               interactive shell in the test VM
 #   make clean
 
@@ -35,7 +36,7 @@ UNIT_TESTS := test_uapi test_devinfo
 SELFTESTS := kvcache_dev_test bench_test pool_test pool_fuzz_test
 
 .PHONY: all deps kernel module helper unit unit-build selftests check demo \
-	vm-shell clean
+	bench bench-build vm-shell clean
 
 all: helper unit-build
 
@@ -90,6 +91,15 @@ check:
 
 demo:
 	$(TOP)/scripts/demo
+
+bench:
+	$(TOP)/scripts/bench
+
+bench-build: $(BUILD)/bench/pool_bench
+
+$(BUILD)/bench/pool_bench: tests/bench/pool_bench.c uapi/linux/kvcache.h
+	@mkdir -p $(dir $@)
+	$(CC) $(USER_CFLAGS) -o $@ $<
 
 vm-shell:
 	$(TOP)/scripts/vm shell

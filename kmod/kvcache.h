@@ -20,6 +20,7 @@
 #include <linux/percpu.h>
 #include <linux/percpu-rwsem.h>
 #include <linux/rcupdate.h>
+#include <linux/string.h>
 #include <linux/types.h>
 #include <linux/uidgid.h>
 #include <linux/xarray.h>
@@ -116,6 +117,18 @@ u64 kvc_max_pool_bytes(void);
 enum kvc_geo_field { KVC_GEO_BLOCK_SIZE, KVC_GEO_POOL_SIZE };
 int kvc_update_geometry(struct kvc_dev *dev, enum kvc_geo_field field, u64 val);
 void kvc_get_geometry(struct kvc_dev *dev, struct kvc_geometry *geo);
+
+/*
+ * The input rule every ioctl shares: flags outside @allowed and every
+ * reserved byte must be zero.
+ */
+static inline int kvc_check_unused(u32 flags, u32 allowed,
+				   const void *reserved, size_t len)
+{
+	if ((flags & ~allowed) || memchr_inv(reserved, 0, len))
+		return -EINVAL;
+	return 0;
+}
 
 /* kvcache_ioctl.c: size-first argument handling and the ioctls */
 int kvc_copy_in(void *karg, size_t ksize, size_t min_size,

@@ -108,7 +108,7 @@ int kvc_ioctl_alloc(struct kvc_file *kf, void __user *uarg)
 	ret = kvc_copy_in(&arg, sizeof(arg), KVCACHE_ALLOC_SIZE_VER1, uarg);
 	if (ret)
 		return ret;
-	if (arg.flags || memchr_inv(arg.reserved, 0, sizeof(arg.reserved)))
+	if (kvc_check_unused(arg.flags, 0, arg.reserved, sizeof(arg.reserved)))
 		return -EINVAL;
 	if (!arg.count || arg.count > KVCACHE_MAX_BATCH)
 		return -EINVAL;
@@ -276,8 +276,8 @@ int kvc_ioctl_batch(struct kvc_file *kf, void __user *uarg, unsigned int nr)
 	ret = kvc_copy_in(&arg, sizeof(arg), KVCACHE_BATCH_SIZE_VER1, uarg);
 	if (ret)
 		return ret;
-	if ((arg.flags & ~allowed) || arg.done ||
-	    memchr_inv(arg.reserved, 0, sizeof(arg.reserved)))
+	if (arg.done || kvc_check_unused(arg.flags, allowed, arg.reserved,
+					 sizeof(arg.reserved)))
 		return -EINVAL;
 	if (nr == _IOC_NR(KVCACHE_IOC_EVICT) && !kvc_is_privileged(kf))
 		return -EPERM;
@@ -325,8 +325,8 @@ int kvc_ioctl_query(struct kvc_file *kf, void __user *uarg)
 	ret = kvc_copy_in(&arg, sizeof(arg), KVCACHE_QUERY_SIZE_VER1, uarg);
 	if (ret)
 		return ret;
-	if (arg.flags || arg.next ||
-	    memchr_inv(arg.reserved, 0, sizeof(arg.reserved)))
+	if (arg.next || kvc_check_unused(arg.flags, 0, arg.reserved,
+					 sizeof(arg.reserved)))
 		return -EINVAL;
 	if (!arg.count || arg.count > KVCACHE_MAX_BATCH ||
 	    arg.ns_id > KVCACHE_NS_MAX)

@@ -164,7 +164,7 @@ int kvc_ioctl_ns(struct kvc_file *kf, void __user *uarg, bool create)
 	ret = kvc_copy_in(&arg, sizeof(arg), KVCACHE_NS_SIZE_VER1, uarg);
 	if (ret)
 		return ret;
-	if (arg.flags || memchr_inv(arg.reserved, 0, sizeof(arg.reserved)))
+	if (kvc_check_unused(arg.flags, 0, arg.reserved, sizeof(arg.reserved)))
 		return -EINVAL;
 	if (!arg.ns_id || arg.ns_id > KVCACHE_NS_MAX)
 		return -EINVAL;
@@ -191,12 +191,12 @@ int kvc_ioctl_helper(struct kvc_file *kf, void __user *uarg)
 	ret = kvc_copy_in(&arg, sizeof(arg), KVCACHE_HELPER_SIZE_VER1, uarg);
 	if (ret)
 		return ret;
-	if (arg.flags || memchr_inv(arg.reserved, 0, sizeof(arg.reserved)))
+	if (kvc_check_unused(arg.flags, 0, arg.reserved, sizeof(arg.reserved)))
 		return -EINVAL;
 	if (!capable(CAP_SYS_ADMIN))
 		return -EPERM;
 	/* Asking twice from the helper file itself is harmless. */
-	if (cmpxchg(&kf->dev->helper, NULL, kf) != NULL &&
+	if (cmpxchg(&kf->dev->helper, NULL, kf) &&
 	    READ_ONCE(kf->dev->helper) != kf)
 		return -EBUSY;
 	return kvc_copy_out(uarg, &arg, sizeof(arg));

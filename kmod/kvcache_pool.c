@@ -361,11 +361,11 @@ int kvc_block_evict(struct kvc_pool *pool, struct kvcache_handle h,
 	if (!b)
 		return -EINVAL;
 	spin_lock(&b->lock);
-	if (b->gen != h.gen || b->state == KVC_BLOCK_FREE)
+	if (b->gen != h.gen || b->state == KVC_BLOCK_FREE) {
 		ret = -ESTALE;
-	else if (b->state != KVC_BLOCK_SEALED || b->pins)
+	} else if (b->state != KVC_BLOCK_SEALED || b->pins) {
 		ret = -EBUSY;
-	else {
+	} else {
 		*ns_id = b->ns_id;
 		kvc_block_free_locked(b);
 	}
@@ -399,9 +399,9 @@ int kvc_block_discard(struct kvc_pool *pool, u32 index, const void *owner,
 	if (!b)
 		return -EINVAL;
 	spin_lock(&b->lock);
-	if (b->state != KVC_BLOCK_WRITABLE || b->owner != owner)
+	if (b->state != KVC_BLOCK_WRITABLE || b->owner != owner) {
 		ret = -EINVAL;
-	else {
+	} else {
 		/* A mapping holds a file reference: none can be left. */
 		WARN_ON(b->wmaps);
 		*ns_id = b->ns_id;
