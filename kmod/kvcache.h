@@ -148,7 +148,7 @@ bool kvc_file_has_pin(struct kvc_file *kf, u32 index);
 
 /* kvcache_ns.c: namespaces, the helper role, permission */
 bool kvc_is_privileged(struct kvc_file *kf);
-bool kvc_ns_may_read(u32 ns_id, void *kf);
+bool kvc_ns_may_read(u32 ns_id, void *dev);
 int kvc_ns_charge(struct kvc_file *kf, u32 ns_id, u32 count);
 void kvc_ns_uncharge(struct kvc_dev *dev, u32 ns_id, u32 count);
 int kvc_ioctl_ns(struct kvc_file *kf, void __user *uarg, bool create);

@@ -8,6 +8,11 @@
  * pins drop and its unsealed blocks go back to the pool without ever
  * becoming visible.
  *
+ * A pin count that drops to zero stays in ->pins as a zero value entry:
+ * an engine pins and unpins the same blocks over and over, and keeping
+ * the slot makes that cycle free of allocations. At most one entry per
+ * block the file ever pinned, freed with the file.
+ *
  * Locking, outermost first:
  *  - mmap_lock (only on the mmap and munmap paths, see kvcache_mmap.c)
  *  - dev->pool_sem, read side: held across the work on the pool so the
@@ -41,7 +46,7 @@ int kvc_file_init(struct kvc_file *kf, struct kvc_dev *dev)
 
 bool kvc_file_has_pin(struct kvc_file *kf, u32 index)
 {
-	return xa_load(&kf->pins, index);
+	return xa_to_value(xa_load(&kf->pins, index)) > 0;
 }
 
 /* Drop every pin this file holds on one block, whatever its count. */
@@ -50,6 +55,8 @@ static void kvc_file_drop_pins(struct kvc_pool *pool, u32 index,
 {
 	struct kvcache_handle h = { .index = index };
 
+	if (!n)
+		return;
 	h.gen = READ_ONCE(pool->blocks[index].gen);	/* pinned: stable */
 	while (n--)
 		WARN_ON(kvc_block_unpin(pool, h));
@@ -168,22 +175,27 @@ out_free:
 	return ret;
 }
 
+/*
+ * The per-entry work of the batches. The caller holds kf->lock for the
+ * whole batch (one lock round trip per batch, not per handle) and has
+ * decided once whether namespace permission must be checked.
+ */
 static int kvc_file_pin(struct kvc_file *kf, struct kvc_pool *pool,
-			struct kvcache_handle h, bool check_ns)
+			struct kvcache_handle h,
+			bool (*may_read)(u32 ns_id, void *arg))
 {
 	unsigned long n;
 	int ret;
 
-	mutex_lock(&kf->lock);
-	ret = kvc_block_pin(pool, h, check_ns ? kvc_ns_may_read : NULL, kf);
-	if (!ret) {
-		n = xa_to_value(xa_load(&kf->pins, h.index));
-		ret = xa_err(xa_store(&kf->pins, h.index, xa_mk_value(n + 1),
-				      GFP_KERNEL));
-		if (ret)
-			WARN_ON(kvc_block_unpin(pool, h));
-	}
-	mutex_unlock(&kf->lock);
+	lockdep_assert_held(&kf->lock);
+	ret = kvc_block_pin(pool, h, may_read, kf->dev);
+	if (ret)
+		return ret;
+	n = xa_to_value(xa_load(&kf->pins, h.index));
+	ret = xa_err(xa_store(&kf->pins, h.index, xa_mk_value(n + 1),
+			      GFP_KERNEL));
+	if (ret)
+		WARN_ON(kvc_block_unpin(pool, h));
 	return ret;
 }
 
@@ -193,24 +205,18 @@ static int kvc_file_unpin(struct kvc_file *kf, struct kvc_pool *pool,
 	unsigned long n;
 	int ret;
 
+	lockdep_assert_held(&kf->lock);
 	if (h.index >= pool->nr_blocks)
 		return -EINVAL;
-	mutex_lock(&kf->lock);
 	n = xa_to_value(xa_load(&kf->pins, h.index));
-	if (!n) {
-		ret = -EINVAL;		/* not pinned by this file */
-		goto out;
-	}
+	if (!n)
+		return -EINVAL;		/* not pinned by this file */
 	ret = kvc_block_unpin(pool, h);
 	if (ret)
-		goto out;
-	if (n > 1)
-		xa_store(&kf->pins, h.index, xa_mk_value(n - 1), GFP_KERNEL);
-	else
-		xa_erase(&kf->pins, h.index);
-out:
-	mutex_unlock(&kf->lock);
-	return ret;
+		return ret;
+	/* Overwriting a present entry allocates nothing and cannot fail. */
+	xa_store(&kf->pins, h.index, xa_mk_value(n - 1), GFP_KERNEL);
+	return 0;
 }
 
 static int kvc_file_seal(struct kvc_file *kf, struct kvc_pool *pool,
@@ -218,22 +224,20 @@ static int kvc_file_seal(struct kvc_file *kf, struct kvc_pool *pool,
 {
 	int ret;
 
+	lockdep_assert_held(&kf->lock);
 	if (e->reserved)
 		return -EINVAL;
-	mutex_lock(&kf->lock);
 	ret = kvc_block_seal(pool, e->handle, kf, e->payload_len, e->key);
-	if (!ret)
-		xa_erase(&kf->owned, e->handle.index);
-	mutex_unlock(&kf->lock);
+	if (ret)
+		return ret;
+	xa_erase(&kf->owned, e->handle.index);
 	/* The writer may read back what it wrote, whatever the mode. */
-	if (!ret && keep_pin)
-		ret = kvc_file_pin(kf, pool, e->handle, false);
-	return ret;
+	return keep_pin ? kvc_file_pin(kf, pool, e->handle, NULL) : 0;
 }
 
 static int kvc_batch_one(struct kvc_file *kf, struct kvc_pool *pool,
 			 unsigned int nr, const void *entries, u32 i,
-			 u32 flags, u32 *evicted_ns)
+			 u32 flags, bool privileged, u32 *evicted_ns)
 {
 	const struct kvcache_handle *h = entries;
 
@@ -243,7 +247,8 @@ static int kvc_batch_one(struct kvc_file *kf, struct kvc_pool *pool,
 				     (const struct kvcache_seal_entry *)entries + i,
 				     flags & KVCACHE_SEAL_KEEP_PIN);
 	case _IOC_NR(KVCACHE_IOC_PIN):
-		return kvc_file_pin(kf, pool, h[i], true);
+		return kvc_file_pin(kf, pool, h[i],
+				    privileged ? NULL : kvc_ns_may_read);
 	case _IOC_NR(KVCACHE_IOC_UNPIN):
 		return kvc_file_unpin(kf, pool, h[i]);
 	case _IOC_NR(KVCACHE_IOC_EVICT):
@@ -270,6 +275,7 @@ int kvc_ioctl_batch(struct kvc_file *kf, void __user *uarg, unsigned int nr)
 	size_t esize = nr == _IOC_NR(KVCACHE_IOC_SEAL) ?
 		       sizeof(struct kvcache_seal_entry) :
 		       sizeof(struct kvcache_handle);
+	bool evict = nr == _IOC_NR(KVCACHE_IOC_EVICT), privileged;
 	void *entries;
 	int ret, out;
 
@@ -279,7 +285,8 @@ int kvc_ioctl_batch(struct kvc_file *kf, void __user *uarg, unsigned int nr)
 	if (arg.done || kvc_check_unused(arg.flags, allowed, arg.reserved,
 					 sizeof(arg.reserved)))
 		return -EINVAL;
-	if (nr == _IOC_NR(KVCACHE_IOC_EVICT) && !kvc_is_privileged(kf))
+	privileged = kvc_is_privileged(kf);
+	if (evict && !privileged)
 		return -EPERM;
 	entries = kvc_entries_in(arg.entries, arg.count, esize);
 	if (IS_ERR(entries))
@@ -287,23 +294,28 @@ int kvc_ioctl_batch(struct kvc_file *kf, void __user *uarg, unsigned int nr)
 
 	percpu_down_read(&dev->pool_sem);
 	pool = dev->pool;
+	/* Evict touches no per-file state; the others hold the file's lock. */
+	if (!evict)
+		mutex_lock(&kf->lock);
 	for (i = 0, ret = 0; i < arg.count; i++) {
 		ret = kvc_batch_one(kf, pool, nr, entries, i, arg.flags,
-				    &ns_id);
+				    privileged, &ns_id);
 		if (ret)
 			break;
-		if (nr == _IOC_NR(KVCACHE_IOC_EVICT))
+		if (evict)
 			kvc_ns_uncharge(dev, ns_id, 1);
 		if (!(i & 255))
 			cond_resched();
 	}
+	if (!evict)
+		mutex_unlock(&kf->lock);
 	free = kvc_pool_nr_free(pool);
 	nblocks = pool->nr_blocks;
 	percpu_up_read(&dev->pool_sem);
 	kvfree(entries);
 
 	kvc_stat_add(dev, kvc_batch_stat[nr], i);
-	if (nr == _IOC_NR(KVCACHE_IOC_EVICT) && i)
+	if (evict && i)
 		kvc_pressure_check(dev, free, nblocks);
 
 	arg.done = i;
@@ -344,7 +356,7 @@ int kvc_ioctl_query(struct kvc_file *kf, void __user *uarg)
 			continue;
 		if (arg.ns_id != KVCACHE_NS_ANY && out[n].ns_id != arg.ns_id)
 			continue;
-		if (!all && !kvc_ns_may_read(out[n].ns_id, kf))
+		if (!all && !kvc_ns_may_read(out[n].ns_id, dev))
 			continue;
 		n++;
 	}

@@ -55,19 +55,18 @@ static bool kvc_ns_allows(const struct kvc_ns *ns, int mask)
 }
 
 /*
- * Pin-path permission callback (kvc_block_pin() may_read): runs under a
- * block spinlock, so RCU lookup only.
+ * Pin-path permission callback (kvc_block_pin() may_read, @arg the
+ * device): runs under a block spinlock, so RCU lookup only. Privileged
+ * callers skip it; the caller decides that once per batch.
  */
 bool kvc_ns_may_read(u32 ns_id, void *arg)
 {
-	struct kvc_file *kf = arg;
+	struct kvc_dev *dev = arg;
 	struct kvc_ns *ns;
 	bool ok;
 
-	if (kvc_is_privileged(kf))
-		return true;
 	rcu_read_lock();
-	ns = xa_load(&kf->dev->namespaces, ns_id);
+	ns = xa_load(&dev->namespaces, ns_id);
 	ok = ns && kvc_ns_allows(ns, MAY_READ);
 	rcu_read_unlock();
 	return ok;
