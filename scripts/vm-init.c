@@ -95,6 +95,11 @@ int main(void)
 	mnt("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
 	    "ptmxmode=0666");
 	mnt("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+	/* What udev would make: bash's <(...) needs /dev/fd. */
+	symlink("/proc/self/fd", "/dev/fd");
+	symlink("/proc/self/fd/0", "/dev/stdin");
+	symlink("/proc/self/fd/1", "/dev/stdout");
+	symlink("/proc/self/fd/2", "/dev/stderr");
 	mnt("kvcrun", "/run/kvc", "9p", 0,
 	    "trans=virtio,version=9p2000.L,msize=512000,cache=none");
 	if (mkdir("/run/tmp", 01777) || chmod("/run/tmp", 01777) ||
