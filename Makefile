@@ -7,7 +7,8 @@
 # Other targets:
 #   make deps                   install the Debian packages (as root)
 #   make kernel                 build (or find cached) the 6.12 test kernel
-#   make module [KDIR=dir]      build kvcache.ko (default KDIR: test kernel)
+#   make module [KDIR=dir]      build kvcache.ko (default KDIR: the test kernel,
+#                               into build/6.12; else into build/module)
 #   make helper                 build kvcachectl
 #   make unit                   build and run the host unit tests (ASan/UBSan)
 #   make selftests              build the in-VM selftests
@@ -28,8 +29,13 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
 
 KERNEL_DIR = $(shell $(TOP)/scripts/build-kernel --print-dir)
 KSRC = $(KERNEL_DIR)/linux
-KDIR ?= $(KSRC)
+# Built against the test kernel by default, where scripts/vm looks for it.
+ifeq ($(origin KDIR),undefined)
+MODULE_OUT ?= $(BUILD)/6.12
+else
 MODULE_OUT ?= $(BUILD)/module
+endif
+KDIR ?= $(KSRC)
 
 HELPER_SRCS := helper/devinfo.c
 UNIT_TESTS := test_uapi test_devinfo
