@@ -33,6 +33,7 @@ static const char *const sysfs_attrs[] = {
 	"pool/writable_blocks",
 	"pool/sealed_blocks",
 	"pool/pinned_blocks",
+	"pool/quarantined_blocks",
 	"pool/low_watermark",
 	"pool/high_watermark",
 	"stats/open_files",

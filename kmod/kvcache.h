@@ -92,6 +92,7 @@ struct kvc_dev {
 /* What one open file holds; all released in kvc_file_release(). */
 struct kvc_file {
 	struct kvc_dev *dev;
+	bool writable;			/* opened for writing: may ALLOC */
 	struct mutex lock;		/* pins and owned below */
 	struct xarray pins;		/* block index -> pin count (value) */
 	struct xarray owned;		/* block index -> writable block */
@@ -139,7 +140,7 @@ void kvc_info_fill(struct kvcache_info *info, const struct kvc_geometry *geo);
 long kvc_ioctl(struct file *file, unsigned int cmd, unsigned long arg);
 
 /* kvcache_blocks.c: pool ioctls and what a file holds */
-int kvc_file_init(struct kvc_file *kf, struct kvc_dev *dev);
+int kvc_file_init(struct kvc_file *kf, struct kvc_dev *dev, bool writable);
 void kvc_file_release(struct kvc_file *kf);
 int kvc_ioctl_alloc(struct kvc_file *kf, void __user *uarg);
 int kvc_ioctl_batch(struct kvc_file *kf, void __user *uarg, unsigned int nr);

@@ -35,9 +35,10 @@
 #include "kvcache.h"
 #include "kvcache_pool.h"
 
-int kvc_file_init(struct kvc_file *kf, struct kvc_dev *dev)
+int kvc_file_init(struct kvc_file *kf, struct kvc_dev *dev, bool writable)
 {
 	kf->dev = dev;
+	kf->writable = writable;
 	mutex_init(&kf->lock);
 	xa_init(&kf->pins);
 	xa_init(&kf->owned);
@@ -47,19 +48,6 @@ int kvc_file_init(struct kvc_file *kf, struct kvc_dev *dev)
 bool kvc_file_has_pin(struct kvc_file *kf, u32 index)
 {
 	return xa_to_value(xa_load(&kf->pins, index)) > 0;
-}
-
-/* Drop every pin this file holds on one block, whatever its count. */
-static void kvc_file_drop_pins(struct kvc_pool *pool, u32 index,
-			       unsigned long n)
-{
-	struct kvcache_handle h = { .index = index };
-
-	if (!n)
-		return;
-	h.gen = READ_ONCE(pool->blocks[index].gen);	/* pinned: stable */
-	while (n--)
-		WARN_ON(kvc_block_unpin(pool, h));
 }
 
 void kvc_file_release(struct kvc_file *kf)
@@ -78,9 +66,13 @@ void kvc_file_release(struct kvc_file *kf)
 			kvc_ns_uncharge(dev, ns_id, 1);
 			discarded++;
 		}
+		cond_resched();
 	}
-	xa_for_each(&kf->pins, index, entry)
-		kvc_file_drop_pins(pool, index, xa_to_value(entry));
+	xa_for_each(&kf->pins, index, entry) {
+		if (xa_to_value(entry))
+			kvc_block_unpin_n(pool, index, xa_to_value(entry));
+		cond_resched();
+	}
 	free = kvc_pool_nr_free(pool);
 	nblocks = pool->nr_blocks;
 	percpu_up_read(&dev->pool_sem);
@@ -119,6 +111,8 @@ int kvc_ioctl_alloc(struct kvc_file *kf, void __user *uarg)
 		return -EINVAL;
 	if (!arg.count || arg.count > KVCACHE_MAX_BATCH)
 		return -EINVAL;
+	if (!kf->writable)
+		return -EBADF;
 	h = kvcalloc(arg.count, sizeof(*h), GFP_KERNEL);
 	if (!h)
 		return -ENOMEM;
@@ -157,17 +151,23 @@ int kvc_ioctl_alloc(struct kvc_file *kf, void __user *uarg)
 	if (copy_to_user(u64_to_user_ptr(arg.handles), h,
 			 arg.count * sizeof(*h)) ||
 	    kvc_copy_out(uarg, &arg, sizeof(arg))) {
-		/* The caller cannot know its handles: take the blocks back. */
+		/*
+		 * The caller cannot know its handles: take the blocks back.
+		 * The locks were dropped for the copy, so another thread of
+		 * this file may have guessed a handle and mapped or sealed
+		 * the block meanwhile; such a block stays where it is (sealed,
+		 * or owned by the file until it is closed).
+		 */
 		percpu_down_read(&dev->pool_sem);
 		mutex_lock(&kf->lock);
 		for (i = 0; i < arg.count; i++) {
+			if (kvc_block_discard(dev->pool, h[i].index, kf, &ns_id))
+				continue;
 			xa_erase(&kf->owned, h[i].index);
-			WARN_ON(kvc_block_discard(dev->pool, h[i].index, kf,
-						  &ns_id));
+			kvc_ns_uncharge(dev, ns_id, 1);
 		}
 		mutex_unlock(&kf->lock);
 		percpu_up_read(&dev->pool_sem);
-		kvc_ns_uncharge(dev, arg.ns_id, arg.count);
 		ret = -EFAULT;
 	}
 out_free:

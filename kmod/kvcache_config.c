@@ -79,14 +79,16 @@ EXPORT_SYMBOL_IF_KUNIT(kvc_parse_size);
  * kvc_check_block_size() - is @block_size a valid pool block size?
  * @block_size: bytes
  *
- * A block is a power of two from 4 KiB to 64 MiB, so it is page aligned
- * (mmap by handle) and a 2 MiB page holds a whole number of small blocks.
+ * A block is a power of two from 4 KiB (or the page size, if larger) to
+ * 64 MiB, so it is a whole number of pages (mmap by handle) and a 2 MiB
+ * page holds a whole number of small blocks.
  *
  * Return: 0 or -EINVAL.
  */
 int kvc_check_block_size(u64 block_size)
 {
-	if (block_size < KVC_MIN_BLOCK_SIZE || block_size > KVC_MAX_BLOCK_SIZE)
+	if (block_size < max_t(u64, KVC_MIN_BLOCK_SIZE, PAGE_SIZE) ||
+	    block_size > KVC_MAX_BLOCK_SIZE)
 		return -EINVAL;
 	if (!is_power_of_2(block_size))
 		return -EINVAL;
@@ -192,6 +194,8 @@ int kvc_update_geometry(struct kvc_dev *dev, enum kvc_geo_field field, u64 val)
 	dev->pool = pool;
 	dev->geo = geo;
 	kvc_default_watermarks(dev, pool->nr_blocks);
+	/* A new, empty pool is under no pressure. */
+	clear_bit(KVC_DEV_PRESSURE, &dev->flags);
 	percpu_up_write(&dev->pool_sem);
 	kvc_pool_destroy(old);
 out:

@@ -74,7 +74,7 @@ static int kvc_open(struct inode *inode, struct file *file)
 	kf = kzalloc(sizeof(*kf), GFP_KERNEL);
 	if (!kf)
 		return -ENOMEM;
-	kvc_file_init(kf, dev);
+	kvc_file_init(kf, dev, file->f_mode & FMODE_WRITE);
 	file->private_data = kf;
 	atomic_inc(&dev->open_files);
 	kvc_stat_inc(dev, KVC_STAT_OPENS);

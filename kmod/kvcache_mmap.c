@@ -7,10 +7,12 @@
  * that allocated it) and counts as mapped writable until unmapped: seal
  * refuses while it is. A sealed block is mapped read-only, only by a file
  * that holds a pin on it; VM_MAYWRITE is cleared so mprotect cannot make it
- * writable, and the mapping takes a pin of its own, so unpin or evict
- * cannot free the pages under it. Mappings are not inherited across fork
- * (VM_DONTCOPY) and cannot grow or be split, so every mapping covers
- * exactly its block and each open()/close() of the VMA is one count.
+ * writable, and the mapping counts against eviction itself, so unpin or
+ * evict cannot free the pages under it. Mappings are not inherited across
+ * fork (VM_DONTCOPY, unless the process undoes it with MADV_DOFORK: then
+ * the child's copy is counted like any other) and cannot grow or be
+ * split, so every mapping covers exactly its block and each open()/close()
+ * of the VMA is one count.
  *
  * The pages are ordinary pool pages inserted with vm_insert_pages(), so
  * O_DIRECT I/O and GPU registration can use them like any user memory.
@@ -43,15 +45,13 @@ static struct kvc_dev *kvc_vma_dev(struct vm_area_struct *vma)
 	return kf->dev;
 }
 
-/* A copy of the VMA (mremap moving it): one more user of the block. */
+/* A copy of the VMA (mremap, fork after MADV_DOFORK): one more user. */
 static void kvc_vm_open(struct vm_area_struct *vma)
 {
 	struct kvc_dev *dev = kvc_vma_dev(vma);
-	struct kvc_file *kf = vma->vm_file->private_data;
 
 	percpu_down_read(&dev->pool_sem);
-	WARN_ON(kvc_block_map(dev->pool, kvc_vma_index(vma), kf,
-			      kvc_vma_writable(vma)) < 0);
+	kvc_block_map_dup(dev->pool, kvc_vma_index(vma), kvc_vma_writable(vma));
 	percpu_up_read(&dev->pool_sem);
 }
 

@@ -41,6 +41,7 @@ static int kvc_pool_alloc_pages(struct kvc_pool *pool)
 	struct page *page;
 
 	while (i < pool->nr_pages) {
+		cond_resched();
 		page = NULL;
 		if (IS_ALIGNED(i, run) && pool->nr_pages - i >= run)
 			page = alloc_pages(GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN |
@@ -91,7 +92,11 @@ struct kvc_pool *kvc_pool_create(const struct kvc_geometry *geo)
 		pool->free_stack = kvcalloc(pool->nr_blocks,
 					    sizeof(*pool->free_stack),
 					    GFP_KERNEL);
-		if (!pool->pages || !pool->blocks || !pool->free_stack)
+		pool->quarantine = kvcalloc(pool->nr_blocks,
+					    sizeof(*pool->quarantine),
+					    GFP_KERNEL);
+		if (!pool->pages || !pool->blocks || !pool->free_stack ||
+		    !pool->quarantine)
 			goto err;
 		ret = kvc_pool_alloc_pages(pool);
 		if (ret)
@@ -117,7 +122,14 @@ void kvc_pool_destroy(struct kvc_pool *pool)
 
 	if (!pool)
 		return;
-	WARN_ON(pool->nr_free != pool->nr_blocks);
+	/*
+	 * Sealed blocks die with the pool (module unload: no file is open, so
+	 * nothing pins or maps them). Writable or pinned ones cannot exist
+	 * then. Quarantined pages stay alive for whoever still references
+	 * them: __free_page() only drops the pool's share.
+	 */
+	WARN_ON(atomic_read(&pool->nr_writable) ||
+		atomic_read(&pool->nr_pinned));
 	if (pool->pages) {
 		for (i = 0; i < pool->nr_pages && pool->pages[i]; i++)
 			__free_page(pool->pages[i]);
@@ -125,6 +137,7 @@ void kvc_pool_destroy(struct kvc_pool *pool)
 	kvfree(pool->pages);
 	kvfree(pool->blocks);
 	kvfree(pool->free_stack);
+	kvfree(pool->quarantine);
 	kfree(pool);
 }
 EXPORT_SYMBOL_IF_KUNIT(kvc_pool_destroy);
@@ -135,11 +148,55 @@ u32 kvc_pool_nr_free(struct kvc_pool *pool)
 }
 EXPORT_SYMBOL_IF_KUNIT(kvc_pool_nr_free);
 
+u32 kvc_pool_nr_quarantined(struct kvc_pool *pool)
+{
+	return READ_ONCE(pool->nr_quarantined);
+}
+EXPORT_SYMBOL_IF_KUNIT(kvc_pool_nr_quarantined);
+
+/*
+ * Does any page of the block have a reference besides the pool's own? A
+ * mapping holds one per page (none are left when this is asked); anything
+ * else is a pipe buffer, I/O in flight or a long-term GUP pin.
+ */
+static bool kvc_block_pages_busy(struct kvc_pool *pool, u32 index)
+{
+	struct page **pages = kvc_block_pages(pool, index);
+	u32 i;
+
+	for (i = 0; i < pool->pages_per_block; i++)
+		if (page_count(pages[i]) != 1)
+			return true;
+	return false;
+}
+
+/* Move quarantined blocks whose pages are no longer referenced to FREE. */
+static void kvc_pool_reap(struct kvc_pool *pool)
+{
+	u32 i, idx;
+
+	if (!READ_ONCE(pool->nr_quarantined))
+		return;
+	spin_lock(&pool->free_lock);
+	for (i = 0; i < pool->nr_quarantined;) {
+		idx = pool->quarantine[i];
+		if (kvc_block_pages_busy(pool, idx)) {
+			i++;
+			continue;
+		}
+		/* FREE all along; only the stack it sits on changes. */
+		pool->quarantine[i] = pool->quarantine[--pool->nr_quarantined];
+		pool->free_stack[pool->nr_free++] = idx;
+	}
+	spin_unlock(&pool->free_lock);
+}
+
 /* Every block free: the pool may be resized or destroyed. */
 bool kvc_pool_idle(struct kvc_pool *pool)
 {
 	bool idle;
 
+	kvc_pool_reap(pool);
 	spin_lock(&pool->free_lock);
 	idle = pool->nr_free == pool->nr_blocks;
 	spin_unlock(&pool->free_lock);
@@ -152,14 +209,20 @@ void kvc_block_zero(struct kvc_pool *pool, u32 index)
 	struct page **pages = kvc_block_pages(pool, index);
 	u32 i;
 
-	for (i = 0; i < pool->pages_per_block; i++)
+	for (i = 0; i < pool->pages_per_block; i++) {
 		clear_highpage(pages[i]);
+		if (!(i & 511))
+			cond_resched();
+	}
 }
 
-static void kvc_push_free(struct kvc_pool *pool, u32 index)
+static void kvc_push_free(struct kvc_pool *pool, u32 index, bool quarantine)
 {
 	spin_lock(&pool->free_lock);
-	pool->free_stack[pool->nr_free++] = index;
+	if (quarantine)
+		pool->quarantine[pool->nr_quarantined++] = index;
+	else
+		pool->free_stack[pool->nr_free++] = index;
 	spin_unlock(&pool->free_lock);
 }
 
@@ -170,7 +233,6 @@ static void kvc_block_free_locked(struct kvc_block *b)
 	b->gen++;
 	b->owner = NULL;
 	b->payload_len = 0;
-	b->wmaps = 0;
 	memset(b->key, 0, sizeof(b->key));
 }
 
@@ -196,6 +258,7 @@ int kvc_pool_alloc(struct kvc_pool *pool, u32 count, u32 ns_id,
 	if (!count || count > KVCACHE_MAX_BATCH)
 		return -EINVAL;
 
+	kvc_pool_reap(pool);
 	spin_lock(&pool->free_lock);
 	if (pool->nr_free < count) {
 		spin_unlock(&pool->free_lock);
@@ -211,7 +274,8 @@ int kvc_pool_alloc(struct kvc_pool *pool, u32 count, u32 ns_id,
 		kvc_block_zero(pool, idx);
 		b = &pool->blocks[idx];
 		spin_lock(&b->lock);
-		WARN_ON(b->state != KVC_BLOCK_FREE || b->pins || b->wmaps);
+		WARN_ON(b->state != KVC_BLOCK_FREE || b->pins || b->rmaps ||
+			b->wmaps);
 		b->state = KVC_BLOCK_WRITABLE;
 		b->owner = owner;
 		b->ns_id = ns_id;
@@ -241,7 +305,8 @@ static struct kvc_block *kvc_block_get(struct kvc_pool *pool, u32 index)
  *
  * Return: 0; -EINVAL (index out of range, bad length, block already
  * sealed); -ESTALE (stale handle); -EPERM (another file's block); -EBUSY
- * (still mapped writable).
+ * (still mapped writable, or its pages still referenced: a pipe, O_DIRECT
+ * in flight, an io_uring buffer, any of which could still change it).
  */
 int kvc_block_seal(struct kvc_pool *pool, struct kvcache_handle h,
 		   const void *owner, u32 payload_len, const u8 *key)
@@ -258,7 +323,7 @@ int kvc_block_seal(struct kvc_pool *pool, struct kvcache_handle h,
 		ret = -EINVAL;
 	else if (b->owner != owner)
 		ret = -EPERM;
-	else if (b->wmaps)
+	else if (b->wmaps || kvc_block_pages_busy(pool, h.index))
 		ret = -EBUSY;
 	if (!ret) {
 		memcpy(b->key, key, KVCACHE_KEY_SIZE);
@@ -297,16 +362,20 @@ int kvc_block_pin(struct kvc_pool *pool, struct kvcache_handle h,
 	if (!b)
 		return -EINVAL;
 	spin_lock(&b->lock);
-	if (b->gen != h.gen || b->state == KVC_BLOCK_FREE)
+	/*
+	 * Permission before anything else, so that a block of a namespace
+	 * the caller may not read says nothing of its state or generation.
+	 */
+	if (b->state != KVC_BLOCK_FREE && may_read && !may_read(b->ns_id, arg))
+		ret = -EACCES;
+	else if (b->gen != h.gen || b->state == KVC_BLOCK_FREE)
 		ret = -ESTALE;
 	else if (b->state == KVC_BLOCK_WRITABLE)
 		ret = -EBUSY;
-	else if (may_read && !may_read(b->ns_id, arg))
-		ret = -EACCES;
 	else if (b->pins == U32_MAX)
 		ret = -EOVERFLOW;
 	else
-		first = !b->pins++;
+		first = !b->pins++ && !b->rmaps;
 	spin_unlock(&b->lock);
 	if (first)
 		atomic_inc(&pool->nr_pinned);
@@ -335,13 +404,32 @@ int kvc_block_unpin(struct kvc_pool *pool, struct kvcache_handle h)
 	else if (b->state != KVC_BLOCK_SEALED || !b->pins)
 		ret = -EINVAL;
 	else
-		last = !--b->pins;
+		last = !--b->pins && !b->rmaps;
 	spin_unlock(&b->lock);
 	if (last)
 		atomic_dec(&pool->nr_pinned);
 	return ret;
 }
 EXPORT_SYMBOL_IF_KUNIT(kvc_block_unpin);
+
+/* Drop @n pins a closing file held on a block, in one go. */
+void kvc_block_unpin_n(struct kvc_pool *pool, u32 index, u32 n)
+{
+	struct kvc_block *b = kvc_block_get(pool, index);
+	bool last;
+
+	if (WARN_ON(!b || !n))
+		return;
+	spin_lock(&b->lock);
+	if (WARN_ON(b->state != KVC_BLOCK_SEALED || b->pins < n))
+		n = b->pins;
+	b->pins -= n;
+	last = n && !b->pins && !b->rmaps;
+	spin_unlock(&b->lock);
+	if (last)
+		atomic_dec(&pool->nr_pinned);
+}
+EXPORT_SYMBOL_IF_KUNIT(kvc_block_unpin_n);
 
 /**
  * kvc_block_evict() - free a sealed, unpinned block
@@ -350,7 +438,7 @@ EXPORT_SYMBOL_IF_KUNIT(kvc_block_unpin);
  * @ns_id: out: the namespace it belonged to
  *
  * Return: 0; -EINVAL (index out of range); -ESTALE; -EBUSY (pinned,
- * mapped, or not sealed yet).
+ * mapped, not sealed yet, or its pages still referenced elsewhere).
  */
 int kvc_block_evict(struct kvc_pool *pool, struct kvcache_handle h,
 		    u32 *ns_id)
@@ -363,7 +451,8 @@ int kvc_block_evict(struct kvc_pool *pool, struct kvcache_handle h,
 	spin_lock(&b->lock);
 	if (b->gen != h.gen || b->state == KVC_BLOCK_FREE) {
 		ret = -ESTALE;
-	} else if (b->state != KVC_BLOCK_SEALED || b->pins) {
+	} else if (b->state != KVC_BLOCK_SEALED || b->pins || b->rmaps ||
+		   kvc_block_pages_busy(pool, h.index)) {
 		ret = -EBUSY;
 	} else {
 		*ns_id = b->ns_id;
@@ -373,7 +462,7 @@ int kvc_block_evict(struct kvc_pool *pool, struct kvcache_handle h,
 	if (ret)
 		return ret;
 	atomic_dec(&pool->nr_sealed);
-	kvc_push_free(pool, h.index);
+	kvc_push_free(pool, h.index, false);
 	return 0;
 }
 EXPORT_SYMBOL_IF_KUNIT(kvc_block_evict);
@@ -386,14 +475,17 @@ EXPORT_SYMBOL_IF_KUNIT(kvc_block_evict);
  * @ns_id: out: the namespace it belonged to
  *
  * Called when the writer's file is released: its half-written blocks go
- * straight back to the pool and are never visible to anyone.
+ * straight back to the pool and are never visible to anyone (parked in
+ * quarantine while something still references their pages).
  *
- * Return: 0, or -EINVAL when @owner does not hold @index writable.
+ * Return: 0; -EINVAL when @owner does not hold @index writable; -EBUSY
+ * while the block is mapped.
  */
 int kvc_block_discard(struct kvc_pool *pool, u32 index, const void *owner,
 		      u32 *ns_id)
 {
 	struct kvc_block *b = kvc_block_get(pool, index);
+	bool busy = false;
 	int ret = 0;
 
 	if (!b)
@@ -401,9 +493,10 @@ int kvc_block_discard(struct kvc_pool *pool, u32 index, const void *owner,
 	spin_lock(&b->lock);
 	if (b->state != KVC_BLOCK_WRITABLE || b->owner != owner) {
 		ret = -EINVAL;
+	} else if (b->wmaps) {
+		ret = -EBUSY;
 	} else {
-		/* A mapping holds a file reference: none can be left. */
-		WARN_ON(b->wmaps);
+		busy = kvc_block_pages_busy(pool, index);
 		*ns_id = b->ns_id;
 		kvc_block_free_locked(b);
 	}
@@ -411,7 +504,7 @@ int kvc_block_discard(struct kvc_pool *pool, u32 index, const void *owner,
 	if (ret)
 		return ret;
 	atomic_dec(&pool->nr_writable);
-	kvc_push_free(pool, index);
+	kvc_push_free(pool, index, busy);
 	return 0;
 }
 EXPORT_SYMBOL_IF_KUNIT(kvc_block_discard);
@@ -425,12 +518,12 @@ EXPORT_SYMBOL_IF_KUNIT(kvc_block_discard);
  *
  * A writable block may be mapped by its writer only, and counts as mapped
  * writable until unmapped (seal waits for that). A sealed block may be
- * mapped read-only; the mapping holds a pin. The caller checks that the
- * file itself holds a pin on a sealed block.
+ * mapped read-only, and cannot be evicted while mapped. The caller checks
+ * that the file itself holds a pin on a sealed block.
  *
  * Return: 1 for a writable mapping, 0 for a read-only one, -EINVAL (index
  * out of range), -EACCES (not this file's writable block, or PROT_WRITE on
- * a sealed block, or a free block).
+ * a sealed block, or a free block), -EOVERFLOW.
  */
 int kvc_block_map(struct kvc_pool *pool, u32 index, const void *owner,
 		  bool want_write)
@@ -443,12 +536,13 @@ int kvc_block_map(struct kvc_pool *pool, u32 index, const void *owner,
 		return -EINVAL;
 	spin_lock(&b->lock);
 	if (b->state == KVC_BLOCK_WRITABLE && b->owner == owner) {
-		b->wmaps++;
-		ret = 1;
-	} else if (b->state == KVC_BLOCK_SEALED && !want_write &&
-		   b->pins < U32_MAX) {
-		first = !b->pins++;
-		ret = 0;
+		ret = b->wmaps == U32_MAX ? -EOVERFLOW : 1;
+		if (ret > 0)
+			b->wmaps++;
+	} else if (b->state == KVC_BLOCK_SEALED && !want_write) {
+		ret = b->rmaps == U32_MAX ? -EOVERFLOW : 0;
+		if (!ret)
+			first = !b->rmaps++ && !b->pins;
 	}
 	spin_unlock(&b->lock);
 	if (first)
@@ -456,6 +550,25 @@ int kvc_block_map(struct kvc_pool *pool, u32 index, const void *owner,
 	return ret;
 }
 EXPORT_SYMBOL_IF_KUNIT(kvc_block_map);
+
+/*
+ * A copy of an accounted mapping (mremap, fork with MADV_DOFORK): the
+ * original keeps the block in its state, so this cannot fail.
+ */
+void kvc_block_map_dup(struct kvc_pool *pool, u32 index, bool writable)
+{
+	struct kvc_block *b = kvc_block_get(pool, index);
+
+	if (WARN_ON(!b))
+		return;
+	spin_lock(&b->lock);
+	if (writable)
+		b->wmaps++;
+	else
+		b->rmaps++;
+	spin_unlock(&b->lock);
+}
+EXPORT_SYMBOL_IF_KUNIT(kvc_block_map_dup);
 
 void kvc_block_unmap(struct kvc_pool *pool, u32 index, bool writable)
 {
@@ -466,10 +579,10 @@ void kvc_block_unmap(struct kvc_pool *pool, u32 index, bool writable)
 		return;
 	spin_lock(&b->lock);
 	if (writable) {
-		WARN_ON(!b->wmaps);
-		b->wmaps--;
-	} else if (!WARN_ON(!b->pins)) {
-		last = !--b->pins;
+		if (!WARN_ON(!b->wmaps))
+			b->wmaps--;
+	} else if (!WARN_ON(!b->rmaps)) {
+		last = !--b->rmaps && !b->pins;
 	}
 	spin_unlock(&b->lock);
 	if (last)
@@ -501,7 +614,7 @@ bool kvc_block_info(struct kvc_pool *pool, u32 index,
 		out->handle.gen = b->gen;
 		out->ns_id = b->ns_id;
 		out->payload_len = b->payload_len;
-		out->pins = b->pins;
+		out->pins = b->pins + b->rmaps;
 		memcpy(out->key, b->key, KVCACHE_KEY_SIZE);
 	}
 	spin_unlock(&b->lock);

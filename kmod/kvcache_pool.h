@@ -7,6 +7,13 @@
  *                      |                                  ^
  *                      +---- owner closed (never sealed) -+
  *
+ * A block's pages are ordinary pages, so user space can take references
+ * to them that outlive its mapping (a pipe after vmsplice, O_DIRECT in
+ * flight, an io_uring fixed buffer). Seal and evict refuse (-EBUSY) while
+ * any page has a reference besides the pool's; a writer's block freed at
+ * close with such references is FREE but parked on the quarantine stack,
+ * and goes back to the free stack only once they are gone.
+ *
  * The pool knows nothing about files or namespaces: an owner is an opaque
  * pointer and namespace permission is a callback, so KUnit can drive the
  * state machine directly.
@@ -31,7 +38,8 @@ struct kvc_block {
 	spinlock_t lock;	/* everything below */
 	u8 state;		/* enum kvc_block_state */
 	u32 gen;		/* bumped on every free */
-	u32 pins;		/* file pins and read-only mappings */
+	u32 pins;		/* file pins (SEALED only) */
+	u32 rmaps;		/* read-only mappings (SEALED only) */
 	u32 wmaps;		/* writable mappings (WRITABLE only) */
 	u32 ns_id;
 	u32 payload_len;	/* SEALED only */
@@ -48,13 +56,15 @@ struct kvc_pool {
 	unsigned long nr_huge_chunks;	/* 2 MiB contiguous runs in pages */
 	struct kvc_block *blocks;
 
-	spinlock_t free_lock;		/* free_stack and nr_free */
+	spinlock_t free_lock;		/* the two stacks below */
 	u32 *free_stack;
 	u32 nr_free;
+	u32 *quarantine;		/* freed, pages still referenced */
+	u32 nr_quarantined;
 
 	atomic_t nr_writable;
 	atomic_t nr_sealed;
-	atomic_t nr_pinned;		/* blocks with pins > 0 */
+	atomic_t nr_pinned;		/* blocks with pins or rmaps > 0 */
 };
 
 struct kvc_pool *kvc_pool_create(const struct kvc_geometry *geo);
@@ -69,13 +79,16 @@ int kvc_block_seal(struct kvc_pool *pool, struct kvcache_handle h,
 int kvc_block_pin(struct kvc_pool *pool, struct kvcache_handle h,
 		  bool (*may_read)(u32 ns_id, void *arg), void *arg);
 int kvc_block_unpin(struct kvc_pool *pool, struct kvcache_handle h);
+void kvc_block_unpin_n(struct kvc_pool *pool, u32 index, u32 n);
 int kvc_block_evict(struct kvc_pool *pool, struct kvcache_handle h,
 		    u32 *ns_id);
 int kvc_block_discard(struct kvc_pool *pool, u32 index, const void *owner,
 		      u32 *ns_id);
 int kvc_block_map(struct kvc_pool *pool, u32 index, const void *owner,
 		  bool write);
-void kvc_block_unmap(struct kvc_pool *pool, u32 index, bool write);
+void kvc_block_map_dup(struct kvc_pool *pool, u32 index, bool writable);
+void kvc_block_unmap(struct kvc_pool *pool, u32 index, bool writable);
+u32 kvc_pool_nr_quarantined(struct kvc_pool *pool);
 bool kvc_block_info(struct kvc_pool *pool, u32 index,
 		    struct kvcache_block_info *out);
 void kvc_block_zero(struct kvc_pool *pool, u32 index);

@@ -6,7 +6,8 @@
  *   pool/block_size, pool_size  geometry knobs (root may write)
  *   pool/low_watermark, high_watermark   pressure event levels (root)
  *   pool/nr_blocks, max_pool_size, huge_chunks
- *   pool/free_blocks, writable_blocks, sealed_blocks, pinned_blocks
+ *   pool/free_blocks, writable_blocks, sealed_blocks, pinned_blocks,
+ *   pool/quarantined_blocks
  *   stats/...                   counters (read-only)
  *
  * Documentation/ABI/testing/sysfs-kvcache documents every file; keep the
@@ -168,6 +169,7 @@ enum kvc_gauge {
 	KVC_GAUGE_SEALED,
 	KVC_GAUGE_PINNED,
 	KVC_GAUGE_HUGE_CHUNKS,
+	KVC_GAUGE_QUARANTINED,
 };
 
 struct kvc_gauge_attr {
@@ -201,6 +203,9 @@ static ssize_t kvc_gauge_show(struct device *d, struct device_attribute *a,
 	case KVC_GAUGE_HUGE_CHUNKS:
 		v = pool->nr_huge_chunks;
 		break;
+	case KVC_GAUGE_QUARANTINED:
+		v = kvc_pool_nr_quarantined(pool);
+		break;
 	}
 	percpu_up_read(&dev->pool_sem);
 	return sysfs_emit(buf, "%llu\n", v);
@@ -217,6 +222,7 @@ KVC_GAUGE_ATTR(writable_blocks, KVC_GAUGE_WRITABLE);
 KVC_GAUGE_ATTR(sealed_blocks, KVC_GAUGE_SEALED);
 KVC_GAUGE_ATTR(pinned_blocks, KVC_GAUGE_PINNED);
 KVC_GAUGE_ATTR(huge_chunks, KVC_GAUGE_HUGE_CHUNKS);
+KVC_GAUGE_ATTR(quarantined_blocks, KVC_GAUGE_QUARANTINED);
 
 static struct attribute *kvc_pool_attrs[] = {
 	&dev_attr_block_size.attr,
@@ -230,6 +236,7 @@ static struct attribute *kvc_pool_attrs[] = {
 	&kvc_gauge_attr_sealed_blocks.attr.attr,
 	&kvc_gauge_attr_pinned_blocks.attr.attr,
 	&kvc_gauge_attr_huge_chunks.attr.attr,
+	&kvc_gauge_attr_quarantined_blocks.attr.attr,
 	NULL
 };
 

@@ -49,8 +49,8 @@ static void drain(struct kvc_pool *pool)
 
 		h.index = i;
 		h.gen = b->gen;
-		while (b->pins)
-			kvc_block_unpin(pool, h);
+		if (b->pins)
+			kvc_block_unpin_n(pool, i, b->pins);
 		if (b->state == KVC_BLOCK_WRITABLE)
 			kvc_block_discard(pool, i, b->owner, &ns);
 		else if (b->state == KVC_BLOCK_SEALED)
@@ -208,6 +208,49 @@ static void blocks_come_back_zeroed(struct kunit *test)
 	drain(pool);
 }
 
+static void referenced_pages_block_seal_evict_and_reuse(struct kunit *test)
+{
+	struct kvc_pool *pool = test_pool(test, SZ_4K);
+	struct kvcache_handle h, h2;
+	struct page *page;
+	u32 ns;
+
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 1, 1, &owner_a, &h), 0);
+	page = kvc_block_pages(pool, h.index)[0];
+
+	/* Someone else (a pipe, I/O in flight) holds a page: no seal. */
+	get_page(page);
+	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h, &owner_a, 1, test_key),
+			-EBUSY);
+	put_page(page);
+	KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, h, &owner_a, 1, test_key), 0);
+
+	/* ... no evict either. */
+	get_page(page);
+	KUNIT_EXPECT_EQ(test, kvc_block_evict(pool, h, &ns), -EBUSY);
+	put_page(page);
+	KUNIT_ASSERT_EQ(test, kvc_block_evict(pool, h, &ns), 0);
+
+	/* A writer gone with a page still referenced: quarantined. */
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 1, 1, &owner_a, &h), 0);
+	page = kvc_block_pages(pool, h.index)[0];
+	get_page(page);
+	KUNIT_ASSERT_EQ(test, kvc_block_discard(pool, h.index, &owner_a, &ns), 0);
+	KUNIT_EXPECT_EQ(test, kvc_pool_nr_quarantined(pool), 1U);
+	KUNIT_EXPECT_EQ(test, kvc_pool_nr_free(pool), NR_TEST_BLOCKS - 1);
+	KUNIT_EXPECT_FALSE(test, kvc_pool_idle(pool));
+	/* Every other block can be handed out, the quarantined one cannot. */
+	KUNIT_EXPECT_EQ(test, kvc_pool_alloc(pool, NR_TEST_BLOCKS, 1, &owner_b,
+					     &h2), -ENOSPC);
+	put_page(page);
+	/* Once the reference is gone, the next allocation reaps it. */
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 1, 1, &owner_b, &h2), 0);
+	KUNIT_EXPECT_EQ(test, kvc_pool_nr_quarantined(pool), 0U);
+	KUNIT_EXPECT_EQ(test, h2.index, h.index);
+	KUNIT_EXPECT_EQ(test, h2.gen, h.gen + 1);
+	drain(pool);
+}
+
 static bool deny_ns_3(u32 ns_id, void *arg)
 {
 	return ns_id != 3;
@@ -227,9 +270,16 @@ static void pin_checks_namespace_and_saturation(struct kunit *test)
 
 	pool->blocks[h[1].index].pins = U32_MAX;
 	KUNIT_EXPECT_EQ(test, kvc_block_pin(pool, h[1], NULL, NULL), -EOVERFLOW);
-	KUNIT_EXPECT_EQ(test, kvc_block_map(pool, h[1].index, &owner_a, false),
-			-EACCES);
+	/* Mappings are counted apart from pins: saturated pins do not matter. */
+	KUNIT_EXPECT_EQ(test, kvc_block_map(pool, h[1].index, &owner_a, false), 0);
+	kvc_block_map_dup(pool, h[1].index, false);
+	kvc_block_unmap(pool, h[1].index, false);
+	kvc_block_unmap(pool, h[1].index, false);
 	pool->blocks[h[1].index].pins = 1;
+	pool->blocks[h[1].index].rmaps = U32_MAX;
+	KUNIT_EXPECT_EQ(test, kvc_block_map(pool, h[1].index, &owner_a, false),
+			-EOVERFLOW);
+	pool->blocks[h[1].index].rmaps = 0;
 	drain(pool);
 }
 
@@ -338,6 +388,7 @@ static struct kunit_case kvcache_pool_cases[] = {
 	KUNIT_CASE(alloc_is_all_or_nothing),
 	KUNIT_CASE(blocks_come_back_zeroed),
 	KUNIT_CASE(pin_checks_namespace_and_saturation),
+	KUNIT_CASE(referenced_pages_block_seal_evict_and_reuse),
 	KUNIT_CASE(namespace_mode_bits),
 	KUNIT_CASE(pin_races_evict),
 	KUNIT_CASE(big_blocks_span_runs),

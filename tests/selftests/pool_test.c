@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <linux/genetlink.h>
@@ -333,6 +334,128 @@ TEST_F(pool, seal_keep_pin_leaves_the_writer_a_pin)
 		munmap(p, self->bs);
 	ASSERT_EQ(0, kvc_unpin(self->fd, h));
 	EXPECT_EQ(0, kvc_evict(self->fd, h));
+}
+
+/* Splice the block's pages into a pipe: references the mapping does not own. */
+static int splice_in(int pfd[2], void *p, size_t len)
+{
+	struct iovec iov = { .iov_base = p, .iov_len = len };
+
+	if (pipe(pfd))
+		return -1;
+	fcntl(pfd[1], F_SETPIPE_SZ, (int)len);
+	return vmsplice(pfd[1], &iov, 1, 0) > 0 ? 0 : -1;
+}
+
+static void drain_pipe(int pfd[2])
+{
+	char buf[4096];
+
+	close(pfd[1]);
+	while (read(pfd[0], buf, sizeof(buf)) > 0)
+		;
+	close(pfd[0]);
+}
+
+TEST_F(pool, page_references_outside_the_pool_hold_seal_evict_and_reuse)
+{
+	struct kvcache_handle h;
+	int pfd[2], status;
+	uint8_t *p;
+	pid_t pid;
+
+	/* A writer's pages in a pipe could still change: no seal. */
+	ASSERT_EQ(0, kvc_alloc(self->fd, self->ns, 1, &h));
+	p = kvc_map(self->fd, h.index, self->bs, PROT_READ | PROT_WRITE);
+	ASSERT_NE(NULL, p);
+	ASSERT_EQ(0, splice_in(pfd, p, 4096));
+	munmap(p, self->bs);
+	EXPECT_EQ(-EBUSY, kvc_seal(self->fd, h, 1, 1, 0));
+	drain_pipe(pfd);
+	ASSERT_EQ(0, kvc_seal(self->fd, h, 1, 1, 0));
+
+	/* A reader's pages in a pipe keep the block from eviction. */
+	ASSERT_EQ(0, kvc_pin(self->fd, h));
+	p = kvc_map(self->fd, h.index, self->bs, PROT_READ);
+	ASSERT_NE(NULL, p);
+	ASSERT_EQ(0, splice_in(pfd, p, 4096));
+	munmap(p, self->bs);
+	ASSERT_EQ(0, kvc_unpin(self->fd, h));
+	EXPECT_EQ(-EBUSY, kvc_evict(self->fd, h));
+	drain_pipe(pfd);
+	ASSERT_EQ(0, kvc_evict(self->fd, h));
+
+	/* A dead writer's block whose pages sit in a pipe: quarantined. */
+	ASSERT_EQ(0, pipe(pfd));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int fd = open(KVCACHE_DEVICE_PATH, O_RDWR);
+		struct iovec iov;
+		uint8_t *q;
+
+		if (fd < 0 || kvc_alloc(fd, self->ns, 1, &h))
+			_exit(1);
+		q = kvc_map(fd, h.index, self->bs, PROT_READ | PROT_WRITE);
+		if (!q)
+			_exit(2);
+		iov.iov_base = q;
+		iov.iov_len = 4096;
+		_exit(vmsplice(pfd[1], &iov, 1, 0) > 0 ? 0 : 3);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_EQ(0, status);
+	EXPECT_EQ(1, kvc_attr_u64("pool/quarantined_blocks"));
+	EXPECT_EQ(0, kvc_attr_u64("pool/writable_blocks"));
+	drain_pipe(pfd);
+	/* The next allocation finds it free again. */
+	ASSERT_EQ(0, kvc_alloc(self->fd, self->ns, 1, &h));
+	EXPECT_EQ(0, kvc_attr_u64("pool/quarantined_blocks"));
+}
+
+TEST_F(pool, read_only_open_cannot_allocate)
+{
+	struct kvcache_handle h;
+	int fd = open(KVCACHE_DEVICE_PATH, O_RDONLY);
+
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(-EBADF, kvc_alloc(fd, self->ns, 1, &h));
+	close(fd);
+}
+
+TEST_F(pool, forked_mapping_is_counted_like_any_other)
+{
+	struct kvcache_handle h;
+	int pfd[2], status;
+	uint8_t *p;
+	pid_t pid;
+	char c;
+
+	ASSERT_EQ(0, make_block(self->fd, self->ns, self->bs, 4, &h));
+	ASSERT_EQ(0, kvc_pin(self->fd, h));
+	p = kvc_map(self->fd, h.index, self->bs, PROT_READ);
+	ASSERT_NE(NULL, p);
+	ASSERT_EQ(0, madvise(p, self->bs, MADV_DOFORK));
+	ASSERT_EQ(0, pipe(pfd));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		/* Holds the inherited mapping until the parent says so. */
+		close(pfd[1]);
+		if (read(pfd[0], &c, 1) != 1)
+			_exit(1);
+		_exit(pattern_ok(p, self->bs, 4) ? 0 : 2);
+	}
+	close(pfd[0]);
+	munmap(p, self->bs);
+	ASSERT_EQ(0, kvc_unpin(self->fd, h));
+	/* The child's copy of the mapping still holds the block. */
+	EXPECT_EQ(-EBUSY, kvc_evict(self->fd, h));
+	ASSERT_EQ(1, write(pfd[1], "x", 1));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_EQ(0, status);
+	EXPECT_EQ(0, kvc_evict(self->fd, h));
+	close(pfd[1]);
 }
 
 TEST_F(pool, bad_handles_sizes_and_flags)

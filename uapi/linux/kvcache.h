@@ -111,6 +111,7 @@ struct kvcache_handle {
  *
  * The blocks come zeroed, writable (through mmap) by this open file only,
  * and go back to the pool if the file is closed before they are sealed.
+ * The file must be open for writing (-EBADF).
  */
 struct kvcache_alloc {
 	__u32 size;
@@ -216,7 +217,7 @@ struct kvcache_query {
  * @gid:      group (CREATE)
  * @mode:     permission bits, at most 0777 (CREATE): read lets a process
  *            pin, map and list the namespace's blocks, write lets it
- *            allocate and seal blocks in it
+ *            allocate blocks in it
  * @reserved: must be 0
  *
  * Only the helper (see KVCACHE_IOC_HELPER) or CAP_SYS_ADMIN may create or
@@ -238,8 +239,8 @@ struct kvcache_ns {
  * mmap: one block per mapping, MAP_SHARED, length block_size, offset
  * index * block_size. Writable only for a writable block of this file;
  * read-only (PROT_WRITE and mprotect to it refused) for a sealed block this
- * file has pinned. The mapping holds its own reference: unpin or evict do
- * not pull the pages from under it.
+ * file has pinned. The mapping itself keeps the block from eviction: unpin
+ * or evict do not pull the pages from under it.
  */
 
 /**
