@@ -8,7 +8,8 @@
  * info prints what the module reports through KVCACHE_IOC_INFO, then its
  * sysfs knobs and counters. blocks lists the sealed blocks of the pool (of
  * one namespace, or of every namespace the caller may read) with their
- * metadata. Exit status: 0, or 1 with a message on stderr.
+ * metadata. Exit status: 0; 1 when the device or an ioctl fails; 2 on a
+ * usage error (both with a message on stderr).
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -11,7 +11,8 @@
  * A pin count that drops to zero stays in ->pins as a zero value entry:
  * an engine pins and unpins the same blocks over and over, and keeping
  * the slot makes that cycle free of allocations. At most one entry per
- * block the file ever pinned, freed with the file.
+ * block the file ever pinned, freed with the file, and charged (like the
+ * file itself) to the memory cgroup of the process that made it.
  *
  * Locking, outermost first:
  *  - mmap_lock (only on the mmap and munmap paths, see kvcache_mmap.c)
@@ -126,7 +127,7 @@ int kvc_ioctl_alloc(struct kvc_file *kf, void __user *uarg)
 	ret = kvc_pool_alloc(pool, arg.count, arg.ns_id, kf, h);
 	for (i = 0; !ret && i < arg.count; i++)
 		ret = xa_err(xa_store(&kf->owned, h[i].index, xa_mk_value(1),
-				      GFP_KERNEL));
+				      GFP_KERNEL_ACCOUNT));
 	if (ret && i) {
 		/* No memory for the bookkeeping: give every block back. */
 		for (i = 0; i < arg.count; i++) {
@@ -193,7 +194,7 @@ static int kvc_file_pin(struct kvc_file *kf, struct kvc_pool *pool,
 		return ret;
 	n = xa_to_value(xa_load(&kf->pins, h.index));
 	ret = xa_err(xa_store(&kf->pins, h.index, xa_mk_value(n + 1),
-			      GFP_KERNEL));
+			      GFP_KERNEL_ACCOUNT));
 	if (ret)
 		WARN_ON(kvc_block_unpin(pool, h));
 	return ret;

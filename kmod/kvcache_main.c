@@ -71,7 +71,7 @@ static int kvc_open(struct inode *inode, struct file *file)
 					   struct kvc_dev, misc);
 	struct kvc_file *kf;
 
-	kf = kzalloc(sizeof(*kf), GFP_KERNEL);
+	kf = kzalloc(sizeof(*kf), GFP_KERNEL_ACCOUNT);
 	if (!kf)
 		return -ENOMEM;
 	kvc_file_init(kf, dev, file->f_mode & FMODE_WRITE);

@@ -6,7 +6,7 @@ KVC_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 KVC_FRAGMENT=$KVC_TOP/scripts/kernel/kvcache-test.config
 KVC_SRC_PKG=linux-source-6.12
 KVC_SRC_TARBALL=/usr/src/linux-source-6.12.tar.xz
-KVC_CACHE=${KVCACHE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kvcache}
+KVC_CACHE=${KVCACHE_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/kvcache}
 
 kvc_die() {
 	echo "${0##*/}: $*" >&2

@@ -3,7 +3,8 @@
  * Selftests for /dev/kvcache basics: the node, KVCACHE_IOC_INFO and its
  * size-first argument rules, bad ioctls and pointers, the sysfs knobs and
  * counters, and the module parameters. Runs as root in the test VM with
- * kvcache.ko loaded (scripts/vm); the last test reloads the module.
+ * kvcache.ko loaded (scripts/vm); module_params_are_validated unloads and
+ * reloads the module (with the parameters the VM used).
  */
 #define _GNU_SOURCE
 #include <errno.h>

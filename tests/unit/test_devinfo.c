@@ -68,17 +68,23 @@ static void bytes_format_exactly(void)
 
 static void sysfs_read_strips_newline_and_reports_errors(void)
 {
-	char dir[] = "/tmp/kvc-sysfs-XXXXXX", path[128], buf[16];
+	const char *tmp = getenv("TMPDIR");
+	char dir[256], path[300], buf[16];
 	FILE *f;
 
+	snprintf(dir, sizeof(dir), "%s/kvc-sysfs-XXXXXX", tmp ? tmp : "/tmp");
 	TAP_CHECK(mkdtemp(dir) != NULL);
 	snprintf(path, sizeof(path), "%s/pool", dir);
 	TAP_CHECK(mkdir(path, 0755) == 0);
 	snprintf(path, sizeof(path), "%s/pool/block_size", dir);
 	f = fopen(path, "w");
 	TAP_CHECK(f != NULL);
-	if (!f)
+	if (!f) {
+		snprintf(path, sizeof(path), "%s/pool", dir);
+		rmdir(path);
+		rmdir(dir);
 		return;
+	}
 	fputs("2097152\n", f);
 	fclose(f);
 

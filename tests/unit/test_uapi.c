@@ -56,15 +56,77 @@ static void ioctl_numbers_are_stable(void)
 	TAP_CHECK(_IOC_DIR(KVCACHE_IOC_INFO) == (_IOC_READ | _IOC_WRITE));
 }
 
-static void feature_bits_are_distinct(void)
+static void feature_bits_are_frozen(void)
 {
-	TAP_CHECK((KVCACHE_FEAT_POOL & KVCACHE_FEAT_NETLINK) == 0);
-	TAP_CHECK((KVCACHE_FEAT_POOL & KVCACHE_FEAT_P2P) == 0);
-	TAP_CHECK((KVCACHE_FEAT_NETLINK & KVCACHE_FEAT_P2P) == 0);
-	TAP_CHECK(KVCACHE_FEAT_ALL == (KVCACHE_FEAT_POOL |
-				       KVCACHE_FEAT_NETLINK |
-				       KVCACHE_FEAT_P2P));
-	TAP_CHECK(KVCACHE_STRUCT_MAX >= KVCACHE_INFO_SIZE_VER1);
+	TAP_CHECK(KVCACHE_FEAT_POOL == 1);
+	TAP_CHECK(KVCACHE_FEAT_NETLINK == 2);
+	TAP_CHECK(KVCACHE_FEAT_P2P == 4);
+	TAP_CHECK(KVCACHE_SEAL_KEEP_PIN == 1);
+	TAP_CHECK(KVCACHE_KEY_SIZE == 32);
+	TAP_CHECK(KVCACHE_MAX_BATCH == 1024);
+	TAP_CHECK(KVCACHE_NS_MAX == 65535);
+}
+
+/* Every published struct: size = first published size, offsets fixed. */
+static void pool_layouts_are_frozen(void)
+{
+	TAP_CHECK(sizeof(struct kvcache_handle) == 8);
+	TAP_CHECK(offsetof(struct kvcache_handle, gen) == 4);
+
+	TAP_CHECK(sizeof(struct kvcache_alloc) == KVCACHE_ALLOC_SIZE_VER1);
+	TAP_CHECK(offsetof(struct kvcache_alloc, flags) == 4);
+	TAP_CHECK(offsetof(struct kvcache_alloc, ns_id) == 8);
+	TAP_CHECK(offsetof(struct kvcache_alloc, count) == 12);
+	TAP_CHECK(offsetof(struct kvcache_alloc, handles) == 16);
+	TAP_CHECK(offsetof(struct kvcache_alloc, reserved) == 24);
+
+	TAP_CHECK(sizeof(struct kvcache_seal_entry) == 48);
+	TAP_CHECK(offsetof(struct kvcache_seal_entry, payload_len) == 8);
+	TAP_CHECK(offsetof(struct kvcache_seal_entry, reserved) == 12);
+	TAP_CHECK(offsetof(struct kvcache_seal_entry, key) == 16);
+
+	TAP_CHECK(sizeof(struct kvcache_batch) == KVCACHE_BATCH_SIZE_VER1);
+	TAP_CHECK(offsetof(struct kvcache_batch, count) == 8);
+	TAP_CHECK(offsetof(struct kvcache_batch, done) == 12);
+	TAP_CHECK(offsetof(struct kvcache_batch, entries) == 16);
+	TAP_CHECK(offsetof(struct kvcache_batch, reserved) == 24);
+
+	TAP_CHECK(sizeof(struct kvcache_block_info) == 56);
+	TAP_CHECK(offsetof(struct kvcache_block_info, ns_id) == 8);
+	TAP_CHECK(offsetof(struct kvcache_block_info, payload_len) == 12);
+	TAP_CHECK(offsetof(struct kvcache_block_info, pins) == 16);
+	TAP_CHECK(offsetof(struct kvcache_block_info, key) == 24);
+
+	TAP_CHECK(sizeof(struct kvcache_query) == KVCACHE_QUERY_SIZE_VER1);
+	TAP_CHECK(offsetof(struct kvcache_query, start) == 8);
+	TAP_CHECK(offsetof(struct kvcache_query, count) == 12);
+	TAP_CHECK(offsetof(struct kvcache_query, next) == 16);
+	TAP_CHECK(offsetof(struct kvcache_query, ns_id) == 20);
+	TAP_CHECK(offsetof(struct kvcache_query, entries) == 24);
+	TAP_CHECK(offsetof(struct kvcache_query, reserved) == 32);
+
+	TAP_CHECK(sizeof(struct kvcache_ns) == KVCACHE_NS_SIZE_VER1);
+	TAP_CHECK(offsetof(struct kvcache_ns, ns_id) == 8);
+	TAP_CHECK(offsetof(struct kvcache_ns, uid) == 12);
+	TAP_CHECK(offsetof(struct kvcache_ns, gid) == 16);
+	TAP_CHECK(offsetof(struct kvcache_ns, mode) == 20);
+	TAP_CHECK(offsetof(struct kvcache_ns, reserved) == 24);
+
+	TAP_CHECK(sizeof(struct kvcache_helper) == KVCACHE_HELPER_SIZE_VER1);
+	TAP_CHECK(offsetof(struct kvcache_helper, reserved) == 8);
+}
+
+static void pool_ioctl_numbers_are_stable(void)
+{
+	TAP_CHECK(KVCACHE_IOC_ALLOC == 0xc028bc01u);
+	TAP_CHECK(KVCACHE_IOC_SEAL == 0xc028bc02u);
+	TAP_CHECK(KVCACHE_IOC_PIN == 0xc028bc03u);
+	TAP_CHECK(KVCACHE_IOC_UNPIN == 0xc028bc04u);
+	TAP_CHECK(KVCACHE_IOC_EVICT == 0xc028bc05u);
+	TAP_CHECK(KVCACHE_IOC_QUERY == 0xc030bc06u);
+	TAP_CHECK(KVCACHE_IOC_NS_CREATE == 0xc028bc07u);
+	TAP_CHECK(KVCACHE_IOC_NS_DESTROY == 0xc028bc08u);
+	TAP_CHECK(KVCACHE_IOC_HELPER == 0xc020bc09u);
 }
 
 int main(void)
@@ -73,6 +135,8 @@ int main(void)
 	TAP_RUN(info_has_no_padding);
 	TAP_RUN(size_is_the_first_member);
 	TAP_RUN(ioctl_numbers_are_stable);
-	TAP_RUN(feature_bits_are_distinct);
+	TAP_RUN(feature_bits_are_frozen);
+	TAP_RUN(pool_layouts_are_frozen);
+	TAP_RUN(pool_ioctl_numbers_are_stable);
 	return tap_done();
 }
