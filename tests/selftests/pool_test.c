@@ -320,6 +320,44 @@ TEST_F(pool, batches_stop_at_the_first_error_and_report_done)
 	EXPECT_EQ(3, done);
 }
 
+TEST_F(pool, kvcachectl_lists_sealed_blocks)
+{
+	const char *top = getenv("KVC_TOP");
+	struct kvcache_handle h;
+	char cmd[512], line[256];
+	int found = 0, total = 0;
+	FILE *out;
+
+	if (!top)
+		SKIP(return, "KVC_TOP not set (run under scripts/vm)");
+	ASSERT_EQ(0, make_block(self->fd, self->ns, self->bs, 0x5c, &h));
+	snprintf(cmd, sizeof(cmd), "%s/build/helper/kvcachectl blocks %u",
+		 top, self->ns);
+	out = popen(cmd, "r");
+	ASSERT_NE(NULL, out);
+	/* index gen ns payload pins key: the key is 32 bytes of 0x5c */
+	while (fgets(line, sizeof(line), out)) {
+		unsigned int idx, gen, ns, len, pins;
+		char key[80];
+
+		if (sscanf(line, "%u %u %u %u %u %79s", &idx, &gen, &ns, &len,
+			   &pins, key) == 6 && idx == h.index) {
+			found = gen == h.gen && ns == self->ns &&
+				len == self->bs && pins == 0 &&
+				!strncmp(key, "5c5c5c5c", 8) && strlen(key) == 64;
+		}
+		sscanf(line, "%d sealed block", &total);
+	}
+	EXPECT_EQ(0, pclose(out));
+	EXPECT_TRUE(found);
+	EXPECT_EQ(1, total);
+
+	/* A bad namespace argument is a usage error. */
+	snprintf(cmd, sizeof(cmd),
+		 "%s/build/helper/kvcachectl blocks 70000 >/dev/null 2>&1", top);
+	EXPECT_EQ(2, WEXITSTATUS(system(cmd)));
+}
+
 TEST_F(pool, seal_keep_pin_leaves_the_writer_a_pin)
 {
 	struct kvcache_handle h;
