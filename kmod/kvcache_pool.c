@@ -34,6 +34,11 @@
 
 #define KVC_HUGE_ORDER	(21 - PAGE_SHIFT)	/* 2 MiB runs */
 
+/*
+ * No __GFP_ZERO: every block is zeroed when it is handed to a writer
+ * (kvc_pool_alloc()), and nobody can map or read a free block, so zeroing
+ * here would only double the cost of loading the module.
+ */
 static int kvc_pool_alloc_pages(struct kvc_pool *pool)
 {
 	const unsigned long run = 1UL << KVC_HUGE_ORDER;
@@ -44,7 +49,7 @@ static int kvc_pool_alloc_pages(struct kvc_pool *pool)
 		cond_resched();
 		page = NULL;
 		if (IS_ALIGNED(i, run) && pool->nr_pages - i >= run)
-			page = alloc_pages(GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN |
+			page = alloc_pages(GFP_KERNEL | __GFP_NOWARN |
 					   __GFP_NORETRY, KVC_HUGE_ORDER);
 		if (page) {
 			split_page(page, KVC_HUGE_ORDER);
@@ -53,7 +58,7 @@ static int kvc_pool_alloc_pages(struct kvc_pool *pool)
 			pool->nr_huge_chunks++;
 			continue;
 		}
-		page = alloc_page(GFP_KERNEL | __GFP_ZERO);
+		page = alloc_page(GFP_KERNEL);
 		if (!page)
 			return -ENOMEM;
 		pool->pages[i++] = page;
