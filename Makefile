@@ -37,8 +37,9 @@ MODULE_OUT ?= $(BUILD)/module
 endif
 KDIR ?= $(KSRC)
 
-HELPER_SRCS := helper/devinfo.c
-UNIT_TESTS := test_uapi test_devinfo
+HELPER_SRCS := helper/devinfo.c helper/keys.c
+HELPER_LIBS := -lcrypto
+UNIT_TESTS := test_uapi test_devinfo test_keys
 SELFTESTS := kvcache_dev_test bench_test pool_test pool_fuzz_test
 
 .PHONY: all deps kernel module helper unit unit-build selftests check demo \
@@ -62,15 +63,17 @@ helper: $(BUILD)/helper/kvcachectl
 $(BUILD)/helper/kvcachectl: helper/kvcachectl.c $(HELPER_SRCS) helper/*.h \
 			    uapi/linux/kvcache.h
 	@mkdir -p $(dir $@)
-	$(CC) $(USER_CFLAGS) -o $@ helper/kvcachectl.c $(HELPER_SRCS)
+	$(CC) $(USER_CFLAGS) -o $@ helper/kvcachectl.c $(HELPER_SRCS) \
+		$(HELPER_LIBS)
 
 unit-build: $(addprefix $(BUILD)/unit/,$(UNIT_TESTS))
 
 $(BUILD)/unit/%: tests/unit/%.c tests/unit/tap.h $(HELPER_SRCS) helper/*.h \
-		 uapi/linux/kvcache.h
+		 uapi/linux/kvcache.h tests/unit/key_vectors.txt
 	@mkdir -p $(dir $@)
-	$(CC) $(USER_CFLAGS) $(SAN_FLAGS) -I$(TOP)/tests/unit -o $@ $< \
-		$(HELPER_SRCS)
+	$(CC) $(USER_CFLAGS) $(SAN_FLAGS) -I$(TOP)/tests/unit \
+		-DKVC_KEY_VECTORS='"$(TOP)/tests/unit/key_vectors.txt"' -o $@ $< \
+		$(HELPER_SRCS) $(HELPER_LIBS)
 
 unit: unit-build
 	@for t in $(UNIT_TESTS); do $(BUILD)/unit/$$t || exit 1; done
