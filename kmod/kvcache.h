@@ -32,6 +32,9 @@ struct kvc_pool;
 #define KVC_MAX_BLOCK_SIZE	SZ_64M
 #define KVC_MAX_BLOCKS		BIT(24)	/* fits the handle's index */
 
+/* The KVCACHE_FEAT_* groups this module implements. */
+#define KVC_FEATURES		(KVCACHE_FEAT_POOL | KVCACHE_FEAT_NETLINK)
+
 /* Monotonic event counters, per CPU, summed when sysfs reads them. */
 enum kvc_stat {
 	KVC_STAT_OPENS,
@@ -140,7 +143,7 @@ void kvc_info_fill(struct kvcache_info *info, const struct kvc_geometry *geo);
 long kvc_ioctl(struct file *file, unsigned int cmd, unsigned long arg);
 
 /* kvcache_blocks.c: pool ioctls and what a file holds */
-int kvc_file_init(struct kvc_file *kf, struct kvc_dev *dev, bool writable);
+void kvc_file_init(struct kvc_file *kf, struct kvc_dev *dev, bool writable);
 void kvc_file_release(struct kvc_file *kf);
 int kvc_ioctl_alloc(struct kvc_file *kf, void __user *uarg);
 int kvc_ioctl_batch(struct kvc_file *kf, void __user *uarg, unsigned int nr);

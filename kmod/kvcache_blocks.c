@@ -36,14 +36,13 @@
 #include "kvcache.h"
 #include "kvcache_pool.h"
 
-int kvc_file_init(struct kvc_file *kf, struct kvc_dev *dev, bool writable)
+void kvc_file_init(struct kvc_file *kf, struct kvc_dev *dev, bool writable)
 {
 	kf->dev = dev;
 	kf->writable = writable;
 	mutex_init(&kf->lock);
 	xa_init(&kf->pins);
 	xa_init(&kf->owned);
-	return 0;
 }
 
 bool kvc_file_has_pin(struct kvc_file *kf, u32 index)

@@ -101,7 +101,7 @@ void kvc_info_fill(struct kvcache_info *info, const struct kvc_geometry *geo)
 {
 	info->abi_version = KVCACHE_ABI_VERSION;
 	info->max_batch = KVCACHE_MAX_BATCH;
-	info->features = KVCACHE_FEAT_POOL | KVCACHE_FEAT_NETLINK;
+	info->features = KVC_FEATURES;
 	info->block_size = geo->block_size;
 	info->nr_blocks = geo->pool_size / geo->block_size;
 }

@@ -209,7 +209,7 @@ bool kvc_pool_idle(struct kvc_pool *pool)
 }
 EXPORT_SYMBOL_IF_KUNIT(kvc_pool_idle);
 
-void kvc_block_zero(struct kvc_pool *pool, u32 index)
+static void kvc_block_zero(struct kvc_pool *pool, u32 index)
 {
 	struct page **pages = kvc_block_pages(pool, index);
 	u32 i;

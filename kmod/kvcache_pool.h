@@ -91,7 +91,6 @@ void kvc_block_unmap(struct kvc_pool *pool, u32 index, bool writable);
 u32 kvc_pool_nr_quarantined(struct kvc_pool *pool);
 bool kvc_block_info(struct kvc_pool *pool, u32 index,
 		    struct kvcache_block_info *out);
-void kvc_block_zero(struct kvc_pool *pool, u32 index);
 
 static inline struct page **kvc_block_pages(struct kvc_pool *pool, u32 index)
 {

@@ -39,12 +39,7 @@ static DEVICE_ATTR_RO(abi_version);
 static ssize_t features_show(struct device *d, struct device_attribute *a,
 			     char *buf)
 {
-	struct kvcache_info info = {};
-	struct kvc_geometry geo;
-
-	kvc_get_geometry(to_kvc_dev(d), &geo);
-	kvc_info_fill(&info, &geo);
-	return sysfs_emit(buf, "%#llx\n", info.features);
+	return sysfs_emit(buf, "%#llx\n", (u64)KVC_FEATURES);
 }
 static DEVICE_ATTR_RO(features);
 
