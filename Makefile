@@ -40,7 +40,7 @@ KDIR ?= $(KSRC)
 HELPER_SRCS := helper/devinfo.c helper/keys.c
 HELPER_LIBS := -lcrypto
 UNIT_TESTS := test_uapi test_devinfo test_keys
-SELFTESTS := kvcache_dev_test bench_test pool_test pool_fuzz_test
+SELFTESTS := kvcache_dev_test bench_test pool_test pool_fuzz_test p2p_test
 
 .PHONY: all deps kernel module helper unit unit-build selftests check demo \
 	bench bench-build vm-shell clean

@@ -10,6 +10,7 @@
 #define _KVCACHE_COMPAT_H
 
 #include <linux/version.h>
+#include <linux/fs.h>
 #include <linux/module.h>
 
 #if LINUX_VERSION_CODE < KERNEL_VERSION(6, 1, 0)
@@ -41,5 +42,31 @@
 #define kvc_vm_flags_set(vma, flags)	((vma)->vm_flags |= (flags))
 #define kvc_vm_flags_clear(vma, flags)	((vma)->vm_flags &= ~(flags))
 #endif
+
+/* eventfd_signal() lost its count argument in 6.8. */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 8, 0)
+#define kvc_eventfd_signal(ctx)		eventfd_signal(ctx)
+#else
+#define kvc_eventfd_signal(ctx)		eventfd_signal(ctx, 1)
+#endif
+
+/*
+ * vfs_iter_write() takes the file system's freeze protection itself since
+ * 6.7; before, its callers did.
+ */
+static inline ssize_t kvc_iter_write(struct file *file, struct iov_iter *iter,
+				     loff_t *pos)
+{
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 7, 0)
+	return vfs_iter_write(file, iter, pos, 0);
+#else
+	ssize_t ret;
+
+	file_start_write(file);
+	ret = vfs_iter_write(file, iter, pos, 0);
+	file_end_write(file);
+	return ret;
+#endif
+}
 
 #endif /* _KVCACHE_COMPAT_H */

@@ -23,6 +23,7 @@
 #include <linux/string.h>
 #include <linux/types.h>
 #include <linux/uidgid.h>
+#include <linux/wait.h>
 #include <linux/xarray.h>
 #include <linux/kvcache.h>
 
@@ -32,8 +33,13 @@ struct kvc_pool;
 #define KVC_MAX_BLOCK_SIZE	SZ_64M
 #define KVC_MAX_BLOCKS		BIT(24)	/* fits the handle's index */
 
-/* The KVCACHE_FEAT_* groups this module implements. */
-#define KVC_FEATURES		(KVCACHE_FEAT_POOL | KVCACHE_FEAT_NETLINK)
+/*
+ * The KVCACHE_FEAT_* groups this module implements. GPU regions need
+ * P2PDMA pages, which Debian's 6.1 kernel, for one, does not build.
+ */
+#define KVC_FEATURES		(KVCACHE_FEAT_POOL | KVCACHE_FEAT_NETLINK | \
+				 (IS_ENABLED(CONFIG_PCI_P2PDMA) ? \
+				  KVCACHE_FEAT_P2P : 0))
 
 /* Monotonic event counters, per CPU, summed when sysfs reads them. */
 enum kvc_stat {
@@ -87,6 +93,9 @@ struct kvc_dev {
 	struct xarray namespaces;	/* id -> kvc_ns; RCU for readers */
 	struct kvc_file *helper;	/* set and cleared with cmpxchg */
 
+	struct xarray regions;		/* handle -> kvc_region, all files */
+	u32 next_region;		/* under the owner's kf->lock */
+
 	unsigned long flags;		/* KVC_DEV_* bits */
 	struct kvc_stats __percpu *stats;
 	atomic_t open_files;
@@ -96,9 +105,14 @@ struct kvc_dev {
 struct kvc_file {
 	struct kvc_dev *dev;
 	bool writable;			/* opened for writing: may ALLOC */
-	struct mutex lock;		/* pins and owned below */
+	struct mutex lock;		/* everything below but xfer_wq */
 	struct xarray pins;		/* block index -> pin count (value) */
 	struct xarray owned;		/* block index -> writable block */
+	struct list_head regions;	/* kvc_region.file_node */
+	struct xarray xfers;		/* id -> async batch not yet reaped */
+	u32 next_xfer;
+	u32 nr_xfers;
+	wait_queue_head_t xfer_wq;	/* batches of this file completing */
 };
 
 static inline void kvc_stat_inc(struct kvc_dev *dev, enum kvc_stat s)

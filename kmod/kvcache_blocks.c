@@ -34,6 +34,7 @@
 #include <linux/uaccess.h>
 
 #include "kvcache.h"
+#include "kvcache_p2p.h"
 #include "kvcache_pool.h"
 
 void kvc_file_init(struct kvc_file *kf, struct kvc_dev *dev, bool writable)
@@ -43,6 +44,9 @@ void kvc_file_init(struct kvc_file *kf, struct kvc_dev *dev, bool writable)
 	mutex_init(&kf->lock);
 	xa_init(&kf->pins);
 	xa_init(&kf->owned);
+	INIT_LIST_HEAD(&kf->regions);
+	xa_init_flags(&kf->xfers, XA_FLAGS_ALLOC1);
+	init_waitqueue_head(&kf->xfer_wq);
 }
 
 bool kvc_file_has_pin(struct kvc_file *kf, u32 index)
@@ -58,6 +62,10 @@ void kvc_file_release(struct kvc_file *kf)
 	void *entry;
 	u32 ns_id, free, nblocks;
 	u64 discarded = 0;
+
+	/* Transfers first: they use the regions and blocks released below. */
+	kvc_xfers_release(kf);
+	kvc_regions_release(kf);
 
 	percpu_down_read(&dev->pool_sem);
 	pool = dev->pool;

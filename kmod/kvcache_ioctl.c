@@ -21,6 +21,7 @@
 #include <kunit/visibility.h>
 
 #include "kvcache.h"
+#include "kvcache_p2p.h"
 
 /**
  * kvc_copy_in() - copy a size-first ioctl argument from userspace
@@ -166,6 +167,17 @@ long kvc_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		break;
 	case _IOC_NR(KVCACHE_IOC_HELPER):
 		ret = kvc_ioctl_helper(kf, uarg);
+		break;
+	case _IOC_NR(KVCACHE_IOC_REGION_REGISTER):
+	case _IOC_NR(KVCACHE_IOC_REGION_UNREGISTER):
+		ret = kvc_ioctl_region(kf, uarg, _IOC_NR(cmd) ==
+				       _IOC_NR(KVCACHE_IOC_REGION_REGISTER));
+		break;
+	case _IOC_NR(KVCACHE_IOC_XFER):
+		ret = kvc_ioctl_xfer(kf, uarg);
+		break;
+	case _IOC_NR(KVCACHE_IOC_XFER_REAP):
+		ret = kvc_ioctl_xfer_reap(kf, uarg);
 		break;
 	default:
 		ret = -ENOTTY;

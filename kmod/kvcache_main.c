@@ -12,6 +12,10 @@
  *   kvcache_mmap.c     mapping blocks
  *   kvcache_netlink.c  the "kvcache" generic netlink family
  *   kvcache_sysfs.c    sysfs knobs and counters
+ *   kvcache_provider.c device memory providers (see kvcache_p2p.h)
+ *   kvcache_bar.c      the PCI driver behind "bar" providers
+ *   kvcache_region.c   regions of device memory an open file registered
+ *   kvcache_xfer.c     the transfer engine: P2P, bounce, pool <-> file
  *
  * Locking rules for the whole module, outermost first:
  *  - dev->config_lock (mutex): pool geometry and watermarks; taken by
@@ -20,7 +24,9 @@
  *  - dev->pool_sem (per-CPU rwsem): read side around any use of dev->pool,
  *    write side only to replace the pool (inside config_lock). Never held
  *    across a user copy.
- *  - kf->lock (mutex, per open file): the file's pins and writable blocks.
+ *  - kf->lock (mutex, per open file): the file's pins, writable blocks,
+ *    regions and async transfer batches.
+ *  - prov->lock (mutex, per provider): its regions and their memory.
  *  - dev->ns_lock (mutex): namespace creation, removal and block counts.
  *  - block->lock, then pool->free_lock (spinlocks, kvcache_pool.c).
  *  - Per-CPU counters (dev->stats) and dev->open_files (atomic) need no
@@ -37,6 +43,7 @@
 
 #include "compat.h"
 #include "kvcache.h"
+#include "kvcache_p2p.h"
 
 static ulong block_size = SZ_2M;
 module_param(block_size, ulong, 0444);
@@ -132,6 +139,7 @@ static int __init kvc_init(void)
 	mutex_init(&dev->config_lock);
 	mutex_init(&dev->ns_lock);
 	xa_init(&dev->namespaces);
+	xa_init_flags(&dev->regions, XA_FLAGS_ALLOC1);
 	dev->geo = geo;
 	atomic_set(&dev->open_files, 0);
 	ret = percpu_init_rwsem(&dev->pool_sem);
@@ -146,6 +154,9 @@ static int __init kvc_init(void)
 	ret = kvc_netlink_register(dev);
 	if (ret)
 		goto err_pool;
+	ret = kvc_xfer_init();
+	if (ret)
+		goto err_netlink;
 
 	dev->misc.minor = MISC_DYNAMIC_MINOR;
 	dev->misc.name = KVCACHE_DEVICE_NAME;
@@ -154,13 +165,20 @@ static int __init kvc_init(void)
 	dev->misc.groups = kvc_attr_groups;
 	ret = misc_register(&dev->misc);
 	if (ret)
-		goto err_netlink;
+		goto err_xfer;
+	ret = kvc_providers_init(dev);
+	if (ret)
+		goto err_misc;
 
 	kvc_the_dev = dev;
 	pr_info("kvcache: ABI %d, block_size %llu, pool_size %llu\n",
 		KVCACHE_ABI_VERSION, geo.block_size, geo.pool_size);
 	return 0;
 
+err_misc:
+	misc_deregister(&dev->misc);
+err_xfer:
+	kvc_xfer_exit();
 err_netlink:
 	kvc_netlink_unregister();
 err_pool:
@@ -178,10 +196,13 @@ static void __exit kvc_exit(void)
 {
 	struct kvc_dev *dev = kvc_the_dev;
 
+	kvc_providers_exit();
 	misc_deregister(&dev->misc);
+	kvc_xfer_exit();
 	kvc_netlink_unregister();
 	kvc_pool_teardown(dev);
 	kvc_ns_destroy_all(dev);
+	xa_destroy(&dev->regions);
 	percpu_free_rwsem(&dev->pool_sem);
 	mutex_destroy(&dev->ns_lock);
 	mutex_destroy(&dev->config_lock);

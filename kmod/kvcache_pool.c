@@ -241,21 +241,9 @@ static void kvc_block_free_locked(struct kvc_block *b)
 	memset(b->key, 0, sizeof(b->key));
 }
 
-/**
- * kvc_pool_alloc() - take @count free blocks for a writer
- * @pool: the pool
- * @count: 1..KVCACHE_MAX_BATCH
- * @ns_id: namespace the blocks will belong to
- * @owner: the writer (an open file)
- * @out: @count handles, filled on success
- *
- * All or nothing. The blocks are zeroed before they become WRITABLE, so no
- * byte of an earlier tenant is ever visible to the new writer.
- *
- * Return: 0, -EINVAL (bad count) or -ENOSPC (fewer free blocks).
- */
-int kvc_pool_alloc(struct kvc_pool *pool, u32 count, u32 ns_id,
-		   const void *owner, struct kvcache_handle *out)
+static int __kvc_pool_alloc(struct kvc_pool *pool, u32 count, u32 ns_id,
+			    const void *owner, struct kvcache_handle *out,
+			    bool zero)
 {
 	struct kvc_block *b;
 	u32 i, idx;
@@ -276,7 +264,8 @@ int kvc_pool_alloc(struct kvc_pool *pool, u32 count, u32 ns_id,
 	/* Off the free stack and still FREE: nobody else can touch them. */
 	for (i = 0; i < count; i++) {
 		idx = out[i].index;
-		kvc_block_zero(pool, idx);
+		if (zero)
+			kvc_block_zero(pool, idx);
 		b = &pool->blocks[idx];
 		spin_lock(&b->lock);
 		WARN_ON(b->state != KVC_BLOCK_FREE || b->pins || b->rmaps ||
@@ -290,7 +279,44 @@ int kvc_pool_alloc(struct kvc_pool *pool, u32 count, u32 ns_id,
 	atomic_add(count, &pool->nr_writable);
 	return 0;
 }
+
+/**
+ * kvc_pool_alloc() - take @count free blocks for a writer
+ * @pool: the pool
+ * @count: 1..KVCACHE_MAX_BATCH
+ * @ns_id: namespace the blocks will belong to
+ * @owner: the writer (an open file)
+ * @out: @count handles, filled on success
+ *
+ * All or nothing. The blocks are zeroed before they become WRITABLE, so no
+ * byte of an earlier tenant is ever visible to the new writer.
+ *
+ * Return: 0, -EINVAL (bad count) or -ENOSPC (fewer free blocks).
+ */
+int kvc_pool_alloc(struct kvc_pool *pool, u32 count, u32 ns_id,
+		   const void *owner, struct kvcache_handle *out)
+{
+	return __kvc_pool_alloc(pool, count, ns_id, owner, out, true);
+}
 EXPORT_SYMBOL_IF_KUNIT(kvc_pool_alloc);
+
+/**
+ * kvc_pool_alloc_bounce() - take a block as a kernel bounce buffer
+ * @pool: the pool
+ * @owner: the transfer using it; no open file, so nobody can map it
+ * @out: the block
+ *
+ * Not zeroed: the transfer engine only ever copies out bytes it put in.
+ * Give it back with kvc_block_discard().
+ *
+ * Return: 0 or -ENOSPC.
+ */
+int kvc_pool_alloc_bounce(struct kvc_pool *pool, const void *owner,
+			  struct kvcache_handle *out)
+{
+	return __kvc_pool_alloc(pool, 1, 0, owner, out, false);
+}
+EXPORT_SYMBOL_IF_KUNIT(kvc_pool_alloc_bounce);
 
 /* Look up a handle's block; NULL for an index beyond the pool. */
 static struct kvc_block *kvc_block_get(struct kvc_pool *pool, u32 index)
@@ -594,6 +620,61 @@ void kvc_block_unmap(struct kvc_pool *pool, u32 index, bool writable)
 		atomic_dec(&pool->nr_pinned);
 }
 EXPORT_SYMBOL_IF_KUNIT(kvc_block_unmap);
+
+/**
+ * kvc_block_io_get() - hold a block's pages for kernel I/O
+ * @pool: the pool
+ * @h: the block
+ * @owner: the file doing the I/O
+ * @sealed_ok: the I/O only reads the block, and the caller may read it
+ *             sealed (it holds a pin, or is the helper)
+ * @off: first byte of the block the I/O touches
+ * @len: bytes from @off, within the block
+ *
+ * Takes a reference on every page in the range, so seal and evict see the
+ * block busy (-EBUSY) until kvc_block_io_put(): the pages cannot change
+ * owner or be frozen under the I/O.
+ *
+ * Return: 0; -EINVAL (index out of range); -ESTALE; -EACCES (neither this
+ * file's writable block nor, with @sealed_ok, a sealed one).
+ */
+int kvc_block_io_get(struct kvc_pool *pool, struct kvcache_handle h,
+		     const void *owner, bool sealed_ok, u64 off, u64 len)
+{
+	struct kvc_block *b = kvc_block_get(pool, h.index);
+	struct page **pages = kvc_block_pages(pool, h.index);
+	unsigned long i;
+	int ret = -EACCES;
+
+	if (!b || !len || off >= pool->block_size ||
+	    len > pool->block_size - off)
+		return -EINVAL;
+	spin_lock(&b->lock);
+	if (b->gen != h.gen || b->state == KVC_BLOCK_FREE)
+		ret = -ESTALE;
+	else if (b->state == KVC_BLOCK_WRITABLE && b->owner == owner)
+		ret = 0;
+	else if (b->state == KVC_BLOCK_SEALED && sealed_ok)
+		ret = 0;
+	if (!ret)
+		for (i = off >> PAGE_SHIFT; i <= (off + len - 1) >> PAGE_SHIFT;
+		     i++)
+			get_page(pages[i]);
+	spin_unlock(&b->lock);
+	return ret;
+}
+EXPORT_SYMBOL_IF_KUNIT(kvc_block_io_get);
+
+/* Drop what kvc_block_io_get() took. */
+void kvc_block_io_put(struct kvc_pool *pool, u32 index, u64 off, u64 len)
+{
+	struct page **pages = kvc_block_pages(pool, index);
+	unsigned long i;
+
+	for (i = off >> PAGE_SHIFT; i <= (off + len - 1) >> PAGE_SHIFT; i++)
+		put_page(pages[i]);
+}
+EXPORT_SYMBOL_IF_KUNIT(kvc_block_io_put);
 
 /**
  * kvc_block_info() - snapshot a sealed block's metadata

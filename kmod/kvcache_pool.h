@@ -74,6 +74,11 @@ bool kvc_pool_idle(struct kvc_pool *pool);
 
 int kvc_pool_alloc(struct kvc_pool *pool, u32 count, u32 ns_id,
 		   const void *owner, struct kvcache_handle *out);
+int kvc_pool_alloc_bounce(struct kvc_pool *pool, const void *owner,
+			  struct kvcache_handle *out);
+int kvc_block_io_get(struct kvc_pool *pool, struct kvcache_handle h,
+		     const void *owner, bool sealed_ok, u64 off, u64 len);
+void kvc_block_io_put(struct kvc_pool *pool, u32 index, u64 off, u64 len);
 int kvc_block_seal(struct kvc_pool *pool, struct kvcache_handle h,
 		   const void *owner, u32 payload_len, const u8 *key);
 int kvc_block_pin(struct kvc_pool *pool, struct kvcache_handle h,

@@ -261,6 +261,156 @@ struct kvcache_helper {
 
 #define KVCACHE_HELPER_SIZE_VER1	32
 
+/* ---- GPU regions and transfers (KVCACHE_FEAT_P2P) ---------------------- */
+
+/*
+ * A provider is a device whose memory can be a DMA target: a PCI BAR that
+ * kvcache.ko exposes as P2PDMA memory (kind "bar"), or memory another
+ * driver already publishes as P2PDMA pages (kind "p2pmem", e.g. an NVMe
+ * controller memory buffer). Providers are listed, with their id, under
+ * /sys/class/misc/kvcache/providers/. Documentation/p2p.md has the rules.
+ */
+
+/**
+ * struct kvcache_region - KVCACHE_IOC_REGION_REGISTER / _UNREGISTER
+ * @size:     sizeof(struct kvcache_region)
+ * @flags:    must be 0
+ * @provider: REGISTER: provider id (the name of its sysfs directory)
+ * @handle:   REGISTER: out, the region handle; UNREGISTER: in
+ * @offset:   REGISTER: for a "bar" provider, where the region starts in the
+ *            BAR, page aligned; for a "p2pmem" provider, must be 0 (the
+ *            memory is allocated from the provider, zeroed)
+ * @length:   REGISTER: bytes, page aligned, non-zero, inside the provider
+ * @reserved: must be 0
+ *
+ * A region belongs to the open file that registered it: only that file may
+ * transfer into it, and closing the file unregisters it. Regions of a
+ * "bar" provider need CAP_SYS_RAWIO (they are raw device memory) and may
+ * not overlap another region of the provider (-EBUSY). UNREGISTER returns
+ * at once; transfers already running on the region finish first, and the
+ * memory is given back after them.
+ */
+struct kvcache_region {
+	__u32 size;
+	__u32 flags;
+	__u32 provider;
+	__u32 handle;
+	__u64 offset;
+	__u64 length;
+	__u64 reserved[2];
+};
+
+#define KVCACHE_REGION_SIZE_VER1	48
+
+/* kvcache_xfer_entry.flags */
+#define KVCACHE_XFER_TO_FILE	_BITUL(0)	/* memory -> file; else file -> memory */
+#define KVCACHE_XFER_BLOCK	_BITUL(1)	/* memory is a pool block, not a region */
+#define KVCACHE_XFER_BOUNCE	_BITUL(2)	/* use the bounce path even if P2P works */
+
+/* kvcache_xfer_entry.path: how the entry was (or would have been) moved */
+#define KVCACHE_PATH_NONE	0	/* rejected before any I/O */
+#define KVCACHE_PATH_P2P	1	/* device to device, no host memory */
+#define KVCACHE_PATH_BOUNCE	2	/* through a pool block, copied by the CPU */
+#define KVCACHE_PATH_HOST	3	/* straight between the file and a pool block */
+
+/**
+ * struct kvcache_xfer_entry - one transfer between a file and device memory
+ * @fd:          the file: a regular file or a block device, opened with
+ *               O_DIRECT, for reading (file -> memory) or writing
+ * @flags:       KVCACHE_XFER_* bits
+ * @file_offset: where in the file
+ * @length:      bytes, non-zero, at most KVCACHE_XFER_MAX_LEN
+ * @region:      a region handle of this open file (unless KVCACHE_XFER_BLOCK)
+ * @reserved:    must be 0
+ * @block:       with KVCACHE_XFER_BLOCK: a writable block of this file
+ *               (file -> block) or a block this file owns or pinned
+ *               (block -> file)
+ * @offset:      where in the region or block
+ * @result:      out: bytes moved, or a negative errno
+ * @path:        out: KVCACHE_PATH_*
+ * @reserved2:   must be 0
+ *
+ * The file side always uses direct I/O: @file_offset and @length must be
+ * multiples of the file's logical block size. The P2P path also needs
+ * @offset aligned to it; the bounce path accepts any @offset.
+ */
+struct kvcache_xfer_entry {
+	__s32 fd;
+	__u32 flags;
+	__u64 file_offset;
+	__u64 length;
+	__u32 region;
+	__u32 reserved;
+	struct kvcache_handle block;
+	__u64 offset;
+	__s64 result;
+	__u32 path;
+	__u32 reserved2;
+};
+
+#define KVCACHE_XFER_MAX_LEN	_BITULL(30)	/* bytes in one entry */
+#define KVCACHE_XFER_MAX_ASYNC	64	/* async batches in flight per file */
+
+/**
+ * struct kvcache_xfer - KVCACHE_IOC_XFER: run a batch of transfers
+ * @size:     sizeof(struct kvcache_xfer)
+ * @flags:    0 (synchronous) or KVCACHE_XFER_ASYNC
+ * @count:    entries, 1..KVCACHE_MAX_BATCH
+ * @eventfd:  ASYNC: an eventfd signalled (+1) when the batch is done, or
+ *            -1 for none; synchronous: 0 or -1
+ * @entries:  user pointer to @count struct kvcache_xfer_entry; the
+ *            synchronous form writes each entry's result and path back
+ * @id:       out, ASYNC: the batch id to pass to KVCACHE_IOC_XFER_REAP
+ * @failed:   out, synchronous: entries whose result is negative
+ * @reserved: must be 0
+ *
+ * Entries are independent: every entry is attempted, each reports its own
+ * result. The call itself fails only for a bad header or entry array
+ * (-EINVAL, -EFAULT), -ENOMEM, or (ASYNC) -EBUSY with
+ * KVCACHE_XFER_MAX_ASYNC batches already in flight.
+ */
+struct kvcache_xfer {
+	__u32 size;
+	__u32 flags;
+	__u32 count;
+	__s32 eventfd;
+	__u64 entries;
+	__u64 id;
+	__u32 failed;
+	__u32 reserved0;
+	__u64 reserved[2];
+};
+
+#define KVCACHE_XFER_SIZE_VER1	56
+
+#define KVCACHE_XFER_ASYNC	_BITUL(0)
+
+/**
+ * struct kvcache_xfer_reap - KVCACHE_IOC_XFER_REAP: collect an async batch
+ * @size:     sizeof(struct kvcache_xfer_reap)
+ * @flags:    0 (wait, interruptibly) or KVCACHE_REAP_NOWAIT (-EAGAIN while
+ *            the batch runs)
+ * @count:    room in @entries: the batch's entry count (-EINVAL otherwise)
+ * @failed:   out: entries whose result is negative
+ * @id:       the id KVCACHE_IOC_XFER returned (-ENOENT if unknown)
+ * @entries:  user pointer: the batch's entries, with results, are written
+ *            here; the id is then forgotten
+ * @reserved: must be 0
+ */
+struct kvcache_xfer_reap {
+	__u32 size;
+	__u32 flags;
+	__u32 count;
+	__u32 failed;
+	__u64 id;
+	__u64 entries;
+	__u64 reserved[2];
+};
+
+#define KVCACHE_XFER_REAP_SIZE_VER1	48
+
+#define KVCACHE_REAP_NOWAIT	_BITUL(0)
+
 #define KVCACHE_IOC_MAGIC	0xBC
 
 #define KVCACHE_IOC_INFO	_IOWR(KVCACHE_IOC_MAGIC, 0x00, struct kvcache_info)
@@ -273,6 +423,12 @@ struct kvcache_helper {
 #define KVCACHE_IOC_NS_CREATE	_IOWR(KVCACHE_IOC_MAGIC, 0x07, struct kvcache_ns)
 #define KVCACHE_IOC_NS_DESTROY	_IOWR(KVCACHE_IOC_MAGIC, 0x08, struct kvcache_ns)
 #define KVCACHE_IOC_HELPER	_IOWR(KVCACHE_IOC_MAGIC, 0x09, struct kvcache_helper)
+#define KVCACHE_IOC_REGION_REGISTER \
+	_IOWR(KVCACHE_IOC_MAGIC, 0x0A, struct kvcache_region)
+#define KVCACHE_IOC_REGION_UNREGISTER \
+	_IOWR(KVCACHE_IOC_MAGIC, 0x0B, struct kvcache_region)
+#define KVCACHE_IOC_XFER	_IOWR(KVCACHE_IOC_MAGIC, 0x0C, struct kvcache_xfer)
+#define KVCACHE_IOC_XFER_REAP	_IOWR(KVCACHE_IOC_MAGIC, 0x0D, struct kvcache_xfer_reap)
 
 /* ---- generic netlink: family "kvcache" -------------------------------- */
 

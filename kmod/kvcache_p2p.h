@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Device memory for transfers: providers, regions and the I/O engine.
+ *
+ *   kvcache_provider.c  providers: the registry, sysfs, "p2pmem" providers
+ *   kvcache_bar.c       the PCI driver behind "bar" providers
+ *   kvcache_region.c    regions: register, unregister, lookup
+ *   kvcache_xfer.c      the transfer engine: path choice, P2P, bounce, async
+ *
+ * Object lifetimes:
+ *  - struct kvc_provider lives in its kobject: created when a device is
+ *    bound (bar) or added through sysfs (p2pmem), "removed" when the device
+ *    goes (unbind, sysfs remove, module unload) and freed by the last
+ *    kobject_put(). Each region holds a reference. Removal waits for the
+ *    transfers using its memory (->inflight) and then takes the memory away
+ *    from every region that is still registered: those fail with -ENODEV.
+ *  - struct kvc_region: one reference for the registration (dropped by
+ *    UNREGISTER or close) and one per transfer using it. Its memory stays
+ *    until the last reference is gone or the provider is removed.
+ *  - An async batch (struct kvc_xfer, kvcache_xfer.c) lives in its file's
+ *    ->xfers until it is reaped or the file is released; release waits for
+ *    running batches, so a killed process leaks nothing.
+ */
+#ifndef _KVCACHE_P2P_H
+#define _KVCACHE_P2P_H
+
+#include <linux/kobject.h>
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/wait.h>
+
+struct kvc_dev;
+struct kvc_file;
+struct pci_dev;
+
+enum kvc_provider_kind {
+	KVC_PROVIDER_BAR,	/* a BAR kvcache.ko registered as P2PDMA memory */
+	KVC_PROVIDER_P2PMEM,	/* P2PDMA memory another driver publishes */
+};
+
+struct kvc_provider {
+	struct kobject kobj;		/* its sysfs directory and refcount */
+	u32 id;
+	enum kvc_provider_kind kind;
+	struct pci_dev *pdev;		/* referenced until the kobject goes */
+	int bar;			/* BAR kind: which BAR, else -1 */
+	u64 size;			/* bytes regions may use */
+	void *base;			/* BAR kind: the whole BAR, allocated */
+
+	struct mutex lock;		/* ->regions, ->dead, region memory */
+	struct list_head regions;
+	u32 nr_regions;
+	bool dead;			/* removed: no new transfers */
+	atomic_t inflight;		/* transfers using its memory */
+	wait_queue_head_t idle;		/* woken when ->inflight drops to 0 */
+
+	atomic64_t p2p_bytes;
+	atomic64_t bounce_bytes;
+	atomic64_t errors;
+	struct list_head node;		/* in the registry */
+};
+
+struct kvc_region {
+	struct kref ref;
+	u32 handle;
+	struct kvc_file *owner;
+	struct kvc_provider *prov;
+	u64 offset;			/* in the provider (BAR kind) */
+	u64 length;
+	void *kaddr;			/* its memory; NULL once revoked */
+	struct list_head prov_node;	/* under prov->lock */
+	struct list_head file_node;	/* under owner->lock */
+};
+
+/* kvcache_provider.c */
+int kvc_providers_init(struct kvc_dev *dev);
+void kvc_providers_exit(void);
+struct kvc_provider *kvc_provider_get(u32 id);
+void kvc_provider_put(struct kvc_provider *prov);
+struct kvc_provider *kvc_provider_add(struct pci_dev *pdev,
+				      enum kvc_provider_kind kind, int bar,
+				      void *base, u64 size);
+void kvc_provider_remove(struct kvc_provider *prov);
+bool kvc_provider_begin_io(struct kvc_provider *prov);
+void kvc_provider_end_io(struct kvc_provider *prov);
+
+/* kvcache_bar.c */
+int kvc_bar_driver_register(void);
+void kvc_bar_driver_unregister(void);
+
+/* kvcache_region.c */
+int kvc_ioctl_region(struct kvc_file *kf, void __user *uarg, bool reg);
+struct kvc_region *kvc_region_lookup(struct kvc_file *kf, u32 handle,
+				     int *err);
+void kvc_region_put(struct kvc_region *region);
+void kvc_region_release_memory(struct kvc_region *region);
+void kvc_regions_release(struct kvc_file *kf);
+
+/* kvcache_xfer.c */
+int kvc_xfer_init(void);
+void kvc_xfer_exit(void);
+int kvc_ioctl_xfer(struct kvc_file *kf, void __user *uarg);
+int kvc_ioctl_xfer_reap(struct kvc_file *kf, void __user *uarg);
+void kvc_xfers_release(struct kvc_file *kf);
+
+#endif /* _KVCACHE_P2P_H */

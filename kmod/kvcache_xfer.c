@@ -1,0 +1,653 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The transfer engine: one path for every move between a file and memory.
+ *
+ * An entry moves bytes between a file (a regular file or a block device,
+ * opened with O_DIRECT) and either a region of device memory or a pool
+ * block. The path is chosen before any I/O, from the topology, never
+ * discovered by a failing request:
+ *  - P2P: the file's block device queue accepts P2PDMA pages and
+ *    pci_p2pdma_distance() from the provider to its disk is non-negative.
+ *    The region's pages go straight into a direct-I/O request: the NVMe
+ *    controller reads or writes device memory, the CPU copies nothing.
+ *  - BOUNCE: anything else (another topology, a file system without a
+ *    block device, a region offset the device cannot DMA to, or the
+ *    caller asked for it). A pool block is borrowed as a staging buffer:
+ *    direct I/O between the file and the block, and the CPU copies
+ *    between the block and device memory (memcpy_toio/_fromio: the BAR is
+ *    mapped uncached).
+ *  - HOST: pool block <-> file, direct I/O into or out of the block's
+ *    pages; what kvcached's spill and promote use.
+ *
+ * Synchronous batches run in the caller's context. Asynchronous ones are
+ * resolved in the caller's context (file descriptors, region handles) and
+ * then run by a worker of an unbound workqueue; completion is signalled
+ * through an eventfd and collected with KVCACHE_IOC_XFER_REAP. An eventfd,
+ * not io_uring's uring_cmd, because: the same ABI then works on every
+ * kernel the module supports (uring_cmd's in-kernel interface changed
+ * between 6.1 and 6.12), fleets that set io_uring_disabled can still use
+ * it, a batch has one result per entry (no room in a CQE), and an
+ * io_uring user simply polls or reads the eventfd from its ring.
+ *
+ * Lifetimes: an entry holds a reference on its file (fget) and its region
+ * from submission until it has run; a region's provider cannot take its
+ * memory away while the entry runs (kvc_provider_begin_io()). A pool
+ * block in use is not free, so the pool cannot be replaced under the I/O:
+ * dev->pool_sem is taken only to take and give back blocks, never across
+ * file I/O (the file system's locks then nest inside nothing of ours).
+ * The file release path waits for its running batches, so a process
+ * killed mid-transfer leaves nothing behind.
+ *
+ * Locking: kf->lock guards kf->xfers, kf->nr_xfers and each batch's
+ * ->reaping; ->done is written once by the worker (release) and read with
+ * acquire. Waiters sleep on kf->xfer_wq.
+ */
+#include <linux/blkdev.h>
+#include <linux/eventfd.h>
+#include <linux/file.h>
+#include <linux/fs.h>
+#include <linux/io.h>
+#include <linux/mm.h>
+#include <linux/pci.h>
+#include <linux/pci-p2pdma.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/uio.h>
+#include <linux/workqueue.h>
+
+#include "compat.h"
+#include "kvcache.h"
+#include "kvcache_p2p.h"
+#include "kvcache_pool.h"
+
+/* Largest piece handed to the file system in one request. */
+#define KVC_IO_CHUNK		SZ_4M
+#define KVC_IO_BVECS		(KVC_IO_CHUNK / PAGE_SIZE + 1)
+
+#define KVC_XFER_ENTRY_FLAGS	(KVCACHE_XFER_TO_FILE | KVCACHE_XFER_BLOCK | \
+				 KVCACHE_XFER_BOUNCE)
+
+/* What an entry holds from submission until it has run. */
+struct kvc_xfer_slot {
+	struct file *file;
+	struct kvc_region *region;
+};
+
+/* A batch of entries, synchronous or not. */
+struct kvc_xfer {
+	struct kvc_file *kf;
+	struct work_struct work;
+	struct eventfd_ctx *efd;
+	u32 count;
+	u32 failed;
+	bool done;			/* written once, with release */
+	bool reaping;			/* under kf->lock */
+	struct kvcache_xfer_entry *entries;
+	struct kvc_xfer_slot *slots;
+	struct bio_vec *bv;		/* KVC_IO_BVECS, for the run */
+};
+
+static struct workqueue_struct *kvc_xfer_wq;
+
+static struct block_device *kvc_file_bdev(struct file *file)
+{
+	struct inode *inode = file_inode(file);
+
+	if (S_ISBLK(inode->i_mode))
+		return I_BDEV(file->f_mapping->host);
+	return inode->i_sb->s_bdev;	/* NULL on network file systems */
+}
+
+/* Can the provider's memory and the file's device talk directly? */
+static bool kvc_p2p_possible(struct kvc_provider *prov,
+			     struct block_device *bdev)
+{
+	if (!bdev || !blk_queue_pci_p2pdma(bdev_get_queue(bdev)))
+		return false;
+	return pci_p2pdma_distance(prov->pdev, disk_to_dev(bdev->bd_disk),
+				   false) >= 0;
+}
+
+/*
+ * Memory on the far side of a transfer: device memory mapped contiguously
+ * at @kaddr, or a pool block's pages (@pages, from byte @off of the block).
+ */
+struct kvc_mem {
+	void *kaddr;
+	struct page **pages;
+	u64 off;
+};
+
+/* bvecs for @len bytes of @mem from byte @pos of it. */
+static unsigned int kvc_bvec_fill(struct bio_vec *bv, const struct kvc_mem *mem,
+				  u64 pos, size_t len)
+{
+	unsigned int nr = 0;
+	size_t n;
+
+	while (len) {
+		if (mem->kaddr) {
+			void *p = mem->kaddr + pos;
+
+			bv[nr].bv_page = virt_to_page(p);
+			bv[nr].bv_offset = offset_in_page(p);
+		} else {
+			bv[nr].bv_page = mem->pages[(mem->off + pos) >>
+						    PAGE_SHIFT];
+			bv[nr].bv_offset = offset_in_page(mem->off + pos);
+		}
+		n = min_t(size_t, len, PAGE_SIZE - bv[nr].bv_offset);
+		bv[nr].bv_len = n;
+		nr++;
+		pos += n;
+		len -= n;
+	}
+	return nr;
+}
+
+/* Direct I/O of one chunk between @file at @pos and @mem from @mpos. */
+static ssize_t kvc_file_io(struct file *file, bool to_file, loff_t pos,
+			   struct bio_vec *bv, const struct kvc_mem *mem,
+			   u64 mpos, size_t len)
+{
+	struct iov_iter iter;
+
+	iov_iter_bvec(&iter, to_file ? ITER_SOURCE : ITER_DEST, bv,
+		      kvc_bvec_fill(bv, mem, mpos, len), len);
+	if (to_file)
+		return kvc_iter_write(file, &iter, &pos);
+	return vfs_iter_read(file, &iter, &pos, 0);
+}
+
+/*
+ * Move @len bytes between the file at @pos and @mem by direct I/O, in
+ * chunks. Returns the bytes moved (short at end of file), or an error if
+ * nothing moved.
+ */
+static ssize_t kvc_direct_io(struct file *file, bool to_file, loff_t pos,
+			     struct bio_vec *bv, const struct kvc_mem *mem,
+			     size_t len)
+{
+	size_t done = 0, chunk;
+	ssize_t n;
+
+	while (done < len) {
+		if (fatal_signal_pending(current))
+			return done ? done : -EINTR;
+		chunk = min_t(size_t, len - done, KVC_IO_CHUNK);
+		n = kvc_file_io(file, to_file, pos + done, bv, mem, done,
+				chunk);
+		if (n < 0)
+			return done ? done : n;
+		done += n;
+		if (n < chunk)
+			break;
+		cond_resched();
+	}
+	return done;
+}
+
+/* CPU copy between a pool block's first @len bytes and device memory. */
+static void kvc_copy_block(struct page **pages, void *dev_mem, size_t len,
+			   bool to_dev)
+{
+	void __iomem *io = (void __iomem __force *)dev_mem;
+	size_t off, n;
+
+	for (off = 0; off < len; off += n) {
+		n = min_t(size_t, len - off, PAGE_SIZE);
+		if (to_dev)
+			memcpy_toio(io + off, page_address(pages[off >>
+								  PAGE_SHIFT]),
+				    n);
+		else
+			memcpy_fromio(page_address(pages[off >> PAGE_SHIFT]),
+				      io + off, n);
+	}
+}
+
+/* Region <-> file through a borrowed pool block. */
+static ssize_t kvc_bounce_io(struct kvc_xfer *x, struct file *file,
+			     bool to_file, loff_t pos, void *dev_mem,
+			     size_t len)
+{
+	struct kvc_dev *dev = x->kf->dev;
+	struct kvcache_handle h;
+	struct kvc_mem staging = { };
+	struct kvc_pool *pool;
+	struct page **pages;
+	size_t done = 0, chunk, max;
+	ssize_t n = 0;
+	u32 ns_id;
+	int ret;
+
+	percpu_down_read(&dev->pool_sem);
+	pool = dev->pool;
+	ret = kvc_pool_alloc_bounce(pool, x, &h);
+	percpu_up_read(&dev->pool_sem);
+	if (ret)
+		return ret;
+	/* Not free, so the pool stays as it is until we give it back. */
+	pages = kvc_block_pages(pool, h.index);
+	staging.pages = pages;
+	max = min_t(u64, pool->block_size, KVC_IO_CHUNK);
+
+	while (done < len) {
+		if (fatal_signal_pending(current)) {
+			n = -EINTR;
+			break;
+		}
+		chunk = min_t(size_t, len - done, max);
+		if (to_file)
+			kvc_copy_block(pages, dev_mem + done, chunk, false);
+		n = kvc_file_io(file, to_file, pos + done, x->bv, &staging, 0,
+				chunk);
+		if (n <= 0)
+			break;
+		if (!to_file)
+			kvc_copy_block(pages, dev_mem + done, n, true);
+		done += n;
+		if (n < chunk)
+			break;
+		cond_resched();
+	}
+
+	percpu_down_read(&dev->pool_sem);
+	WARN_ON(kvc_block_discard(pool, h.index, x, &ns_id));
+	percpu_up_read(&dev->pool_sem);
+	if (n < 0 && !done)
+		return n;
+	return done;
+}
+
+/* Pool block <-> file. */
+static ssize_t kvc_xfer_block(struct kvc_xfer *x, struct kvcache_xfer_entry *e,
+			      struct file *file, unsigned int align)
+{
+	struct kvc_file *kf = x->kf;
+	struct kvc_dev *dev = kf->dev;
+	bool to_file = e->flags & KVCACHE_XFER_TO_FILE;
+	struct kvc_mem mem = { .off = e->offset };
+	struct kvc_pool *pool;
+	ssize_t ret;
+
+	if (!IS_ALIGNED(e->offset, align))
+		return -EINVAL;
+	e->path = KVCACHE_PATH_HOST;
+	percpu_down_read(&dev->pool_sem);
+	pool = dev->pool;
+	if (e->offset >= pool->block_size ||
+	    e->length > pool->block_size - e->offset)
+		ret = -ERANGE;
+	else
+		ret = kvc_block_io_get(pool, e->block, kf,
+				       to_file && (kvc_is_privileged(kf) ||
+				       kvc_file_has_pin(kf, e->block.index)),
+				       e->offset, e->length);
+	percpu_up_read(&dev->pool_sem);
+	if (ret)
+		return ret;
+	/* The page references keep the block from being sealed or evicted. */
+	mem.pages = kvc_block_pages(pool, e->block.index);
+	ret = kvc_direct_io(file, to_file, e->file_offset, x->bv, &mem,
+			    e->length);
+	kvc_block_io_put(pool, e->block.index, e->offset, e->length);
+	return ret;
+}
+
+/* Region <-> file, P2P when the topology allows it. */
+static ssize_t kvc_xfer_region(struct kvc_xfer *x, struct kvcache_xfer_entry *e,
+			       struct file *file, struct kvc_region *region,
+			       struct block_device *bdev, unsigned int align)
+{
+	struct kvc_provider *prov = region->prov;
+	bool to_file = e->flags & KVCACHE_XFER_TO_FILE;
+	struct kvc_mem mem = { };
+	bool p2p;
+	ssize_t ret;
+
+	if (e->offset >= region->length ||
+	    e->length > region->length - e->offset)
+		return -ERANGE;
+	p2p = !(e->flags & KVCACHE_XFER_BOUNCE) &&
+	      IS_ALIGNED(e->offset, align) && kvc_p2p_possible(prov, bdev);
+	e->path = p2p ? KVCACHE_PATH_P2P : KVCACHE_PATH_BOUNCE;
+	if (!kvc_provider_begin_io(prov))
+		return -ENODEV;
+	/* The provider is live, so the region still has its memory. */
+	mem.kaddr = region->kaddr + e->offset;
+	if (p2p)
+		ret = kvc_direct_io(file, to_file, e->file_offset, x->bv, &mem,
+				    e->length);
+	else
+		ret = kvc_bounce_io(x, file, to_file, e->file_offset,
+				    region->kaddr + e->offset, e->length);
+	if (ret > 0)
+		atomic64_add(ret, p2p ? &prov->p2p_bytes : &prov->bounce_bytes);
+	kvc_provider_end_io(prov);
+	return ret;
+}
+
+/* Run one resolved entry; its result, or a negative errno. */
+static ssize_t kvc_xfer_one(struct kvc_xfer *x, struct kvcache_xfer_entry *e,
+			    struct kvc_xfer_slot *slot)
+{
+	struct file *file = slot->file;
+	struct inode *inode = file_inode(file);
+	bool to_file = e->flags & KVCACHE_XFER_TO_FILE;
+	struct block_device *bdev;
+	unsigned int align;
+	loff_t fsize;
+
+	if (!S_ISREG(inode->i_mode) && !S_ISBLK(inode->i_mode))
+		return -EOPNOTSUPP;
+	if (!(file->f_mode & (to_file ? FMODE_WRITE : FMODE_READ)))
+		return -EBADF;
+	if (!(file->f_flags & O_DIRECT))
+		return -EINVAL;
+	bdev = kvc_file_bdev(file);
+	align = bdev ? bdev_logical_block_size(bdev) : SECTOR_SIZE;
+	if (!e->length || e->length > KVCACHE_XFER_MAX_LEN ||
+	    !IS_ALIGNED(e->file_offset | e->length, align) ||
+	    e->file_offset > LLONG_MAX - e->length)
+		return -EINVAL;
+	/* Reads must lie inside the file; writes may extend a regular file. */
+	fsize = S_ISBLK(inode->i_mode) ? bdev_nr_bytes(bdev) :
+					 i_size_read(inode);
+	if ((!to_file || S_ISBLK(inode->i_mode)) &&
+	    e->file_offset + e->length > fsize)
+		return -ERANGE;
+
+	if (e->flags & KVCACHE_XFER_BLOCK)
+		return kvc_xfer_block(x, e, file, align);
+	return kvc_xfer_region(x, e, file, slot->region, bdev, align);
+}
+
+/* Input checks of one entry that need nothing but the entry. */
+static int kvc_xfer_entry_check(const struct kvcache_xfer_entry *e)
+{
+	bool block = e->flags & KVCACHE_XFER_BLOCK;
+
+	if ((e->flags & ~KVC_XFER_ENTRY_FLAGS) || e->reserved ||
+	    e->reserved2 || e->result || e->path)
+		return -EINVAL;
+	if (block && ((e->flags & KVCACHE_XFER_BOUNCE) || e->region))
+		return -EINVAL;
+	if (!block && (e->block.index || e->block.gen))
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * In the submitter's context: turn file descriptors and region handles
+ * into references. An entry that fails here gets its error as result.
+ */
+static void kvc_xfer_resolve(struct kvc_xfer *x)
+{
+	struct kvcache_xfer_entry *e;
+	struct kvc_xfer_slot *slot;
+	int err;
+	u32 i;
+
+	for (i = 0; i < x->count; i++) {
+		e = &x->entries[i];
+		slot = &x->slots[i];
+		err = kvc_xfer_entry_check(e);
+		if (!err && !(e->flags & KVCACHE_XFER_BLOCK))
+			slot->region = kvc_region_lookup(x->kf, e->region, &err);
+		if (!err) {
+			slot->file = fget(e->fd);
+			if (!slot->file)
+				err = -EBADF;
+		}
+		e->result = err;
+	}
+}
+
+/* Run every resolved entry, then drop what they held. */
+static void kvc_xfer_run(struct kvc_xfer *x)
+{
+	struct kvcache_xfer_entry *e;
+	struct kvc_xfer_slot *slot;
+	struct kvc_provider *prov;
+	u32 i;
+
+	for (i = 0; i < x->count; i++) {
+		e = &x->entries[i];
+		slot = &x->slots[i];
+		if (!e->result)
+			e->result = kvc_xfer_one(x, e, slot);
+		if (e->result < 0) {
+			x->failed++;
+			prov = slot->region ? slot->region->prov : NULL;
+			if (prov)
+				atomic64_inc(&prov->errors);
+		}
+		if (slot->file)
+			fput(slot->file);
+		if (slot->region)
+			kvc_region_put(slot->region);
+		slot->file = NULL;
+		slot->region = NULL;
+	}
+}
+
+static void kvc_xfer_free(struct kvc_xfer *x)
+{
+	if (x->efd)
+		eventfd_ctx_put(x->efd);
+	kvfree(x->bv);
+	kvfree(x->slots);
+	kvfree(x->entries);
+	kfree(x);
+}
+
+static struct kvc_xfer *kvc_xfer_alloc(struct kvc_file *kf, u32 count,
+				       u64 uentries)
+{
+	struct kvc_xfer *x;
+
+	x = kzalloc(sizeof(*x), GFP_KERNEL_ACCOUNT);
+	if (!x)
+		return ERR_PTR(-ENOMEM);
+	x->kf = kf;
+	x->count = count;
+	x->slots = kvcalloc(count, sizeof(*x->slots), GFP_KERNEL_ACCOUNT);
+	x->bv = kvmalloc_array(KVC_IO_BVECS, sizeof(*x->bv),
+			       GFP_KERNEL_ACCOUNT);
+	x->entries = kvmalloc_array(count, sizeof(*x->entries),
+				    GFP_KERNEL_ACCOUNT);
+	if (!x->slots || !x->bv || !x->entries) {
+		kvc_xfer_free(x);
+		return ERR_PTR(-ENOMEM);
+	}
+	if (copy_from_user(x->entries, u64_to_user_ptr(uentries),
+			   count * sizeof(*x->entries))) {
+		kvc_xfer_free(x);
+		return ERR_PTR(-EFAULT);
+	}
+	return x;
+}
+
+static void kvc_xfer_work(struct work_struct *work)
+{
+	struct kvc_xfer *x = container_of(work, struct kvc_xfer, work);
+	struct eventfd_ctx *efd = x->efd;
+	struct kvc_file *kf = x->kf;
+
+	kvc_xfer_run(x);
+	x->efd = NULL;
+	/* From here on a reaper may free x: use only what is saved above. */
+	/* Release: the results above are visible to whoever sees done. */
+	smp_store_release(&x->done, true);
+	wake_up_all(&kf->xfer_wq);
+	if (efd) {
+		kvc_eventfd_signal(efd);
+		eventfd_ctx_put(efd);
+	}
+}
+
+static int kvc_xfer_submit(struct kvc_file *kf, struct kvc_xfer *x,
+			   s32 eventfd, u64 *id)
+{
+	u32 xid;
+	int ret;
+
+	if (eventfd < -1)
+		return -EINVAL;
+	if (eventfd >= 0) {
+		x->efd = eventfd_ctx_fdget(eventfd);
+		if (IS_ERR(x->efd)) {
+			ret = PTR_ERR(x->efd);
+			x->efd = NULL;
+			return ret;
+		}
+	}
+	INIT_WORK(&x->work, kvc_xfer_work);
+
+	mutex_lock(&kf->lock);
+	if (kf->nr_xfers >= KVCACHE_XFER_MAX_ASYNC)
+		ret = -EBUSY;
+	else
+		ret = xa_alloc_cyclic(&kf->xfers, &xid, x, xa_limit_32b,
+				      &kf->next_xfer, GFP_KERNEL_ACCOUNT);
+	if (ret >= 0)
+		kf->nr_xfers++;
+	mutex_unlock(&kf->lock);
+	if (ret < 0)
+		return ret;
+	*id = xid;
+	kvc_xfer_resolve(x);
+	queue_work(kvc_xfer_wq, &x->work);
+	return 0;
+}
+
+int kvc_ioctl_xfer(struct kvc_file *kf, void __user *uarg)
+{
+	struct kvcache_xfer arg;
+	struct kvc_xfer *x;
+	int ret;
+
+	ret = kvc_copy_in(&arg, sizeof(arg), KVCACHE_XFER_SIZE_VER1, uarg);
+	if (ret)
+		return ret;
+	ret = kvc_check_unused(arg.flags, KVCACHE_XFER_ASYNC, arg.reserved,
+			       sizeof(arg.reserved));
+	if (ret)
+		return ret;
+	if (!arg.count || arg.count > KVCACHE_MAX_BATCH || arg.id ||
+	    arg.failed || arg.reserved0 ||
+	    (!(arg.flags & KVCACHE_XFER_ASYNC) && arg.eventfd != -1 &&
+	     arg.eventfd != 0))
+		return -EINVAL;
+
+	x = kvc_xfer_alloc(kf, arg.count, arg.entries);
+	if (IS_ERR(x))
+		return PTR_ERR(x);
+
+	if (arg.flags & KVCACHE_XFER_ASYNC) {
+		ret = kvc_xfer_submit(kf, x, arg.eventfd, &arg.id);
+		if (ret) {
+			kvc_xfer_free(x);
+			return ret;
+		}
+		/* Queued: it is reaped, or freed when the file goes. */
+		return kvc_copy_out(uarg, &arg, sizeof(arg));
+	}
+
+	kvc_xfer_resolve(x);
+	kvc_xfer_run(x);
+	arg.failed = x->failed;
+	if (copy_to_user(u64_to_user_ptr(arg.entries), x->entries,
+			 arg.count * sizeof(*x->entries)))
+		ret = -EFAULT;
+	kvc_xfer_free(x);
+	return ret ? ret : kvc_copy_out(uarg, &arg, sizeof(arg));
+}
+
+static bool kvc_xfer_done(struct kvc_xfer *x)
+{
+	/* Pairs with the worker's release: its results are visible. */
+	return smp_load_acquire(&x->done);
+}
+
+int kvc_ioctl_xfer_reap(struct kvc_file *kf, void __user *uarg)
+{
+	struct kvcache_xfer_reap arg;
+	struct kvc_xfer *x;
+	int ret;
+
+	ret = kvc_copy_in(&arg, sizeof(arg), KVCACHE_XFER_REAP_SIZE_VER1,
+			  uarg);
+	if (ret)
+		return ret;
+	ret = kvc_check_unused(arg.flags, KVCACHE_REAP_NOWAIT, arg.reserved,
+			       sizeof(arg.reserved));
+	if (ret)
+		return ret;
+	if (arg.failed || arg.id > U32_MAX)
+		return -EINVAL;
+
+	mutex_lock(&kf->lock);
+	x = xa_load(&kf->xfers, arg.id);
+	if (!x)
+		ret = -ENOENT;
+	else if (x->reaping)
+		ret = -EBUSY;	/* another thread is reaping it */
+	else if (arg.count != x->count)
+		ret = -EINVAL;
+	else
+		x->reaping = true;
+	mutex_unlock(&kf->lock);
+	if (ret)
+		return ret;
+
+	if (arg.flags & KVCACHE_REAP_NOWAIT)
+		ret = kvc_xfer_done(x) ? 0 : -EAGAIN;
+	else
+		ret = wait_event_interruptible(kf->xfer_wq, kvc_xfer_done(x));
+	if (!ret && copy_to_user(u64_to_user_ptr(arg.entries), x->entries,
+				 x->count * sizeof(*x->entries)))
+		ret = -EFAULT;
+
+	mutex_lock(&kf->lock);
+	if (ret) {
+		x->reaping = false;	/* try again later */
+	} else {
+		xa_erase(&kf->xfers, arg.id);
+		kf->nr_xfers--;
+	}
+	mutex_unlock(&kf->lock);
+	if (ret)
+		return ret;
+	arg.failed = x->failed;
+	kvc_xfer_free(x);
+	return kvc_copy_out(uarg, &arg, sizeof(arg));
+}
+
+/* The file is going away: wait for its batches and free them. */
+void kvc_xfers_release(struct kvc_file *kf)
+{
+	struct kvc_xfer *x;
+	unsigned long id;
+
+	xa_for_each(&kf->xfers, id, x) {
+		flush_work(&x->work);
+		xa_erase(&kf->xfers, id);
+		kvc_xfer_free(x);
+	}
+	kf->nr_xfers = 0;
+	xa_destroy(&kf->xfers);
+}
+
+int kvc_xfer_init(void)
+{
+	kvc_xfer_wq = alloc_workqueue("kvcache_xfer", WQ_UNBOUND, 0);
+	return kvc_xfer_wq ? 0 : -ENOMEM;
+}
+
+void kvc_xfer_exit(void)
+{
+	destroy_workqueue(kvc_xfer_wq);
+}
