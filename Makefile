@@ -104,11 +104,16 @@ demo:
 bench:
 	$(TOP)/scripts/bench
 
-bench-build: $(BUILD)/bench/pool_bench
+bench-build: $(BUILD)/bench/pool_bench $(BUILD)/bench/p2p_bench
 
 $(BUILD)/bench/pool_bench: tests/bench/pool_bench.c uapi/linux/kvcache.h
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) -o $@ $<
+
+$(BUILD)/bench/p2p_bench: tests/bench/p2p_bench.c tests/selftests/*.h \
+			  uapi/linux/kvcache.h
+	@mkdir -p $(dir $@)
+	$(CC) $(USER_CFLAGS) -Itests/selftests -o $@ $<
 
 vm-shell:
 	$(TOP)/scripts/vm shell

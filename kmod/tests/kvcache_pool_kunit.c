@@ -382,7 +382,73 @@ static void big_blocks_span_runs(struct kunit *test)
 	kvc_pool_destroy(pool);
 }
 
+/*
+ * The transfer engine's view of a block: I/O page references make seal and
+ * evict refuse, a sealed block is readable only when the caller says so,
+ * and the range is checked.
+ */
+static void io_references_hold_the_block(struct kunit *test)
+{
+	struct kvc_pool *pool = test_pool(test, SZ_16K);
+	struct kvcache_handle h;
+	u32 ns;
+
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 1, 1, &owner_a, &h), 0);
+	KUNIT_EXPECT_EQ(test, kvc_block_io_get(pool, h, &owner_b, false, 0,
+					       SZ_4K), -EACCES);
+	KUNIT_EXPECT_EQ(test, kvc_block_io_get(pool, h, &owner_a, false, 0,
+					       0), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kvc_block_io_get(pool, h, &owner_a, false,
+					       SZ_8K, SZ_16K), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kvc_block_io_get(pool, h, &owner_a, false,
+					       SZ_16K, 1), -EINVAL);
+
+	/* Writing into the writer's block: seal waits for the I/O. */
+	KUNIT_ASSERT_EQ(test, kvc_block_io_get(pool, h, &owner_a, false,
+					       SZ_4K + 1, SZ_4K), 0);
+	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h, &owner_a, 1, test_key),
+			-EBUSY);
+	kvc_block_io_put(pool, h.index, SZ_4K + 1, SZ_4K);
+	KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, h, &owner_a, 1, test_key),
+			0);
+
+	/* Sealed: only readable, and evict waits for the I/O. */
+	KUNIT_EXPECT_EQ(test, kvc_block_io_get(pool, h, &owner_a, false, 0,
+					       SZ_16K), -EACCES);
+	KUNIT_ASSERT_EQ(test, kvc_block_io_get(pool, h, &owner_b, true, 0,
+					       SZ_16K), 0);
+	KUNIT_EXPECT_EQ(test, kvc_block_evict(pool, h, &ns), -EBUSY);
+	kvc_block_io_put(pool, h.index, 0, SZ_16K);
+	KUNIT_ASSERT_EQ(test, kvc_block_evict(pool, h, &ns), 0);
+	KUNIT_EXPECT_EQ(test, kvc_block_io_get(pool, h, &owner_a, true, 0,
+					       SZ_4K), -ESTALE);
+	drain(pool);
+}
+
+/* A bounce block is an ordinary writable block, not zeroed, given back. */
+static void bounce_blocks_come_from_the_pool(struct kunit *test)
+{
+	struct kvc_pool *pool = test_pool(test, SZ_4K);
+	struct kvcache_handle h[NR_TEST_BLOCKS], b;
+	u32 ns;
+
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, NR_TEST_BLOCKS, 1, &owner_a,
+					     h), 0);
+	KUNIT_EXPECT_EQ(test, kvc_pool_alloc_bounce(pool, &owner_b, &b),
+			-ENOSPC);
+	KUNIT_ASSERT_EQ(test, kvc_block_discard(pool, h[0].index, &owner_a,
+						&ns), 0);
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc_bounce(pool, &owner_b, &b), 0);
+	KUNIT_EXPECT_EQ(test, kvc_pool_nr_free(pool), 0U);
+	KUNIT_EXPECT_EQ(test, kvc_block_discard(pool, b.index, &owner_b, &ns),
+			0);
+	KUNIT_EXPECT_EQ(test, kvc_pool_nr_free(pool), 1U);
+	drain(pool);
+}
+
 static struct kunit_case kvcache_pool_cases[] = {
+	KUNIT_CASE(io_references_hold_the_block),
+	KUNIT_CASE(bounce_blocks_come_from_the_pool),
 	KUNIT_CASE(transitions_and_refusals),
 	KUNIT_CASE(generation_wraps_around),
 	KUNIT_CASE(alloc_is_all_or_nothing),
