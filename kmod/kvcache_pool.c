@@ -642,13 +642,14 @@ int kvc_block_io_get(struct kvc_pool *pool, struct kvcache_handle h,
 		     const void *owner, bool sealed_ok, u64 off, u64 len)
 {
 	struct kvc_block *b = kvc_block_get(pool, h.index);
-	struct page **pages = kvc_block_pages(pool, h.index);
+	struct page **pages;
 	unsigned long i;
 	int ret = -EACCES;
 
 	if (!b || !len || off >= pool->block_size ||
 	    len > pool->block_size - off)
 		return -EINVAL;
+	pages = kvc_block_pages(pool, h.index);
 	spin_lock(&b->lock);
 	if (b->gen != h.gen || b->state == KVC_BLOCK_FREE)
 		ret = -ESTALE;

@@ -116,10 +116,16 @@ static ssize_t distances_show(struct kobject *kobj,
 	struct pci_dev *nvme = NULL;
 	int len = 0;
 
-	while ((nvme = pci_get_class(PCI_CLASS_STORAGE_EXPRESS, nvme)))
+	while ((nvme = pci_get_class(PCI_CLASS_STORAGE_EXPRESS, nvme))) {
+		/* A full page ends the table rather than overflowing it. */
+		if (len > PAGE_SIZE - 32) {
+			pci_dev_put(nvme);
+			break;
+		}
 		len += sysfs_emit_at(buf, len, "%s %d\n", pci_name(nvme),
 				     pci_p2pdma_distance(prov->pdev,
 							 &nvme->dev, false));
+	}
 	return len;
 }
 
