@@ -129,6 +129,54 @@ static void pool_ioctl_numbers_are_stable(void)
 	TAP_CHECK(KVCACHE_IOC_HELPER == 0xc020bc09u);
 }
 
+/* Regions and transfers: layouts, constants and numbers are frozen too. */
+static void p2p_layouts_are_frozen(void)
+{
+	TAP_CHECK(sizeof(struct kvcache_region) == KVCACHE_REGION_SIZE_VER1);
+	TAP_CHECK(offsetof(struct kvcache_region, provider) == 8);
+	TAP_CHECK(offsetof(struct kvcache_region, handle) == 12);
+	TAP_CHECK(offsetof(struct kvcache_region, offset) == 16);
+	TAP_CHECK(offsetof(struct kvcache_region, length) == 24);
+	TAP_CHECK(offsetof(struct kvcache_region, reserved) == 32);
+
+	TAP_CHECK(sizeof(struct kvcache_xfer_entry) == 64);
+	TAP_CHECK(offsetof(struct kvcache_xfer_entry, flags) == 4);
+	TAP_CHECK(offsetof(struct kvcache_xfer_entry, file_offset) == 8);
+	TAP_CHECK(offsetof(struct kvcache_xfer_entry, length) == 16);
+	TAP_CHECK(offsetof(struct kvcache_xfer_entry, region) == 24);
+	TAP_CHECK(offsetof(struct kvcache_xfer_entry, block) == 32);
+	TAP_CHECK(offsetof(struct kvcache_xfer_entry, offset) == 40);
+	TAP_CHECK(offsetof(struct kvcache_xfer_entry, result) == 48);
+	TAP_CHECK(offsetof(struct kvcache_xfer_entry, path) == 56);
+
+	TAP_CHECK(sizeof(struct kvcache_xfer) == KVCACHE_XFER_SIZE_VER1);
+	TAP_CHECK(offsetof(struct kvcache_xfer, count) == 8);
+	TAP_CHECK(offsetof(struct kvcache_xfer, eventfd) == 12);
+	TAP_CHECK(offsetof(struct kvcache_xfer, entries) == 16);
+	TAP_CHECK(offsetof(struct kvcache_xfer, id) == 24);
+	TAP_CHECK(offsetof(struct kvcache_xfer, failed) == 32);
+	TAP_CHECK(offsetof(struct kvcache_xfer, reserved) == 40);
+
+	TAP_CHECK(sizeof(struct kvcache_xfer_reap) ==
+		  KVCACHE_XFER_REAP_SIZE_VER1);
+	TAP_CHECK(offsetof(struct kvcache_xfer_reap, count) == 8);
+	TAP_CHECK(offsetof(struct kvcache_xfer_reap, failed) == 12);
+	TAP_CHECK(offsetof(struct kvcache_xfer_reap, id) == 16);
+	TAP_CHECK(offsetof(struct kvcache_xfer_reap, entries) == 24);
+
+	TAP_CHECK(KVCACHE_XFER_TO_FILE == 1 && KVCACHE_XFER_BLOCK == 2 &&
+		  KVCACHE_XFER_BOUNCE == 4 && KVCACHE_XFER_ASYNC == 1 &&
+		  KVCACHE_REAP_NOWAIT == 1);
+	TAP_CHECK(KVCACHE_PATH_NONE == 0 && KVCACHE_PATH_P2P == 1 &&
+		  KVCACHE_PATH_BOUNCE == 2 && KVCACHE_PATH_HOST == 3);
+	TAP_CHECK(KVCACHE_XFER_MAX_LEN == 1ULL << 30);
+	TAP_CHECK(KVCACHE_XFER_MAX_ASYNC == 64);
+	TAP_CHECK(KVCACHE_IOC_REGION_REGISTER == 0xc030bc0au);
+	TAP_CHECK(KVCACHE_IOC_REGION_UNREGISTER == 0xc030bc0bu);
+	TAP_CHECK(KVCACHE_IOC_XFER == 0xc038bc0cu);
+	TAP_CHECK(KVCACHE_IOC_XFER_REAP == 0xc030bc0du);
+}
+
 int main(void)
 {
 	TAP_RUN(info_layout_is_frozen);
@@ -138,5 +186,6 @@ int main(void)
 	TAP_RUN(feature_bits_are_frozen);
 	TAP_RUN(pool_layouts_are_frozen);
 	TAP_RUN(pool_ioctl_numbers_are_stable);
+	TAP_RUN(p2p_layouts_are_frozen);
 	return tap_done();
 }
