@@ -470,6 +470,14 @@ TEST_F(p2p, another_files_region_is_not_yours)
 	close(f);
 }
 
+/* Four 16 MiB entries: the whole of file @f into the whole BAR region @h. */
+static void whole_bar(struct kvcache_xfer_entry e[4], int f, uint32_t h)
+{
+	for (int i = 0; i < 4; i++)
+		e[i] = entry(f, (uint64_t)i << 24, 16 << 20, h,
+			     (uint64_t)i << 24, 0);
+}
+
 TEST_F(p2p, unregister_during_io_lets_the_io_finish)
 {
 	struct kvcache_xfer_entry e[4];
@@ -479,9 +487,7 @@ TEST_F(p2p, unregister_during_io_lets_the_io_finish)
 
 	ASSERT_LE(0, f);
 	ASSERT_EQ(0, region_reg(self->fd, self->prov, 0, BAR_SIZE, &h));
-	for (int i = 0; i < 4; i++)
-		e[i] = entry(f, (uint64_t)i << 24, 16 << 20, h,
-			     (uint64_t)i << 24, 0);
+	whole_bar(e, f, h);
 	ASSERT_EQ(0, xfer_async(self->fd, e, 4, -1, &id));
 	EXPECT_EQ(0, region_unreg(self->fd, h));
 	ASSERT_EQ(0, reap(self->fd, id, e, 4, 0));
@@ -501,9 +507,7 @@ TEST_F(p2p, unbind_during_io_fails_cleanly)
 
 	ASSERT_LE(0, f);
 	ASSERT_EQ(0, region_reg(self->fd, self->prov, 0, BAR_SIZE, &h));
-	for (int i = 0; i < 4; i++)
-		e[i] = entry(f, (uint64_t)i << 24, 16 << 20, h,
-			     (uint64_t)i << 24, 0);
+	whole_bar(e, f, h);
 	ASSERT_EQ(0, xfer_async(self->fd, e, 4, -1, &id));
 	/* Waits for the running entry, revokes the region's memory. */
 	ASSERT_EQ(0, write_str("/sys/bus/pci/drivers/kvcache/unbind",
@@ -539,9 +543,7 @@ TEST_F(p2p, killed_mid_transfer_leaks_nothing)
 
 		if (fd < 0 || region_reg(fd, self->prov, 0, BAR_SIZE, &h))
 			_exit(1);
-		for (int i = 0; i < 4; i++)
-			e[i] = entry(f, (uint64_t)i << 24, 16 << 20, h,
-				     (uint64_t)i << 24, 0);
+		whole_bar(e, f, h);
 		xfer_async(fd, e, 4, -1, &id);
 		for (;;)	/* and a synchronous one, until killed */
 			xfer(fd, e, 4, NULL);
