@@ -20,6 +20,7 @@
 #include <linux/percpu.h>
 #include <linux/percpu-rwsem.h>
 #include <linux/rcupdate.h>
+#include <linux/spinlock.h>
 #include <linux/string.h>
 #include <linux/types.h>
 #include <linux/uidgid.h>
@@ -105,7 +106,7 @@ struct kvc_dev {
 struct kvc_file {
 	struct kvc_dev *dev;
 	bool writable;			/* opened for writing: may ALLOC */
-	struct mutex lock;		/* everything below but xfer_wq */
+	struct mutex lock;		/* below, up to xfer_wq */
 	struct xarray pins;		/* block index -> pin count (value) */
 	struct xarray owned;		/* block index -> writable block */
 	struct list_head regions;	/* kvc_region.file_node */
@@ -113,6 +114,8 @@ struct kvc_file {
 	u32 next_xfer;
 	u32 nr_xfers;
 	wait_queue_head_t xfer_wq;	/* batches of this file completing */
+	spinlock_t inbound_lock;	/* inbound */
+	struct list_head inbound;	/* kvc_inbound of running transfers */
 };
 
 static inline void kvc_stat_inc(struct kvc_dev *dev, enum kvc_stat s)

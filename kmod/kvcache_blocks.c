@@ -47,6 +47,8 @@ void kvc_file_init(struct kvc_file *kf, struct kvc_dev *dev, bool writable)
 	INIT_LIST_HEAD(&kf->regions);
 	xa_init_flags(&kf->xfers, XA_FLAGS_ALLOC1);
 	init_waitqueue_head(&kf->xfer_wq);
+	spin_lock_init(&kf->inbound_lock);
+	INIT_LIST_HEAD(&kf->inbound);
 }
 
 bool kvc_file_has_pin(struct kvc_file *kf, u32 index)

@@ -97,7 +97,17 @@ void kvc_region_put(struct kvc_region *region);
 void kvc_region_release_memory(struct kvc_region *region);
 void kvc_regions_release(struct kvc_file *kf);
 
+/* A range of a region or block an incoming transfer is writing. */
+struct kvc_inbound {
+	struct list_head node;		/* in kf->inbound */
+	u64 target;
+	u64 start, end;
+};
+
 /* kvcache_xfer.c */
+int kvc_inbound_claim(struct kvc_file *kf, struct kvc_inbound *ib, u64 target,
+		      u64 off, u64 len);
+void kvc_inbound_release(struct kvc_file *kf, struct kvc_inbound *ib);
 int kvc_xfer_init(void);
 void kvc_xfer_exit(void);
 int kvc_ioctl_xfer(struct kvc_file *kf, void __user *uarg);

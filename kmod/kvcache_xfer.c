@@ -40,7 +40,8 @@
  *
  * Locking: kf->lock guards kf->xfers, kf->nr_xfers and each batch's
  * ->reaping; ->done is written once by the worker (release) and read with
- * acquire. Waiters sleep on kf->xfer_wq.
+ * acquire. Waiters sleep on kf->xfer_wq. kf->inbound_lock (spinlock,
+ * innermost) guards the file's list of ranges being written.
  */
 #include <linux/blkdev.h>
 #include <linux/eventfd.h>
@@ -55,6 +56,7 @@
 #include <linux/uaccess.h>
 #include <linux/uio.h>
 #include <linux/workqueue.h>
+#include <kunit/visibility.h>
 
 #include "compat.h"
 #include "kvcache.h"
@@ -329,6 +331,67 @@ static ssize_t kvc_xfer_region(struct kvc_xfer *x, struct kvcache_xfer_entry *e,
 	return ret;
 }
 
+/*
+ * Inbound ranges. Two transfers writing the same bytes of a region or
+ * block at once would race (the result is either, or a mix), and their
+ * DMA mappings would overlap, which the DMA API does not support. Both
+ * targets belong to one open file, so each file keeps the ranges its
+ * running transfers write, and a transfer into bytes already being
+ * written fails with -EBUSY instead. Reading out of memory is not
+ * limited: overlapping reads are harmless.
+ */
+static u64 kvc_xfer_target(const struct kvcache_xfer_entry *e)
+{
+	if (e->flags & KVCACHE_XFER_BLOCK)
+		return BIT_ULL(32) | e->block.index;
+	return e->region;
+}
+
+/**
+ * kvc_inbound_claim() - reserve bytes of a target for one incoming transfer
+ * @kf: the file owning the target
+ * @ib: the reservation, filled here; kept until kvc_inbound_release()
+ * @target: a region handle, or BIT_ULL(32) | a block index
+ * @off: first byte
+ * @len: bytes, non-zero
+ *
+ * Return: 0, -EBUSY (overlaps a running transfer into the same target) or
+ * -ERANGE (the range wraps around).
+ */
+int kvc_inbound_claim(struct kvc_file *kf, struct kvc_inbound *ib, u64 target,
+		      u64 off, u64 len)
+{
+	struct kvc_inbound *other;
+	int ret = 0;
+
+	if (!len || off > U64_MAX - len)
+		return -ERANGE;
+	ib->target = target;
+	ib->start = off;
+	ib->end = off + len;
+	spin_lock(&kf->inbound_lock);
+	list_for_each_entry(other, &kf->inbound, node) {
+		if (other->target == target && other->start < ib->end &&
+		    ib->start < other->end) {
+			ret = -EBUSY;
+			break;
+		}
+	}
+	if (!ret)
+		list_add(&ib->node, &kf->inbound);
+	spin_unlock(&kf->inbound_lock);
+	return ret;
+}
+EXPORT_SYMBOL_IF_KUNIT(kvc_inbound_claim);
+
+void kvc_inbound_release(struct kvc_file *kf, struct kvc_inbound *ib)
+{
+	spin_lock(&kf->inbound_lock);
+	list_del(&ib->node);
+	spin_unlock(&kf->inbound_lock);
+}
+EXPORT_SYMBOL_IF_KUNIT(kvc_inbound_release);
+
 /* Run one resolved entry; its result, or a negative errno. */
 static ssize_t kvc_xfer_one(struct kvc_xfer *x, struct kvcache_xfer_entry *e,
 			    struct kvc_xfer_slot *slot)
@@ -336,9 +399,11 @@ static ssize_t kvc_xfer_one(struct kvc_xfer *x, struct kvcache_xfer_entry *e,
 	struct file *file = slot->file;
 	struct inode *inode = file_inode(file);
 	bool to_file = e->flags & KVCACHE_XFER_TO_FILE;
+	struct kvc_inbound ib;
 	struct block_device *bdev;
 	unsigned int align;
 	loff_t fsize;
+	ssize_t ret;
 
 	if (!S_ISREG(inode->i_mode) && !S_ISBLK(inode->i_mode))
 		return -EOPNOTSUPP;
@@ -359,9 +424,20 @@ static ssize_t kvc_xfer_one(struct kvc_xfer *x, struct kvcache_xfer_entry *e,
 	    e->file_offset + e->length > fsize)
 		return -ERANGE;
 
+	/* Bytes coming into memory: no other transfer may write them now. */
+	if (!to_file) {
+		ret = kvc_inbound_claim(x->kf, &ib, kvc_xfer_target(e),
+					e->offset, e->length);
+		if (ret)
+			return ret;
+	}
 	if (e->flags & KVCACHE_XFER_BLOCK)
-		return kvc_xfer_block(x, e, file, align);
-	return kvc_xfer_region(x, e, file, slot->region, bdev, align);
+		ret = kvc_xfer_block(x, e, file, align);
+	else
+		ret = kvc_xfer_region(x, e, file, slot->region, bdev, align);
+	if (!to_file)
+		kvc_inbound_release(x->kf, &ib);
+	return ret;
 }
 
 /* Input checks of one entry that need nothing but the entry. */

@@ -332,7 +332,9 @@ struct kvcache_region {
  *
  * The file side always uses direct I/O: @file_offset and @length must be
  * multiples of the file's logical block size. The P2P path also needs
- * @offset aligned to it; the bounce path accepts any @offset.
+ * @offset aligned to it; the bounce path accepts any @offset. A transfer
+ * into bytes of a region or block that another transfer of this file is
+ * writing at the moment fails with -EBUSY.
  */
 struct kvcache_xfer_entry {
 	__s32 fd;
