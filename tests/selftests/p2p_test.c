@@ -13,6 +13,10 @@
  *
  * The last test leaves a known pattern in the whole BAR; scripts/check
  * compares the host file behind it after the VM has exited.
+ *
+ * Every test may take up to 10 minutes instead of the harness's 30 s:
+ * under TCG with KASAN, tens of MiB through the bounce path take long on
+ * a busy machine. Time is never what a test checks.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -76,7 +80,7 @@ FIXTURE_TEARDOWN(p2p)
 	close(self->fd);
 }
 
-TEST_F(p2p, provider_lists_kind_size_and_distance)
+TEST_F_TIMEOUT(p2p, provider_lists_kind_size_and_distance, 600)
 {
 	char path[PATH_MAX], buf[1024], want[64];
 
@@ -93,7 +97,7 @@ TEST_F(p2p, provider_lists_kind_size_and_distance)
 	EXPECT_NE(NULL, strstr(buf, want)) TH_LOG("distances: %s", buf);
 }
 
-TEST_F(p2p, file_to_region_from_4k_to_64m)
+TEST_F_TIMEOUT(p2p, file_to_region_from_4k_to_64m, 600)
 {
 	static const uint64_t sizes[] = {
 		4096, 65536, 1 << 20, (4 << 20) + 4096, 16 << 20, 64 << 20,
@@ -127,7 +131,7 @@ TEST_F(p2p, file_to_region_from_4k_to_64m)
 	close(f);
 }
 
-TEST_F(p2p, region_to_file_and_back)
+TEST_F_TIMEOUT(p2p, region_to_file_and_back, 600)
 {
 	uint64_t len = 8 << 20;
 	uint32_t h;
@@ -159,7 +163,7 @@ TEST_F(p2p, region_to_file_and_back)
 	close(f);
 }
 
-TEST_F(p2p, bounce_flag_forces_the_bounce_path)
+TEST_F_TIMEOUT(p2p, bounce_flag_forces_the_bounce_path, 600)
 {
 	uint64_t b0 = provider_u64(self->prov, "bounce_bytes");
 	uint32_t h;
@@ -206,7 +210,7 @@ static void *run_worker(void *arg)
 	return NULL;
 }
 
-TEST_F(p2p, several_regions_concurrently)
+TEST_F_TIMEOUT(p2p, several_regions_concurrently, 600)
 {
 	struct worker w[4];
 	pthread_t t[4];
@@ -237,7 +241,7 @@ TEST_F(p2p, several_regions_concurrently)
 	EXPECT_EQ(0, provider_u64(self->prov, "regions"));
 }
 
-TEST_F(p2p, async_batch_signals_its_eventfd)
+TEST_F_TIMEOUT(p2p, async_batch_signals_its_eventfd, 600)
 {
 	struct kvcache_xfer_entry e[8];
 	struct pollfd pfd;
@@ -278,7 +282,7 @@ TEST_F(p2p, async_batch_signals_its_eventfd)
 	close(efd);
 }
 
-TEST_F(p2p, pool_block_to_file_and_back)
+TEST_F_TIMEOUT(p2p, pool_block_to_file_and_back, 600)
 {
 	uint64_t bs = kvc_block_size(self->fd);
 	struct kvcache_handle b[2];
@@ -351,7 +355,7 @@ TEST_F(p2p, pool_block_to_file_and_back)
 	close(f);
 }
 
-TEST_F(p2p, bad_input_gets_its_documented_error)
+TEST_F_TIMEOUT(p2p, bad_input_gets_its_documented_error, 600)
 {
 	struct kvcache_xfer x = { .size = sizeof(x), .eventfd = -1 };
 	struct kvcache_xfer_entry e;
@@ -448,7 +452,7 @@ TEST_F(p2p, bad_input_gets_its_documented_error)
 	close(f);
 }
 
-TEST_F(p2p, another_files_region_is_not_yours)
+TEST_F_TIMEOUT(p2p, another_files_region_is_not_yours, 600)
 {
 	int other = open(KVCACHE_DEVICE_PATH, O_RDWR | O_CLOEXEC);
 	int f = pattern_file("theirs", 1 << 20, 2, O_RDONLY);
@@ -478,7 +482,7 @@ static void whole_bar(struct kvcache_xfer_entry e[4], int f, uint32_t h)
 			     (uint64_t)i << 24, 0);
 }
 
-TEST_F(p2p, unregister_during_io_lets_the_io_finish)
+TEST_F_TIMEOUT(p2p, unregister_during_io_lets_the_io_finish, 600)
 {
 	struct kvcache_xfer_entry e[4];
 	uint64_t id;
@@ -498,7 +502,7 @@ TEST_F(p2p, unregister_during_io_lets_the_io_finish)
 	close(f);
 }
 
-TEST_F(p2p, unbind_during_io_fails_cleanly)
+TEST_F_TIMEOUT(p2p, unbind_during_io_fails_cleanly, 600)
 {
 	struct kvcache_xfer_entry e[4];
 	uint64_t id;
@@ -526,7 +530,7 @@ TEST_F(p2p, unbind_during_io_fails_cleanly)
 	close(f);
 }
 
-TEST_F(p2p, killed_mid_transfer_leaks_nothing)
+TEST_F_TIMEOUT(p2p, killed_mid_transfer_leaks_nothing, 600)
 {
 	int f = pattern_file("kill", 64 << 20, 46, O_RDONLY);
 	pid_t pid;
@@ -557,7 +561,7 @@ TEST_F(p2p, killed_mid_transfer_leaks_nothing)
 	close(f);
 }
 
-TEST_F(p2p, nvme_cmb_as_a_p2pmem_provider)
+TEST_F_TIMEOUT(p2p, nvme_cmb_as_a_p2pmem_provider, 600)
 {
 	char path[PATH_MAX], buf[64];
 	uint64_t len = 1 << 20;
@@ -621,7 +625,7 @@ TEST_F(p2p, nvme_cmb_as_a_p2pmem_provider)
 }
 
 /* Last: the pattern scripts/check finds in the host file behind the BAR. */
-TEST_F(p2p, zz_leave_a_pattern_for_the_host)
+TEST_F_TIMEOUT(p2p, zz_leave_a_pattern_for_the_host, 600)
 {
 	uint32_t h;
 	int f = pattern_file("host", BAR_SIZE, HOST_SEED, O_RDONLY);
