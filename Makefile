@@ -23,7 +23,9 @@ CC ?= cc
 CSTD := -std=c11 -D_GNU_SOURCE
 WARN := -Wall -Wextra -Werror
 CFLAGS ?= -O2 -g
-USER_CFLAGS := $(CSTD) $(WARN) $(CFLAGS) -I$(TOP)/uapi -I$(TOP)/helper
+NL_CFLAGS := $(shell pkg-config --cflags libnl-genl-3.0 2>/dev/null)
+USER_CFLAGS := $(CSTD) $(WARN) $(CFLAGS) -I$(TOP)/uapi -I$(TOP)/helper \
+	       $(NL_CFLAGS)
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
 	     -fno-omit-frame-pointer
 
@@ -37,9 +39,11 @@ MODULE_OUT ?= $(BUILD)/module
 endif
 KDIR ?= $(KSRC)
 
-HELPER_SRCS := helper/devinfo.c helper/keys.c
-HELPER_LIBS := -lcrypto
-UNIT_TESTS := test_uapi test_devinfo test_keys
+HELPER_SRCS := helper/devinfo.c helper/keys.c helper/proto.c helper/config.c \
+	       helper/metrics.c helper/mpool.c helper/kevents.c
+HELPER_LIBS := -lcrypto -lnl-genl-3 -lnl-3
+UNIT_TESTS := test_uapi test_devinfo test_keys test_proto test_config \
+	      test_metrics test_mpool test_kevents
 SELFTESTS := kvcache_dev_test bench_test pool_test pool_fuzz_test p2p_test
 
 .PHONY: all deps kernel module helper unit unit-build selftests check demo \
@@ -69,10 +73,11 @@ $(BUILD)/helper/kvcachectl: helper/kvcachectl.c $(HELPER_SRCS) helper/*.h \
 unit-build: $(addprefix $(BUILD)/unit/,$(UNIT_TESTS))
 
 $(BUILD)/unit/%: tests/unit/%.c tests/unit/tap.h $(HELPER_SRCS) helper/*.h \
-		 uapi/linux/kvcache.h tests/unit/key_vectors.txt
+		 uapi/linux/kvcache.h tests/unit/key_vectors.txt helper/kvcached.conf
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) $(SAN_FLAGS) -I$(TOP)/tests/unit \
-		-DKVC_KEY_VECTORS='"$(TOP)/tests/unit/key_vectors.txt"' -o $@ $< \
+		-DKVC_KEY_VECTORS='"$(TOP)/tests/unit/key_vectors.txt"' \
+		-DKVC_EXAMPLE_CONF='"$(TOP)/helper/kvcached.conf"' -o $@ $< \
 		$(HELPER_SRCS) $(HELPER_LIBS)
 
 unit: unit-build

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * config: kvcached's configuration file (Documentation/kvcached-config.md).
+ *
+ * The file is INI-like: "[section]" headers, "key = value" lines, whole-line
+ * "#" comments and blank lines. Every key has a default, so an empty file
+ * is valid, and kvc_config_dump() writes the effective settings back in the
+ * same format (the dump parses to the same values).
+ *
+ * Errors (unknown section or key, malformed or out-of-range value,
+ * duplicate key, settings that contradict each other) are reported as
+ * "file:line: reason" in a caller buffer; parsing stops at the first one.
+ */
+#ifndef KVC_CONFIG_H
+#define KVC_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/*
+ * Longest Unix socket path, NUL included: sizeof(sockaddr_un.sun_path) on
+ * Linux (config.c checks this). A longer path could never be bound, so it
+ * is refused when the file is read, not when the daemon starts.
+ */
+#define KVC_CONFIG_SOCK_PATH_MAX	108
+#define KVC_CONFIG_DIR_MAX		4096	/* PATH_MAX */
+#define KVC_CONFIG_NODE_MAX		65	/* 64 characters and NUL */
+#define KVC_CONFIG_ADDR_MAX		46	/* INET6_ADDRSTRLEN */
+
+/* The largest file kvc_config_load() reads; a config is a few kB. */
+#define KVC_CONFIG_FILE_MAX		(1024 * 1024)
+
+enum kvc_config_log_level {
+	KVC_CONFIG_LOG_ERROR,
+	KVC_CONFIG_LOG_WARN,
+	KVC_CONFIG_LOG_INFO,
+	KVC_CONFIG_LOG_DEBUG,
+};
+
+/* Where blocks live in DRAM. */
+enum kvc_config_mode {
+	KVC_CONFIG_MODE_AUTO,		/* kernel when /dev/kvcache exists, else memfd */
+	KVC_CONFIG_MODE_KERNEL,	/* the kvcache.ko pool, as its helper */
+	KVC_CONFIG_MODE_MEMFD,		/* a memfd pool owned by the daemon */
+};
+
+enum kvc_config_hugetlb {
+	KVC_CONFIG_HUGETLB_AUTO,	/* huge pages when available, else small */
+	KVC_CONFIG_HUGETLB_YES,	/* huge pages or fail */
+	KVC_CONFIG_HUGETLB_NO,
+};
+
+enum kvc_config_policy {
+	KVC_CONFIG_POLICY_LRU,
+	KVC_CONFIG_POLICY_S3FIFO,
+	KVC_CONFIG_POLICY_COST,	/* weighs recompute cost against size */
+};
+
+enum kvc_config_listen_kind {
+	KVC_CONFIG_LISTEN_OFF,
+	KVC_CONFIG_LISTEN_UNIX,
+	KVC_CONFIG_LISTEN_TCP,
+};
+
+/* The metrics endpoint: off, a Unix socket path or a TCP port. */
+struct kvc_config_listen {
+	int kind;			/* enum kvc_config_listen_kind */
+	char path[KVC_CONFIG_SOCK_PATH_MAX];	/* KVC_CONFIG_LISTEN_UNIX */
+	uint16_t port;			/* KVC_CONFIG_LISTEN_TCP */
+};
+
+/*
+ * The fields holding an enum are plain int so that the parser can store
+ * through one pointer type; they only ever hold the enum's constants.
+ * Sizes are bytes, durations milliseconds, percentages 0..100.
+ */
+struct kvc_config {
+	struct {
+		char socket[KVC_CONFIG_SOCK_PATH_MAX];
+		unsigned int socket_mode;	/* permission bits, <= 0777 */
+		struct kvc_config_listen metrics;
+		char metrics_address[KVC_CONFIG_ADDR_MAX]; /* TCP only */
+		int log_level;			/* enum kvc_config_log_level */
+		int mode;			/* enum kvc_config_mode */
+	} daemon;
+	struct {
+		uint64_t memfd_size;		/* memfd mode only */
+		uint64_t block_size;		/* memfd mode only */
+		int hugetlb;			/* enum kvc_config_hugetlb */
+		bool mlock;
+		unsigned int low_watermark;	/* free %, evict below */
+		unsigned int high_watermark;	/* free %, stop evicting at */
+	} pool;
+	struct {
+		int policy;			/* enum kvc_config_policy */
+		unsigned int pool_admit;	/* admit on the k-th access */
+		unsigned int g3_admit;
+		unsigned int g4_admit;
+		unsigned int s3fifo_small;	/* small queue share, % */
+		uint64_t interval_ms;		/* watermark check period */
+	} eviction;
+	struct {
+		char directory[KVC_CONFIG_DIR_MAX];	/* "" = tier off */
+		uint64_t capacity;
+	} g3;
+	struct {
+		char directory[KVC_CONFIG_DIR_MAX];	/* "" = tier off */
+		uint64_t capacity;
+		char node[KVC_CONFIG_NODE_MAX];	/* "" = the host name */
+		uint64_t scan_interval_ms;	/* look for other nodes' blocks */
+	} g4;
+};
+
+/* Fill *cfg with the documented defaults. */
+void kvc_config_defaults(struct kvc_config *cfg);
+
+/*
+ * Parse len bytes of text (need not be NUL-terminated) over the defaults.
+ * name is the file name used in error messages. Returns 0, or -EINVAL with
+ * "name:line: reason" in err (always NUL-terminated when errlen > 0); on
+ * error *cfg is left unchanged.
+ */
+int kvc_config_parse(struct kvc_config *cfg, const char *text, size_t len,
+		     const char *name, char *err, size_t errlen);
+
+/*
+ * Read and parse the file at path. Returns 0, -EINVAL as kvc_config_parse,
+ * or another -errno when the file cannot be read (also described in err).
+ */
+int kvc_config_load(struct kvc_config *cfg, const char *path, char *err,
+		    size_t errlen);
+
+/* Write every effective setting in the file format. */
+void kvc_config_dump(const struct kvc_config *cfg, FILE *f);
+
+/*
+ * Names used in the file: "info", "memfd", "s3fifo"... The policy names are
+ * the ones kvc_policy_create() (policy.h) takes.
+ */
+const char *kvc_config_log_level_name(int level);
+const char *kvc_config_mode_name(int mode);
+const char *kvc_config_hugetlb_name(int hugetlb);
+const char *kvc_config_policy_name(int policy);
+
+#endif /* KVC_CONFIG_H */

@@ -1,0 +1,951 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * proto: encode, decode and validate kvcached's client messages (see
+ * proto.h and Documentation/protocol.md).
+ *
+ * Every field is read and written byte by byte in little-endian order.
+ * Messages have exactly one valid encoding (reserved fields zero, unused
+ * handles and parents zero), so decoding and re-encoding give back the
+ * same bytes; the tests rely on that.
+ */
+#include "proto.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* Sizes of the fixed parts and entries; the offsets are in protocol.md. */
+#define HELLO_SIZE		16
+#define HELLO_REPLY_SIZE	32
+#define LOOKUP_FIXED		16
+#define LOOKUP_ENTRY		16	/* reply entry */
+#define STORE_FIXED		8
+#define STORE_ENTRY		80
+#define BATCH_FIXED		8	/* count, reserved: the other batches */
+#define HANDLE_SIZE		8
+#define STATUS_SIZE		4
+#define LOAD_ENTRY		16	/* reply entry */
+#define STAT_FIXED		10	/* value u64, name_len u16 */
+#define ERROR_FIXED		12
+
+_Static_assert(KVC_PROTO_MAX_STORE ==
+	       (KVC_PROTO_MSG_MAX - KVC_PROTO_HDR_SIZE - STORE_FIXED) /
+	       STORE_ENTRY, "KVC_PROTO_MAX_STORE is what fits one message");
+_Static_assert(KVC_PROTO_MAX_STORE <= KVC_PROTO_MAX_BATCH,
+	       "STORE is the tightest batch");
+/* The other fixed-size batches fit at full size; so max_batch is enough. */
+_Static_assert(KVC_PROTO_HDR_SIZE + LOOKUP_FIXED +
+	       KVC_PROTO_MAX_BATCH * KVCACHE_KEY_SIZE <= KVC_PROTO_MSG_MAX,
+	       "LOOKUP of KVC_PROTO_MAX_BATCH keys fits");
+_Static_assert(KVC_PROTO_HDR_SIZE + BATCH_FIXED +
+	       KVC_PROTO_MAX_BATCH * LOAD_ENTRY <= KVC_PROTO_MSG_MAX,
+	       "LOOKUP and LOAD replies of KVC_PROTO_MAX_BATCH entries fit");
+_Static_assert(KVC_PROTO_ERRMSG_MAX <= UINT16_MAX &&
+	       KVC_PROTO_NAME_MAX <= UINT16_MAX, "lengths are u16");
+
+/* ---- little-endian fields ------------------------------------------------ */
+
+static uint16_t get16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | (unsigned int)p[1] << 8);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static void put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	put32(p, (uint32_t)v);
+	put32(p + 4, (uint32_t)(v >> 32));
+}
+
+/* ---- rules shared by the encoders and the decoder -------------------- */
+
+static int ns_ok(uint32_t ns_id)
+{
+	return ns_id >= 1 && ns_id <= KVCACHE_NS_MAX;
+}
+
+static int tiers_ok(uint32_t tiers)
+{
+	return tiers && !(tiers & ~KVC_PROTO_TIERS_ALL);
+}
+
+static int status_ok(int32_t s)
+{
+	return s <= 0 && s >= -KVC_PROTO_ERRNO_MAX;
+}
+
+static int handle_is_zero(const struct kvcache_handle *h)
+{
+	return !h->index && !h->gen;
+}
+
+static int key_is_zero(const uint8_t *k)
+{
+	uint8_t acc = 0;
+
+	for (int i = 0; i < KVCACHE_KEY_SIZE; i++)
+		acc |= k[i];
+	return !acc;
+}
+
+/* Counter names end up in logs and metrics labels: keep them tame. */
+static int name_ok(const char *s, size_t len)
+{
+	if (!s || !len || len > KVC_PROTO_NAME_MAX)
+		return 0;
+	for (size_t i = 0; i < len; i++) {
+		char c = s[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+		      c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+/* Error messages are for humans and logs: printable ASCII only. */
+static int printable(uint8_t c)
+{
+	return c >= 0x20 && c <= 0x7e;
+}
+
+static int lookup_entry_ok(const struct kvc_lookup_entry *e)
+{
+	if (!tiers_ok(e->tiers))
+		return 0;
+	return (e->tiers & KVC_PROTO_TIER_POOL) ||
+	       handle_is_zero(&e->handle);
+}
+
+static int store_entry_ok(const struct kvc_store_entry *e)
+{
+	if (e->flags & ~KVC_PROTO_STORE_FLAGS_ALL)
+		return 0;
+	return !(e->flags & KVC_PROTO_STORE_FIRST) || key_is_zero(e->parent);
+}
+
+static int load_result_ok(const struct kvc_load_result *r)
+{
+	return status_ok(r->status) &&
+	       (!r->status || handle_is_zero(&r->handle));
+}
+
+static int hello_ok(const struct kvc_hello *h)
+{
+	return h->min_version >= 1 && h->min_version <= h->max_version;
+}
+
+static int version_known(uint16_t v)
+{
+	return v >= KVC_PROTO_VERSION_MIN && v <= KVC_PROTO_VERSION_MAX;
+}
+
+static int hello_reply_ok(const struct kvc_hello_reply *r)
+{
+	return (r->mode == KVC_PROTO_MODE_KERNEL ||
+		r->mode == KVC_PROTO_MODE_MEMFD) &&
+	       r->max_batch >= 1 && r->max_batch <= KVC_PROTO_MAX_STORE &&
+	       !(r->caps & ~KVC_PROTO_CAP_ALL) && r->block_size;
+}
+
+/* ---- decoding -------------------------------------------------------- */
+
+static int fail(struct kvc_msg *m, int err, const char *reason)
+{
+	m->reason = reason;
+	return err;
+}
+
+/*
+ * A batch's body is its fixed part and count entries of esize bytes, and
+ * nothing else. Checks the count against 1 (when a batch may not be
+ * empty) and max, then the size.
+ */
+static int batch_size(struct kvc_msg *m, size_t blen, size_t fixed,
+		      uint32_t count, uint32_t min, uint32_t max, size_t esize)
+{
+	size_t want;
+
+	if (count < min)
+		return fail(m, -EINVAL, "empty batch");
+	if (count > max)
+		return fail(m, -E2BIG, "too many entries in one batch");
+	want = fixed + (size_t)count * esize;
+	if (blen < want)
+		return fail(m, -EBADMSG, "count does not fit the payload");
+	if (blen > want)
+		return fail(m, -EBADMSG, "trailing bytes after the last entry");
+	return 0;
+}
+
+static int decode_hello(struct kvc_msg *m, const uint8_t *b, size_t blen)
+{
+	struct kvc_hello *h = &m->hello;
+
+	if (blen != HELLO_SIZE)
+		return fail(m, -EBADMSG, "HELLO body is not 16 bytes");
+	h->min_version = get16(b);
+	h->max_version = get16(b + 2);
+	h->caps = get64(b + 8);
+	if (get32(b + 4))
+		return fail(m, -EINVAL, "reserved field is not zero");
+	/* Unknown capability bits are a newer client's: allowed. */
+	if (!hello_ok(h))
+		return fail(m, -EINVAL, "bad version range");
+	return 0;
+}
+
+static int decode_hello_reply(struct kvc_msg *m, const uint8_t *b,
+			      size_t blen)
+{
+	struct kvc_hello_reply *r = &m->hello_reply;
+
+	if (blen != HELLO_REPLY_SIZE)
+		return fail(m, -EBADMSG, "HELLO reply body is not 32 bytes");
+	r->version = get16(b);
+	r->mode = get16(b + 2);
+	r->max_batch = get32(b + 4);
+	r->caps = get64(b + 8);
+	r->block_size = get64(b + 16);
+	r->nr_blocks = get64(b + 24);
+	if (!version_known(r->version))
+		return fail(m, -EPROTONOSUPPORT, "chosen version not spoken");
+	if (!hello_reply_ok(r))
+		return fail(m, -EINVAL,
+			    "bad mode, max_batch, caps or block size");
+	return 0;
+}
+
+static int decode_lookup(struct kvc_msg *m, const uint8_t *b, size_t blen)
+{
+	struct kvc_lookup *l = &m->lookup;
+	int ret;
+
+	if (blen < LOOKUP_FIXED)
+		return fail(m, -EBADMSG, "truncated LOOKUP");
+	l->ns_id = get32(b);
+	l->tiers = get32(b + 4);
+	l->count = get32(b + 8);
+	if (get32(b + 12))
+		return fail(m, -EINVAL, "reserved field is not zero");
+	if (!ns_ok(l->ns_id))
+		return fail(m, -EINVAL, "namespace id out of range");
+	if (!tiers_ok(l->tiers))
+		return fail(m, -EINVAL, "bad tier mask");
+	ret = batch_size(m, blen, LOOKUP_FIXED, l->count, 1,
+			 KVC_PROTO_MAX_BATCH, KVCACHE_KEY_SIZE);
+	if (ret)
+		return ret;
+	l->keys = b + LOOKUP_FIXED;
+	return 0;
+}
+
+static int decode_lookup_reply(struct kvc_msg *m, const uint8_t *b,
+			       size_t blen)
+{
+	struct kvc_lookup_reply *r = &m->lookup_reply;
+	struct kvc_lookup_entry e;
+	int ret;
+
+	if (blen < BATCH_FIXED)
+		return fail(m, -EBADMSG, "truncated LOOKUP reply");
+	r->matched = get32(b);
+	if (get32(b + 4))
+		return fail(m, -EINVAL, "reserved field is not zero");
+	ret = batch_size(m, blen, BATCH_FIXED, r->matched, 0,
+			 KVC_PROTO_MAX_BATCH, LOOKUP_ENTRY);
+	if (ret)
+		return ret;
+	r->raw = b + BATCH_FIXED;
+	for (uint32_t i = 0; i < r->matched; i++) {
+		if (get32(r->raw + (size_t)i * LOOKUP_ENTRY + 4))
+			return fail(m, -EINVAL, "reserved field is not zero");
+		kvc_proto_lookup_entry(r, i, &e);
+		if (!lookup_entry_ok(&e))
+			return fail(m, -EINVAL,
+				    "bad tier mask, or a handle off the pool");
+	}
+	return 0;
+}
+
+static int decode_store(struct kvc_msg *m, const uint8_t *b, size_t blen)
+{
+	struct kvc_store *s = &m->store;
+	struct kvc_store_entry e;
+	int ret;
+
+	if (blen < STORE_FIXED)
+		return fail(m, -EBADMSG, "truncated STORE");
+	s->ns_id = get32(b);
+	s->count = get32(b + 4);
+	if (!ns_ok(s->ns_id))
+		return fail(m, -EINVAL, "namespace id out of range");
+	ret = batch_size(m, blen, STORE_FIXED, s->count, 1,
+			 KVC_PROTO_MAX_STORE, STORE_ENTRY);
+	if (ret)
+		return ret;
+	s->raw = b + STORE_FIXED;
+	for (uint32_t i = 0; i < s->count; i++) {
+		if (get32(s->raw + (size_t)i * STORE_ENTRY + 76))
+			return fail(m, -EINVAL, "reserved field is not zero");
+		kvc_proto_store_entry(s, i, &e);
+		if (!store_entry_ok(&e))
+			return fail(m, -EINVAL,
+				    "bad flags, or FIRST with a parent");
+	}
+	return 0;
+}
+
+/* STORE and RELEASE replies. */
+static int decode_status_list(struct kvc_msg *m, struct kvc_status_list *l,
+			      const uint8_t *b, size_t blen)
+{
+	int ret;
+
+	if (blen < BATCH_FIXED)
+		return fail(m, -EBADMSG, "truncated reply");
+	l->count = get32(b);
+	if (get32(b + 4))
+		return fail(m, -EINVAL, "reserved field is not zero");
+	ret = batch_size(m, blen, BATCH_FIXED, l->count, 0,
+			 KVC_PROTO_MAX_BATCH, STATUS_SIZE);
+	if (ret)
+		return ret;
+	l->raw = b + BATCH_FIXED;
+	for (uint32_t i = 0; i < l->count; i++)
+		if (!status_ok(kvc_proto_status(l, i)))
+			return fail(m, -EINVAL, "status is not 0 or -errno");
+	return 0;
+}
+
+static int decode_load(struct kvc_msg *m, const uint8_t *b, size_t blen)
+{
+	struct kvc_load *l = &m->load;
+	int ret;
+
+	if (blen < BATCH_FIXED)
+		return fail(m, -EBADMSG, "truncated LOAD");
+	l->ns_id = get32(b);
+	l->count = get32(b + 4);
+	if (!ns_ok(l->ns_id))
+		return fail(m, -EINVAL, "namespace id out of range");
+	ret = batch_size(m, blen, BATCH_FIXED, l->count, 1,
+			 KVC_PROTO_MAX_BATCH, KVCACHE_KEY_SIZE);
+	if (ret)
+		return ret;
+	l->keys = b + BATCH_FIXED;
+	return 0;
+}
+
+static int decode_load_reply(struct kvc_msg *m, const uint8_t *b,
+			     size_t blen)
+{
+	struct kvc_load_reply *r = &m->load_reply;
+	struct kvc_load_result res;
+	int ret;
+
+	if (blen < BATCH_FIXED)
+		return fail(m, -EBADMSG, "truncated LOAD reply");
+	r->count = get32(b);
+	if (get32(b + 4))
+		return fail(m, -EINVAL, "reserved field is not zero");
+	ret = batch_size(m, blen, BATCH_FIXED, r->count, 0,
+			 KVC_PROTO_MAX_BATCH, LOAD_ENTRY);
+	if (ret)
+		return ret;
+	r->raw = b + BATCH_FIXED;
+	for (uint32_t i = 0; i < r->count; i++) {
+		if (get32(r->raw + (size_t)i * LOAD_ENTRY + 4))
+			return fail(m, -EINVAL, "reserved field is not zero");
+		kvc_proto_load_result(r, i, &res);
+		if (!load_result_ok(&res))
+			return fail(m, -EINVAL,
+				    "bad status, or a handle with an error");
+	}
+	return 0;
+}
+
+static int decode_release(struct kvc_msg *m, const uint8_t *b, size_t blen)
+{
+	struct kvc_release *r = &m->release;
+	int ret;
+
+	if (blen < BATCH_FIXED)
+		return fail(m, -EBADMSG, "truncated RELEASE");
+	r->count = get32(b);
+	if (get32(b + 4))
+		return fail(m, -EINVAL, "reserved field is not zero");
+	ret = batch_size(m, blen, BATCH_FIXED, r->count, 1,
+			 KVC_PROTO_MAX_BATCH, HANDLE_SIZE);
+	if (ret)
+		return ret;
+	r->raw = b + BATCH_FIXED;
+	return 0;
+}
+
+static int decode_stats_reply(struct kvc_msg *m, const uint8_t *b,
+			      size_t blen)
+{
+	struct kvc_stats_reply *r = &m->stats_reply;
+	size_t pos = BATCH_FIXED;
+
+	if (blen < BATCH_FIXED)
+		return fail(m, -EBADMSG, "truncated STATS reply");
+	r->count = get32(b);
+	if (get32(b + 4))
+		return fail(m, -EINVAL, "reserved field is not zero");
+	if (r->count > KVC_PROTO_MAX_BATCH)
+		return fail(m, -E2BIG, "too many counters");
+	/* Entries vary in size: walk them, checking each length prefix. */
+	for (uint32_t i = 0; i < r->count; i++) {
+		uint16_t nlen;
+
+		if (blen - pos < STAT_FIXED)
+			return fail(m, -EBADMSG,
+				    "counter count does not fit the payload");
+		nlen = get16(b + pos + 8);
+		if (nlen > KVC_PROTO_NAME_MAX)
+			return fail(m, -E2BIG, "counter name too long");
+		if (nlen > blen - pos - STAT_FIXED)
+			return fail(m, -EBADMSG,
+				    "counter name runs past the end");
+		if (!name_ok((const char *)b + pos + STAT_FIXED, nlen))
+			return fail(m, -EINVAL, "bad counter name");
+		pos += STAT_FIXED + nlen;
+	}
+	if (pos != blen)
+		return fail(m, -EBADMSG,
+			    "trailing bytes after the last counter");
+	r->raw = b + BATCH_FIXED;
+	r->raw_len = blen - BATCH_FIXED;
+	return 0;
+}
+
+static int decode_error(struct kvc_msg *m, const uint8_t *b, size_t blen)
+{
+	struct kvc_error *e = &m->error;
+
+	if (blen < ERROR_FIXED)
+		return fail(m, -EBADMSG, "truncated ERROR");
+	e->error = (int32_t)get32(b);
+	e->bad_seq = get32(b + 4);
+	e->bad_type = get16(b + 8);
+	e->msg_len = get16(b + 10);
+	if (e->error >= 0 || !status_ok(e->error))
+		return fail(m, -EINVAL, "error is not -errno");
+	/* Like every reply, an ERROR carries the seq it answers: once. */
+	if (e->bad_seq != m->seq)
+		return fail(m, -EINVAL, "bad_seq differs from the header seq");
+	if (e->msg_len > KVC_PROTO_ERRMSG_MAX)
+		return fail(m, -E2BIG, "error message too long");
+	if (blen - ERROR_FIXED < e->msg_len)
+		return fail(m, -EBADMSG, "error message runs past the end");
+	if (blen - ERROR_FIXED > e->msg_len)
+		return fail(m, -EBADMSG, "trailing bytes after the message");
+	e->msg = (const char *)b + ERROR_FIXED;
+	for (uint16_t i = 0; i < e->msg_len; i++)
+		if (!printable(b[ERROR_FIXED + i]))
+			return fail(m, -EINVAL, "error message not printable");
+	return 0;
+}
+
+int kvc_proto_decode(const void *buf, size_t len, struct kvc_msg *out)
+{
+	const uint8_t *p = buf;
+	const uint8_t *body;
+	size_t blen;
+
+	memset(out, 0, sizeof(*out));
+	if (len > KVC_PROTO_MSG_MAX)
+		return fail(out, -EMSGSIZE, "message larger than 64 KiB");
+	/* The magic first: a stranger's datagram is best named as such. */
+	if (len < 4)
+		return fail(out, -EBADMSG, "truncated header");
+	if (get32(p) != KVC_PROTO_MAGIC)
+		return fail(out, -EPROTO, "bad magic: not a kvcache message");
+	if (len < KVC_PROTO_HDR_SIZE)
+		return fail(out, -EBADMSG, "truncated header");
+	out->version = get16(p + 4);
+	out->type = get16(p + 6);
+	out->seq = get32(p + 8);
+	if (!version_known(out->version))
+		return fail(out, -EPROTONOSUPPORT,
+			    "unsupported protocol version");
+	if (get32(p + 12) != len)
+		return fail(out, -EBADMSG,
+			    "length field differs from the datagram size");
+	if (get32(p + 16))
+		return fail(out, -EINVAL, "unknown header flags");
+	if (get32(p + 20))
+		return fail(out, -EINVAL, "reserved field is not zero");
+
+	body = p + KVC_PROTO_HDR_SIZE;
+	blen = len - KVC_PROTO_HDR_SIZE;
+	switch (out->type) {
+	case KVC_MSG_HELLO:
+		return decode_hello(out, body, blen);
+	case KVC_MSG_HELLO_REPLY:
+		return decode_hello_reply(out, body, blen);
+	case KVC_MSG_LOOKUP:
+		return decode_lookup(out, body, blen);
+	case KVC_MSG_LOOKUP_REPLY:
+		return decode_lookup_reply(out, body, blen);
+	case KVC_MSG_STORE:
+		return decode_store(out, body, blen);
+	case KVC_MSG_STORE_REPLY:
+		return decode_status_list(out, &out->store_reply, body, blen);
+	case KVC_MSG_LOAD:
+		return decode_load(out, body, blen);
+	case KVC_MSG_LOAD_REPLY:
+		return decode_load_reply(out, body, blen);
+	case KVC_MSG_RELEASE:
+		return decode_release(out, body, blen);
+	case KVC_MSG_RELEASE_REPLY:
+		return decode_status_list(out, &out->release_reply, body,
+					  blen);
+	case KVC_MSG_STATS:
+		if (blen)
+			return fail(out, -EBADMSG, "STATS has no body");
+		return 0;
+	case KVC_MSG_STATS_REPLY:
+		return decode_stats_reply(out, body, blen);
+	case KVC_MSG_ERROR:
+		return decode_error(out, body, blen);
+	default:
+		return fail(out, -EOPNOTSUPP, "unknown message type");
+	}
+}
+
+/* ---- accessors ------------------------------------------------------- */
+
+static void get_handle(const uint8_t *p, struct kvcache_handle *h)
+{
+	h->index = get32(p);
+	h->gen = get32(p + 4);
+}
+
+void kvc_proto_lookup_entry(const struct kvc_lookup_reply *r, uint32_t i,
+			    struct kvc_lookup_entry *e)
+{
+	const uint8_t *p = r->raw + (size_t)i * LOOKUP_ENTRY;
+
+	e->tiers = get32(p);
+	get_handle(p + 8, &e->handle);
+}
+
+void kvc_proto_store_entry(const struct kvc_store *s, uint32_t i,
+			   struct kvc_store_entry *e)
+{
+	const uint8_t *p = s->raw + (size_t)i * STORE_ENTRY;
+
+	memcpy(e->key, p, KVCACHE_KEY_SIZE);
+	memcpy(e->parent, p + 32, KVCACHE_KEY_SIZE);
+	get_handle(p + 64, &e->handle);
+	e->flags = get32(p + 72);
+}
+
+int32_t kvc_proto_status(const struct kvc_status_list *l, uint32_t i)
+{
+	return (int32_t)get32(l->raw + (size_t)i * STATUS_SIZE);
+}
+
+void kvc_proto_load_result(const struct kvc_load_reply *r, uint32_t i,
+			   struct kvc_load_result *res)
+{
+	const uint8_t *p = r->raw + (size_t)i * LOAD_ENTRY;
+
+	res->status = (int32_t)get32(p);
+	get_handle(p + 8, &res->handle);
+}
+
+void kvc_proto_release_handle(const struct kvc_release *r, uint32_t i,
+			      struct kvcache_handle *h)
+{
+	get_handle(r->raw + (size_t)i * HANDLE_SIZE, h);
+}
+
+int kvc_proto_stats_next(const struct kvc_stats_reply *r, size_t *pos,
+			 struct kvc_stat *st)
+{
+	const uint8_t *p;
+
+	/* The decoder checked every length, so only the end needs a test. */
+	if (*pos >= r->raw_len)
+		return 0;
+	p = r->raw + *pos;
+	st->value = get64(p);
+	st->name_len = get16(p + 8);
+	st->name = (const char *)p + STAT_FIXED;
+	*pos += STAT_FIXED + st->name_len;
+	return 1;
+}
+
+/* ---- encoding -------------------------------------------------------- */
+
+/* Room for a message of total bytes, and its header written. */
+static int begin(void *buf, size_t size, size_t total, uint16_t type,
+		 uint32_t seq)
+{
+	uint8_t *p = buf;
+
+	if (total > KVC_PROTO_MSG_MAX)
+		return -EINVAL;
+	if (total > size)
+		return -ENOSPC;
+	put32(p, KVC_PROTO_MAGIC);
+	put16(p + 4, KVC_PROTO_VERSION);
+	put16(p + 6, type);
+	put32(p + 8, seq);
+	put32(p + 12, (uint32_t)total);
+	put32(p + 16, 0);	/* flags */
+	put32(p + 20, 0);	/* reserved */
+	return 0;
+}
+
+static void put_handle(uint8_t *p, const struct kvcache_handle *h)
+{
+	put32(p, h->index);
+	put32(p + 4, h->gen);
+}
+
+int kvc_proto_encode_hello(void *buf, size_t size, uint32_t seq,
+			   const struct kvc_hello *h)
+{
+	const size_t total = KVC_PROTO_HDR_SIZE + HELLO_SIZE;
+	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	int ret;
+
+	if (!hello_ok(h))
+		return -EINVAL;
+	ret = begin(buf, size, total, KVC_MSG_HELLO, seq);
+	if (ret)
+		return ret;
+	put16(b, h->min_version);
+	put16(b + 2, h->max_version);
+	put32(b + 4, 0);
+	put64(b + 8, h->caps);
+	return (int)total;
+}
+
+int kvc_proto_encode_hello_reply(void *buf, size_t size, uint32_t seq,
+				 const struct kvc_hello_reply *r)
+{
+	const size_t total = KVC_PROTO_HDR_SIZE + HELLO_REPLY_SIZE;
+	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	int ret;
+
+	if (!version_known(r->version) || !hello_reply_ok(r))
+		return -EINVAL;
+	ret = begin(buf, size, total, KVC_MSG_HELLO_REPLY, seq);
+	if (ret)
+		return ret;
+	put16(b, r->version);
+	put16(b + 2, r->mode);
+	put32(b + 4, r->max_batch);
+	put64(b + 8, r->caps);
+	put64(b + 16, r->block_size);
+	put64(b + 24, r->nr_blocks);
+	return (int)total;
+}
+
+int kvc_proto_encode_lookup(void *buf, size_t size, uint32_t seq,
+			    uint32_t ns_id, uint32_t tiers,
+			    const uint8_t *keys,
+			    uint32_t count)
+{
+	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	size_t total;
+	int ret;
+
+	if (!ns_ok(ns_id) || !tiers_ok(tiers) || !count ||
+	    count > KVC_PROTO_MAX_BATCH || !keys)
+		return -EINVAL;
+	total = KVC_PROTO_HDR_SIZE + LOOKUP_FIXED +
+		(size_t)count * KVCACHE_KEY_SIZE;
+	ret = begin(buf, size, total, KVC_MSG_LOOKUP, seq);
+	if (ret)
+		return ret;
+	put32(b, ns_id);
+	put32(b + 4, tiers);
+	put32(b + 8, count);
+	put32(b + 12, 0);
+	/* Keys are bytes, not integers: they go out as they are. */
+	memcpy(b + LOOKUP_FIXED, keys, (size_t)count * KVCACHE_KEY_SIZE);
+	return (int)total;
+}
+
+int kvc_proto_encode_lookup_reply(void *buf, size_t size, uint32_t seq,
+				  const struct kvc_lookup_entry *e,
+				  uint32_t matched)
+{
+	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	size_t total;
+	int ret;
+
+	if (matched > KVC_PROTO_MAX_BATCH || (matched && !e))
+		return -EINVAL;
+	for (uint32_t i = 0; i < matched; i++)
+		if (!lookup_entry_ok(&e[i]))
+			return -EINVAL;
+	total = KVC_PROTO_HDR_SIZE + BATCH_FIXED +
+		(size_t)matched * LOOKUP_ENTRY;
+	ret = begin(buf, size, total, KVC_MSG_LOOKUP_REPLY, seq);
+	if (ret)
+		return ret;
+	put32(b, matched);
+	put32(b + 4, 0);
+	b += BATCH_FIXED;
+	for (uint32_t i = 0; i < matched; i++, b += LOOKUP_ENTRY) {
+		put32(b, e[i].tiers);
+		put32(b + 4, 0);
+		put_handle(b + 8, &e[i].handle);
+	}
+	return (int)total;
+}
+
+int kvc_proto_encode_store(void *buf, size_t size, uint32_t seq,
+			   uint32_t ns_id, const struct kvc_store_entry *e,
+			   uint32_t count)
+{
+	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	size_t total;
+	int ret;
+
+	if (!ns_ok(ns_id) || !count || count > KVC_PROTO_MAX_STORE || !e)
+		return -EINVAL;
+	for (uint32_t i = 0; i < count; i++)
+		if (!store_entry_ok(&e[i]))
+			return -EINVAL;
+	total = KVC_PROTO_HDR_SIZE + STORE_FIXED + (size_t)count * STORE_ENTRY;
+	ret = begin(buf, size, total, KVC_MSG_STORE, seq);
+	if (ret)
+		return ret;
+	put32(b, ns_id);
+	put32(b + 4, count);
+	b += STORE_FIXED;
+	for (uint32_t i = 0; i < count; i++, b += STORE_ENTRY) {
+		memcpy(b, e[i].key, KVCACHE_KEY_SIZE);
+		memcpy(b + 32, e[i].parent, KVCACHE_KEY_SIZE);
+		put_handle(b + 64, &e[i].handle);
+		put32(b + 72, e[i].flags);
+		put32(b + 76, 0);
+	}
+	return (int)total;
+}
+
+static int encode_status_list(void *buf, size_t size, uint16_t type,
+			      uint32_t seq, const int32_t *status,
+			      uint32_t count)
+{
+	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	size_t total;
+	int ret;
+
+	if (count > KVC_PROTO_MAX_BATCH || (count && !status))
+		return -EINVAL;
+	for (uint32_t i = 0; i < count; i++)
+		if (!status_ok(status[i]))
+			return -EINVAL;
+	total = KVC_PROTO_HDR_SIZE + BATCH_FIXED + (size_t)count * STATUS_SIZE;
+	ret = begin(buf, size, total, type, seq);
+	if (ret)
+		return ret;
+	put32(b, count);
+	put32(b + 4, 0);
+	b += BATCH_FIXED;
+	for (uint32_t i = 0; i < count; i++)
+		put32(b + (size_t)i * STATUS_SIZE, (uint32_t)status[i]);
+	return (int)total;
+}
+
+int kvc_proto_encode_store_reply(void *buf, size_t size, uint32_t seq,
+				 const int32_t *status, uint32_t count)
+{
+	return encode_status_list(buf, size, KVC_MSG_STORE_REPLY, seq, status,
+				  count);
+}
+
+int kvc_proto_encode_load(void *buf, size_t size, uint32_t seq,
+			  uint32_t ns_id,
+			  const uint8_t *keys,
+			  uint32_t count)
+{
+	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	size_t total;
+	int ret;
+
+	if (!ns_ok(ns_id) || !count || count > KVC_PROTO_MAX_BATCH || !keys)
+		return -EINVAL;
+	total = KVC_PROTO_HDR_SIZE + BATCH_FIXED +
+		(size_t)count * KVCACHE_KEY_SIZE;
+	ret = begin(buf, size, total, KVC_MSG_LOAD, seq);
+	if (ret)
+		return ret;
+	put32(b, ns_id);
+	put32(b + 4, count);
+	memcpy(b + BATCH_FIXED, keys, (size_t)count * KVCACHE_KEY_SIZE);
+	return (int)total;
+}
+
+int kvc_proto_encode_load_reply(void *buf, size_t size, uint32_t seq,
+				const struct kvc_load_result *r,
+				uint32_t count)
+{
+	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	size_t total;
+	int ret;
+
+	if (count > KVC_PROTO_MAX_BATCH || (count && !r))
+		return -EINVAL;
+	for (uint32_t i = 0; i < count; i++)
+		if (!load_result_ok(&r[i]))
+			return -EINVAL;
+	total = KVC_PROTO_HDR_SIZE + BATCH_FIXED + (size_t)count * LOAD_ENTRY;
+	ret = begin(buf, size, total, KVC_MSG_LOAD_REPLY, seq);
+	if (ret)
+		return ret;
+	put32(b, count);
+	put32(b + 4, 0);
+	b += BATCH_FIXED;
+	for (uint32_t i = 0; i < count; i++, b += LOAD_ENTRY) {
+		put32(b, (uint32_t)r[i].status);
+		put32(b + 4, 0);
+		put_handle(b + 8, &r[i].handle);
+	}
+	return (int)total;
+}
+
+int kvc_proto_encode_release(void *buf, size_t size, uint32_t seq,
+			     const struct kvcache_handle *h, uint32_t count)
+{
+	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	size_t total;
+	int ret;
+
+	if (!count || count > KVC_PROTO_MAX_BATCH || !h)
+		return -EINVAL;
+	total = KVC_PROTO_HDR_SIZE + BATCH_FIXED + (size_t)count * HANDLE_SIZE;
+	ret = begin(buf, size, total, KVC_MSG_RELEASE, seq);
+	if (ret)
+		return ret;
+	put32(b, count);
+	put32(b + 4, 0);
+	b += BATCH_FIXED;
+	for (uint32_t i = 0; i < count; i++)
+		put_handle(b + (size_t)i * HANDLE_SIZE, &h[i]);
+	return (int)total;
+}
+
+int kvc_proto_encode_release_reply(void *buf, size_t size, uint32_t seq,
+				   const int32_t *status, uint32_t count)
+{
+	return encode_status_list(buf, size, KVC_MSG_RELEASE_REPLY, seq,
+				  status, count);
+}
+
+int kvc_proto_encode_stats(void *buf, size_t size, uint32_t seq)
+{
+	int ret = begin(buf, size, KVC_PROTO_HDR_SIZE, KVC_MSG_STATS, seq);
+
+	return ret ? ret : KVC_PROTO_HDR_SIZE;
+}
+
+int kvc_proto_encode_stats_reply(void *buf, size_t size, uint32_t seq,
+				 const struct kvc_stat *st, uint32_t count)
+{
+	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	size_t total = KVC_PROTO_HDR_SIZE + BATCH_FIXED;
+	int ret;
+
+	if (count > KVC_PROTO_MAX_BATCH || (count && !st))
+		return -EINVAL;
+	/* Bounded names and count: the sum cannot overflow. */
+	for (uint32_t i = 0; i < count; i++) {
+		if (!name_ok(st[i].name, st[i].name_len))
+			return -EINVAL;
+		total += STAT_FIXED + st[i].name_len;
+	}
+	ret = begin(buf, size, total, KVC_MSG_STATS_REPLY, seq);
+	if (ret)
+		return ret;
+	put32(b, count);
+	put32(b + 4, 0);
+	b += BATCH_FIXED;
+	for (uint32_t i = 0; i < count; i++) {
+		put64(b, st[i].value);
+		put16(b + 8, st[i].name_len);
+		memcpy(b + STAT_FIXED, st[i].name, st[i].name_len);
+		b += STAT_FIXED + st[i].name_len;
+	}
+	return (int)total;
+}
+
+int kvc_proto_encode_error(void *buf, size_t size, int err, uint32_t bad_seq,
+			   uint16_t bad_type, const char *msg)
+{
+	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	size_t n = msg ? strnlen(msg, KVC_PROTO_ERRMSG_MAX) : 0;
+	size_t total = KVC_PROTO_HDR_SIZE + ERROR_FIXED + n;
+	int ret;
+
+	if (err >= 0 || err < -KVC_PROTO_ERRNO_MAX)
+		return -EINVAL;
+	/* The reply's own seq is the one it answers, like any reply's. */
+	ret = begin(buf, size, total, KVC_MSG_ERROR, bad_seq);
+	if (ret)
+		return ret;
+	put32(b, (uint32_t)err);
+	put32(b + 4, bad_seq);
+	put16(b + 8, bad_type);
+	put16(b + 10, (uint16_t)n);
+	for (size_t i = 0; i < n; i++)
+		b[ERROR_FIXED + i] = printable((uint8_t)msg[i]) ?
+				     (uint8_t)msg[i] : '?';
+	return (int)total;
+}
+
+int kvc_proto_encode_decode_error(void *buf, size_t size, int err,
+				  const struct kvc_msg *failed)
+{
+	return kvc_proto_encode_error(buf, size, err, failed->seq,
+				      failed->type,
+				      failed->reason ? failed->reason :
+				      "malformed message");
+}
+
+int kvc_proto_choose_version(uint16_t min, uint16_t max)
+{
+	uint16_t hi = max < KVC_PROTO_VERSION_MAX ? max : KVC_PROTO_VERSION_MAX;
+	uint16_t lo = min > KVC_PROTO_VERSION_MIN ? min : KVC_PROTO_VERSION_MIN;
+
+	return lo <= hi ? hi : -EPROTONOSUPPORT;
+}
+
+int kvc_proto_is_request(uint16_t type)
+{
+	return type >= KVC_MSG_HELLO && type <= KVC_MSG_STATS;
+}

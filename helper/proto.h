@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * proto: the wire format between kvcached and its clients
+ * (Documentation/protocol.md has the byte layout and the rules).
+ *
+ * Clients talk to kvcached over a SOCK_SEQPACKET Unix socket: one message
+ * per datagram, at most KVC_PROTO_MSG_MAX bytes. Every integer is
+ * little-endian on the wire and is encoded and decoded field by field, so
+ * the format does not depend on the host's endianness, struct layout or
+ * padding. These functions are pure: no I/O, no allocation, no global
+ * state. The decoder validates everything a peer could get wrong; the
+ * encoders refuse to produce what the decoder would refuse, so an encoded
+ * message always decodes.
+ */
+#ifndef KVC_PROTO_H
+#define KVC_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <linux/kvcache.h>
+
+/* The bytes "KVCP" at offset 0, read as a little-endian u32. */
+#define KVC_PROTO_MAGIC		0x5043564Bu
+
+/* Versions this code speaks; HELLO picks one (kvc_proto_choose_version). */
+#define KVC_PROTO_VERSION_MIN	1
+#define KVC_PROTO_VERSION_MAX	1
+#define KVC_PROTO_VERSION	1	/* what the encoders write */
+
+#define KVC_PROTO_HDR_SIZE	24
+/* Bytes in one message (one datagram), header included. */
+#define KVC_PROTO_MSG_MAX	65536
+
+/*
+ * Batch limits. No count may exceed KVC_PROTO_MAX_BATCH. A STORE entry is
+ * 80 bytes, so only KVC_PROTO_MAX_STORE of them fit in one message; the
+ * HELLO reply's max_batch, which the daemon sets to at most
+ * KVC_PROTO_MAX_STORE, is the one number a client needs: every batched
+ * request it sends may carry that many entries.
+ */
+#define KVC_PROTO_MAX_BATCH	1024
+#define KVC_PROTO_MAX_STORE	818
+
+#define KVC_PROTO_NAME_MAX	63	/* bytes in a STATS counter name */
+#define KVC_PROTO_ERRMSG_MAX	255	/* bytes in an ERROR message */
+#define KVC_PROTO_ERRNO_MAX	4095	/* statuses are 0 or -1..-4095 */
+
+/* Message types. A reply's type is its request's type | KVC_MSG_REPLY. */
+#define KVC_MSG_REPLY		0x8000
+#define KVC_MSG_HELLO		0x0001
+#define KVC_MSG_LOOKUP		0x0002
+#define KVC_MSG_STORE		0x0003
+#define KVC_MSG_LOAD		0x0004
+#define KVC_MSG_RELEASE		0x0005
+#define KVC_MSG_STATS		0x0006
+#define KVC_MSG_HELLO_REPLY	(KVC_MSG_HELLO | KVC_MSG_REPLY)
+#define KVC_MSG_LOOKUP_REPLY	(KVC_MSG_LOOKUP | KVC_MSG_REPLY)
+#define KVC_MSG_STORE_REPLY	(KVC_MSG_STORE | KVC_MSG_REPLY)
+#define KVC_MSG_LOAD_REPLY	(KVC_MSG_LOAD | KVC_MSG_REPLY)
+#define KVC_MSG_RELEASE_REPLY	(KVC_MSG_RELEASE | KVC_MSG_REPLY)
+#define KVC_MSG_STATS_REPLY	(KVC_MSG_STATS | KVC_MSG_REPLY)
+#define KVC_MSG_ERROR		0x8000	/* a reply to any request */
+
+/*
+ * Tier masks: bit n is tier n, numbered as KVC_TIER_* in index.h (0 the
+ * DRAM pool, 1 g3 on local NVMe, 2 g4 on the shared filesystem).
+ */
+#define KVC_PROTO_TIER_POOL	(1u << 0)
+#define KVC_PROTO_TIER_G3	(1u << 1)
+#define KVC_PROTO_TIER_G4	(1u << 2)
+#define KVC_PROTO_TIERS_ALL	0x7u
+
+/*
+ * HELLO reply: how the daemon holds the pool. Wire values, fixed: the
+ * daemon maps its configured mode (config.h) onto them.
+ */
+#define KVC_PROTO_MODE_KERNEL	1	/* /dev/kvcache is there */
+#define KVC_PROTO_MODE_MEMFD	2	/* no module: blocks are memfds */
+
+/*
+ * Capabilities. A client advertises what it can do; unknown bits in a HELLO
+ * are allowed (a newer client) and ignored. The reply carries the bits the
+ * daemon will rely on, a subset of the client's, so never an unknown one.
+ *   DEVICE: can open /dev/kvcache and mmap blocks by handle
+ *   MEMFD:  can take blocks as memfds passed with SCM_RIGHTS
+ */
+#define KVC_PROTO_CAP_DEVICE	(1ull << 0)
+#define KVC_PROTO_CAP_MEMFD	(1ull << 1)
+#define KVC_PROTO_CAP_ALL	(KVC_PROTO_CAP_DEVICE | KVC_PROTO_CAP_MEMFD)
+
+/* STORE entry flags. FIRST: the first block of a chain, no parent. */
+#define KVC_PROTO_STORE_FIRST		(1u << 0)
+#define KVC_PROTO_STORE_FLAGS_ALL	KVC_PROTO_STORE_FIRST
+
+/* ---- decoded messages ---------------------------------------------------
+ *
+ * Decoded batches point into the buffer given to kvc_proto_decode(): they
+ * are valid only while that buffer is, and unchanged. Keys are plain bytes
+ * and are pointed to directly; other entries are read with the accessors
+ * below (the wire is little-endian and unaligned, so there is no C array to
+ * point at). An accessor's index must be below the batch's count.
+ */
+
+struct kvc_hello {
+	uint16_t min_version;	/* 1 <= min_version <= max_version */
+	uint16_t max_version;
+	uint64_t caps;		/* KVC_PROTO_CAP_*, unknown bits allowed */
+};
+
+struct kvc_hello_reply {
+	uint16_t version;	/* chosen; every later message carries it */
+	uint16_t mode;		/* KVC_MODE_* */
+	uint32_t max_batch;	/* 1..KVC_PROTO_MAX_STORE */
+	uint64_t caps;		/* subset of KVC_PROTO_CAP_ALL */
+	uint64_t block_size;	/* bytes per pool block, non-zero */
+	uint64_t nr_blocks;
+};
+
+struct kvc_lookup {
+	uint32_t ns_id;		/* 1..KVCACHE_NS_MAX */
+	uint32_t tiers;		/* non-zero subset of KVC_PROTO_TIERS_ALL */
+	uint32_t count;		/* 1..KVC_PROTO_MAX_BATCH keys, chain order */
+	const uint8_t *keys;	/* count keys, key i at keys + i * 32 */
+};
+
+/* Where one matched key lives; handle is zero unless tiers has the pool. */
+struct kvc_lookup_entry {
+	uint32_t tiers;		/* non-zero subset of KVC_PROTO_TIERS_ALL */
+	struct kvcache_handle handle;
+};
+
+struct kvc_lookup_reply {
+	uint32_t matched;	/* keys of the request's prefix found, 0.. */
+	const uint8_t *raw;	/* read with kvc_proto_lookup_entry() */
+};
+
+/* parent is all zero, and must be, with KVC_PROTO_STORE_FIRST. */
+struct kvc_store_entry {
+	uint8_t key[KVCACHE_KEY_SIZE];
+	uint8_t parent[KVCACHE_KEY_SIZE];
+	struct kvcache_handle handle;	/* a sealed pool block */
+	uint32_t flags;			/* KVC_STORE_* */
+};
+
+struct kvc_store {
+	uint32_t ns_id;
+	uint32_t count;		/* 1..KVC_PROTO_MAX_STORE */
+	const uint8_t *raw;	/* read with kvc_proto_store_entry() */
+};
+
+/* STORE and RELEASE replies: one status (0 or -errno) per request entry. */
+struct kvc_status_list {
+	uint32_t count;		/* 0..KVC_PROTO_MAX_BATCH */
+	const uint8_t *raw;	/* read with kvc_proto_status() */
+};
+
+struct kvc_load {
+	uint32_t ns_id;
+	uint32_t count;		/* 1..KVC_PROTO_MAX_BATCH */
+	const uint8_t *keys;	/* count keys, key i at keys + i * 32 */
+};
+
+/* handle is zero unless status is 0 (then the block is pinned for us). */
+struct kvc_load_result {
+	int32_t status;
+	struct kvcache_handle handle;
+};
+
+struct kvc_load_reply {
+	uint32_t count;		/* 0..KVC_PROTO_MAX_BATCH */
+	const uint8_t *raw;	/* read with kvc_proto_load_result() */
+};
+
+struct kvc_release {
+	uint32_t count;		/* 1..KVC_PROTO_MAX_BATCH */
+	const uint8_t *raw;	/* read with kvc_proto_release_handle() */
+};
+
+/*
+ * A named counter. name is not NUL-terminated: name_len bytes of
+ * [A-Za-z0-9_.-], 1..KVC_PROTO_NAME_MAX of them.
+ */
+struct kvc_stat {
+	const char *name;
+	uint16_t name_len;
+	uint64_t value;
+};
+
+struct kvc_stats_reply {
+	uint32_t count;		/* 0..KVC_PROTO_MAX_BATCH */
+	const uint8_t *raw;	/* walk with kvc_proto_stats_next() */
+	size_t raw_len;
+};
+
+/* msg is not NUL-terminated: msg_len printable ASCII bytes. */
+struct kvc_error {
+	int32_t error;		/* -errno, -1..-KVC_PROTO_ERRNO_MAX */
+	uint32_t bad_seq;	/* seq of the message it answers */
+	uint16_t bad_type;	/* its type, 0 when that could not be read */
+	uint16_t msg_len;	/* 0..KVC_PROTO_ERRMSG_MAX */
+	const char *msg;
+};
+
+struct kvc_msg {
+	uint16_t version;
+	uint16_t type;		/* KVC_MSG_*; selects the union member */
+	uint32_t seq;
+	/*
+	 * After a failed decode: a static string naming the first check
+	 * that failed, for the ERROR reply and logs. NULL after success.
+	 * version, type and seq then hold what could be read (else 0).
+	 */
+	const char *reason;
+	union {
+		struct kvc_hello hello;
+		struct kvc_hello_reply hello_reply;
+		struct kvc_lookup lookup;
+		struct kvc_lookup_reply lookup_reply;
+		struct kvc_store store;
+		struct kvc_status_list store_reply;
+		struct kvc_load load;
+		struct kvc_load_reply load_reply;
+		struct kvc_release release;
+		struct kvc_status_list release_reply;
+		/* STATS requests have no body */
+		struct kvc_stats_reply stats_reply;
+		struct kvc_error error;
+	};
+};
+
+/*
+ * Decode and validate one datagram of len bytes (len as received, not as
+ * the message claims). Returns 0, or the first failure:
+ *   -EMSGSIZE         len > KVC_PROTO_MSG_MAX
+ *   -EBADMSG          truncated, length field != len, counts that do not
+ *                     fit the payload, trailing bytes
+ *   -EPROTO           wrong magic
+ *   -EPROTONOSUPPORT  version outside KVC_PROTO_VERSION_MIN..MAX
+ *   -EINVAL           non-zero flags or reserved fields, unknown flag
+ *                     bits, out-of-range values (namespace id, tiers,
+ *                     statuses, names...)
+ *   -EOPNOTSUPP       unknown type
+ *   -E2BIG            a count above its limit
+ * On failure out->reason says which check failed.
+ */
+int kvc_proto_decode(const void *buf, size_t len, struct kvc_msg *out);
+
+/* Accessors for decoded batches (see above); i < count. */
+void kvc_proto_lookup_entry(const struct kvc_lookup_reply *r, uint32_t i,
+			    struct kvc_lookup_entry *e);
+void kvc_proto_store_entry(const struct kvc_store *s, uint32_t i,
+			   struct kvc_store_entry *e);
+int32_t kvc_proto_status(const struct kvc_status_list *l, uint32_t i);
+void kvc_proto_load_result(const struct kvc_load_reply *r, uint32_t i,
+			   struct kvc_load_result *res);
+void kvc_proto_release_handle(const struct kvc_release *r, uint32_t i,
+			      struct kvcache_handle *h);
+/*
+ * Next counter of a stats reply: start with *pos = 0. Returns 1 with *st
+ * filled, or 0 after the last one.
+ */
+int kvc_proto_stats_next(const struct kvc_stats_reply *r, size_t *pos,
+			 struct kvc_stat *st);
+
+/*
+ * Encoders: write one message with header version KVC_PROTO_VERSION and the
+ * given seq into buf (size bytes). Return the bytes written, -ENOSPC when
+ * size is too small (buf is then unchanged), or -EINVAL for anything the
+ * decoder would refuse (including a count above its limit).
+ *
+ * Keys are passed as count * KVCACHE_KEY_SIZE contiguous bytes (a
+ * uint8_t[n][KVCACHE_KEY_SIZE] array's first element, say) rather than
+ * as a pointer to const arrays, which ISO C11 will not convert to from a
+ * non-const array without a cast.
+ */
+int kvc_proto_encode_hello(void *buf, size_t size, uint32_t seq,
+			   const struct kvc_hello *h);
+int kvc_proto_encode_hello_reply(void *buf, size_t size, uint32_t seq,
+				 const struct kvc_hello_reply *r);
+int kvc_proto_encode_lookup(void *buf, size_t size, uint32_t seq,
+			    uint32_t ns_id, uint32_t tiers,
+			    const uint8_t *keys,
+			    uint32_t count);
+int kvc_proto_encode_lookup_reply(void *buf, size_t size, uint32_t seq,
+				  const struct kvc_lookup_entry *e,
+				  uint32_t matched);
+int kvc_proto_encode_store(void *buf, size_t size, uint32_t seq,
+			   uint32_t ns_id, const struct kvc_store_entry *e,
+			   uint32_t count);
+int kvc_proto_encode_store_reply(void *buf, size_t size, uint32_t seq,
+				 const int32_t *status, uint32_t count);
+int kvc_proto_encode_load(void *buf, size_t size, uint32_t seq,
+			  uint32_t ns_id,
+			  const uint8_t *keys,
+			  uint32_t count);
+int kvc_proto_encode_load_reply(void *buf, size_t size, uint32_t seq,
+				const struct kvc_load_result *r,
+				uint32_t count);
+int kvc_proto_encode_release(void *buf, size_t size, uint32_t seq,
+			     const struct kvcache_handle *h, uint32_t count);
+int kvc_proto_encode_release_reply(void *buf, size_t size, uint32_t seq,
+				   const int32_t *status, uint32_t count);
+int kvc_proto_encode_stats(void *buf, size_t size, uint32_t seq);
+int kvc_proto_encode_stats_reply(void *buf, size_t size, uint32_t seq,
+				 const struct kvc_stat *st, uint32_t count);
+
+/*
+ * An ERROR reply: err is a negative errno (-1..-KVC_PROTO_ERRNO_MAX, else
+ * -EINVAL is returned); its header seq is bad_seq. msg may be NULL. So the
+ * daemon can always answer, msg is not a reason to fail: it is cut to
+ * KVC_PROTO_ERRMSG_MAX bytes and bytes that are not printable ASCII become
+ * '?'.
+ */
+int kvc_proto_encode_error(void *buf, size_t size, int err, uint32_t bad_seq,
+			   uint16_t bad_type, const char *msg);
+
+/*
+ * The ERROR reply to a datagram that kvc_proto_decode() refused with err,
+ * from the *failed it filled: answers the seq and type it could read, with
+ * its reason as the message. buf of KVC_PROTO_HDR_SIZE + 12 +
+ * KVC_PROTO_ERRMSG_MAX bytes is always enough.
+ */
+int kvc_proto_encode_decode_error(void *buf, size_t size, int err,
+				  const struct kvc_msg *failed);
+
+/*
+ * The version to use with a client that speaks min..max: the highest both
+ * sides speak, or -EPROTONOSUPPORT.
+ */
+int kvc_proto_choose_version(uint16_t min, uint16_t max);
+
+/* Whether type is a request the daemon should answer (else never reply). */
+int kvc_proto_is_request(uint16_t type);
+
+#endif /* KVC_PROTO_H */

@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Host tests for helper/mpool.c, the no-module pool: the same state
+ * machine and errors as the kernel's pool (kmod/tests/kvcache_pool_kunit.c
+ * checks those), zeroing through the memfd a client maps, pins per client,
+ * and a closed client's release.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "mpool.h"
+#include "tap.h"
+
+#define BS	(64 * 1024)
+#define NR	8
+
+static const uint8_t key[KVCACHE_KEY_SIZE] = { 1, 2, 3 };
+
+static struct kvc_mpool *pool(void)
+{
+	struct kvc_mpool_config cfg = {
+		.block_size = BS, .pool_size = BS * NR, .hugetlb = -1,
+	};
+	struct kvc_mpool *p = NULL;
+
+	TAP_CHECK(kvc_mpool_create(&cfg, &p) == 0);
+	return p;
+}
+
+static void geometry_is_checked(void)
+{
+	struct kvc_mpool_config cfg = { .block_size = 3000, .pool_size = 6000 };
+	struct kvc_mpool *p = NULL;
+
+	TAP_CHECK(kvc_mpool_create(&cfg, &p) == -EINVAL);
+	cfg.block_size = BS;
+	cfg.pool_size = BS + 1;
+	TAP_CHECK(kvc_mpool_create(&cfg, &p) == -EINVAL);
+	cfg.pool_size = 0;
+	TAP_CHECK(kvc_mpool_create(&cfg, &p) == -EINVAL);
+	/* Huge pages required, but a block is smaller than one. */
+	cfg.pool_size = BS * NR;
+	cfg.hugetlb = 1;
+	TAP_CHECK(kvc_mpool_create(&cfg, &p) == -EINVAL);
+	p = pool();
+	TAP_CHECK(kvc_mpool_nr_blocks(p) == NR);
+	TAP_CHECK(kvc_mpool_block_size(p) == BS);
+	TAP_CHECK(kvc_mpool_nr_free(p) == NR);
+	TAP_CHECK(!kvc_mpool_hugetlb(p));	/* 64 KiB blocks: never */
+	TAP_CHECK(kvc_mpool_fd(p) >= 0);
+	kvc_mpool_destroy(p);
+}
+
+static void lifecycle_and_errors_match_the_kernel(void)
+{
+	struct kvc_mpool *p = pool();
+	struct kvcache_handle h[NR + 1], stale;
+	uint32_t ns = 0;
+
+	TAP_CHECK(kvc_mpool_alloc(p, 0, 5, 0, h) == -EINVAL);
+	TAP_CHECK(kvc_mpool_alloc(p, KVC_MPOOL_MAX_CLIENTS, 5, 1, h) == -EINVAL);
+	TAP_CHECK(kvc_mpool_alloc(p, 0, 5, NR + 1, h) == -ENOSPC);
+	TAP_CHECK(kvc_mpool_nr_free(p) == NR);	/* all or nothing */
+	TAP_CHECK(kvc_mpool_alloc(p, 1, 5, 2, h) == 0);
+	TAP_CHECK(h[0].index != h[1].index);
+
+	/* Seal: owner only, once, bounded length. */
+	TAP_CHECK(kvc_mpool_seal(p, 2, h[0], 10, key) == -EPERM);
+	TAP_CHECK(kvc_mpool_seal(p, 1, h[0], 0, key) == -EINVAL);
+	TAP_CHECK(kvc_mpool_seal(p, 1, h[0], BS + 1, key) == -EINVAL);
+	TAP_CHECK(kvc_mpool_pin(p, 1, h[0]) == -EBUSY);	/* not sealed */
+	TAP_CHECK(kvc_mpool_evict(p, h[0], &ns) == -EBUSY);
+	TAP_CHECK(kvc_mpool_seal(p, 1, h[0], 10, key) == 0);
+	TAP_CHECK(kvc_mpool_seal(p, 1, h[0], 10, key) == -EINVAL);
+
+	/* Pins per client; evict waits for every one. */
+	TAP_CHECK(kvc_mpool_pin(p, 2, h[0]) == 0);
+	TAP_CHECK(kvc_mpool_pin(p, 3, h[0]) == 0);
+	TAP_CHECK(kvc_mpool_unpin(p, 4, h[0]) == -EINVAL);
+	TAP_CHECK(kvc_mpool_evict(p, h[0], &ns) == -EBUSY);
+	TAP_CHECK(kvc_mpool_unpin(p, 2, h[0]) == 0);
+	TAP_CHECK(kvc_mpool_unpin(p, 2, h[0]) == -EINVAL);
+	TAP_CHECK(kvc_mpool_evict(p, h[0], &ns) == -EBUSY);
+	TAP_CHECK(kvc_mpool_unpin(p, 3, h[0]) == 0);
+	TAP_CHECK(kvc_mpool_evict(p, h[0], &ns) == 0);
+	TAP_CHECK(ns == 5);
+
+	/* The old handle is stale now, even once the block is reused. */
+	stale = h[0];
+	TAP_CHECK(kvc_mpool_pin(p, 2, stale) == -ESTALE);
+	TAP_CHECK(kvc_mpool_alloc(p, 1, 5, 1, &h[2]) == 0);
+	TAP_CHECK(h[2].index == stale.index && h[2].gen != stale.gen);
+	TAP_CHECK(kvc_mpool_seal(p, 1, stale, 10, key) == -ESTALE);
+	stale.index = NR;
+	TAP_CHECK(kvc_mpool_evict(p, stale, &ns) == -EINVAL);
+	kvc_mpool_destroy(p);
+}
+
+static void blocks_come_back_zeroed(void)
+{
+	struct kvc_mpool *p = pool();
+	struct kvcache_handle h, again;
+	uint8_t *m;
+	uint32_t ns;
+
+	m = mmap(NULL, BS * NR, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 kvc_mpool_fd(p), 0);
+	TAP_CHECK(m != MAP_FAILED);
+	if (m == MAP_FAILED)
+		return;
+	TAP_CHECK(kvc_mpool_alloc(p, 0, 1, 1, &h) == 0);
+	memset(m + (size_t)h.index * BS, 0xa5, BS);
+	TAP_CHECK(kvc_mpool_seal(p, 0, h, BS, key) == 0);
+	TAP_CHECK(kvc_mpool_evict(p, h, &ns) == 0);
+	TAP_CHECK(kvc_mpool_alloc(p, 1, 1, 1, &again) == 0);
+	TAP_CHECK(again.index == h.index);
+	for (size_t i = 0; i < BS; i++)
+		if (m[(size_t)again.index * BS + i]) {
+			TAP_CHECK(!"a reused block is zeroed");
+			break;
+		}
+	munmap(m, BS * NR);
+	kvc_mpool_destroy(p);
+}
+
+static void closing_a_client_releases_what_it_held(void)
+{
+	struct kvc_mpool *p = pool();
+	struct kvcache_handle mine[2], theirs;
+	struct kvcache_block_info info[NR];
+	uint32_t next, ns;
+
+	TAP_CHECK(kvc_mpool_alloc(p, 7, 9, 2, mine) == 0);
+	TAP_CHECK(kvc_mpool_alloc(p, 8, 9, 1, &theirs) == 0);
+	TAP_CHECK(kvc_mpool_seal(p, 8, theirs, 1, key) == 0);
+	TAP_CHECK(kvc_mpool_pin(p, 7, theirs) == 0);
+	TAP_CHECK(kvc_mpool_pin(p, 7, theirs) == 0);
+	TAP_CHECK(kvc_mpool_seal(p, 7, mine[0], 1, key) == 0);
+
+	kvc_mpool_release_client(p, 7);
+	/* Its unsealed block is gone, its sealed one stays, its pins drop. */
+	TAP_CHECK(kvc_mpool_seal(p, 7, mine[1], 1, key) == -ESTALE);
+	TAP_CHECK(kvc_mpool_nr_free(p) == NR - 2);
+	TAP_CHECK(kvc_mpool_evict(p, theirs, &ns) == 0);
+	TAP_CHECK(kvc_mpool_query(p, 0, KVCACHE_NS_ANY, info, NR, &next) == 1);
+	TAP_CHECK(next == NR);
+	TAP_CHECK(info[0].handle.index == mine[0].index && info[0].ns_id == 9);
+	TAP_CHECK(info[0].payload_len == 1 && info[0].key[2] == 3);
+	kvc_mpool_destroy(p);
+}
+
+static void query_filters_and_pages(void)
+{
+	struct kvc_mpool *p = pool();
+	struct kvcache_block_info info[NR];
+	struct kvcache_handle h[NR];
+	uint32_t next, n;
+
+	TAP_CHECK(kvc_mpool_alloc(p, 0, 1, NR, h) == 0);
+	for (int i = 0; i < NR; i += 2)
+		TAP_CHECK(kvc_mpool_seal(p, 0, h[i], 1, key) == 0);
+	/* Half the blocks sealed; ask two at a time. */
+	n = kvc_mpool_query(p, 0, 1, info, 2, &next);
+	TAP_CHECK(n == 2);
+	TAP_CHECK(info[1].handle.index == h[2].index);
+	TAP_CHECK(kvc_mpool_query(p, next, 1, info, NR, &next) == NR / 2 - 2);
+	TAP_CHECK(next == NR);
+	TAP_CHECK(kvc_mpool_query(p, 0, 2, info, NR, &next) == 0);
+	kvc_mpool_destroy(p);
+}
+
+int main(void)
+{
+	TAP_RUN(geometry_is_checked);
+	TAP_RUN(lifecycle_and_errors_match_the_kernel);
+	TAP_RUN(blocks_come_back_zeroed);
+	TAP_RUN(closing_a_client_releases_what_it_held);
+	TAP_RUN(query_filters_and_pages);
+	return tap_done();
+}
