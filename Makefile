@@ -40,10 +40,11 @@ endif
 KDIR ?= $(KSRC)
 
 HELPER_SRCS := helper/devinfo.c helper/keys.c helper/proto.c helper/config.c \
-	       helper/metrics.c helper/mpool.c helper/kevents.c
+	       helper/metrics.c helper/mpool.c helper/kevents.c helper/index.c \
+	       helper/policy.c
 HELPER_LIBS := -lcrypto -lnl-genl-3 -lnl-3
 UNIT_TESTS := test_uapi test_devinfo test_keys test_proto test_config \
-	      test_metrics test_mpool test_kevents
+	      test_metrics test_mpool test_kevents test_index test_policy
 SELFTESTS := kvcache_dev_test bench_test pool_test pool_fuzz_test p2p_test
 
 .PHONY: all deps kernel module helper unit unit-build selftests check demo \
@@ -109,7 +110,8 @@ demo:
 bench:
 	$(TOP)/scripts/bench
 
-bench-build: $(BUILD)/bench/pool_bench $(BUILD)/bench/p2p_bench
+bench-build: $(BUILD)/bench/pool_bench $(BUILD)/bench/p2p_bench \
+	     $(BUILD)/bench/index_bench
 
 $(BUILD)/bench/pool_bench: tests/bench/pool_bench.c uapi/linux/kvcache.h
 	@mkdir -p $(dir $@)
@@ -119,6 +121,11 @@ $(BUILD)/bench/p2p_bench: tests/bench/p2p_bench.c tests/selftests/*.h \
 			  uapi/linux/kvcache.h
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) -Itests/selftests -o $@ $<
+
+$(BUILD)/bench/index_bench: tests/bench/index_bench.c helper/index.c \
+			    helper/index.h uapi/linux/kvcache.h
+	@mkdir -p $(dir $@)
+	$(CC) $(USER_CFLAGS) -o $@ $< helper/index.c
 
 vm-shell:
 	$(TOP)/scripts/vm shell
