@@ -26,11 +26,23 @@
 #define LOAD_ENTRY		16	/* reply entry */
 #define STAT_FIXED		10	/* value u64, name_len u16 */
 #define ERROR_FIXED		12
+#define NS_CREATE_SIZE		20
+#define ALLOC_SIZE		8	/* ns_id, count: no entries */
+#define SEAL_ENTRY		48
 
 _Static_assert(KVC_PROTO_MAX_STORE ==
 	       (KVC_PROTO_MSG_MAX - KVC_PROTO_HDR_SIZE - STORE_FIXED) /
 	       STORE_ENTRY, "KVC_PROTO_MAX_STORE is what fits one message");
-_Static_assert(KVC_PROTO_MAX_STORE <= KVC_PROTO_MAX_BATCH,
+/* SEAL: what fits one message, capped at the batch limit. */
+#define SEAL_FIT \
+	((KVC_PROTO_MSG_MAX - KVC_PROTO_HDR_SIZE - BATCH_FIXED) / SEAL_ENTRY)
+_Static_assert(KVC_PROTO_MAX_SEAL ==
+	       (SEAL_FIT < KVC_PROTO_MAX_BATCH ? SEAL_FIT :
+		KVC_PROTO_MAX_BATCH),
+	       "KVC_PROTO_MAX_SEAL is what fits one message, at most 1024");
+/* max_batch (HELLO reply) is at most KVC_PROTO_MAX_STORE: every limit. */
+_Static_assert(KVC_PROTO_MAX_STORE <= KVC_PROTO_MAX_BATCH &&
+	       KVC_PROTO_MAX_STORE <= KVC_PROTO_MAX_SEAL,
 	       "STORE is the tightest batch");
 /* The other fixed-size batches fit at full size; so max_batch is enough. */
 _Static_assert(KVC_PROTO_HDR_SIZE + LOOKUP_FIXED +
@@ -39,6 +51,8 @@ _Static_assert(KVC_PROTO_HDR_SIZE + LOOKUP_FIXED +
 _Static_assert(KVC_PROTO_HDR_SIZE + BATCH_FIXED +
 	       KVC_PROTO_MAX_BATCH * LOAD_ENTRY <= KVC_PROTO_MSG_MAX,
 	       "LOOKUP and LOAD replies of KVC_PROTO_MAX_BATCH entries fit");
+_Static_assert(HANDLE_SIZE <= LOAD_ENTRY && STATUS_SIZE <= LOAD_ENTRY,
+	       "RELEASE, ALLOC reply and status lists fit at full size");
 _Static_assert(KVC_PROTO_ERRMSG_MAX <= UINT16_MAX &&
 	       KVC_PROTO_NAME_MAX <= UINT16_MAX, "lengths are u16");
 
@@ -152,6 +166,18 @@ static int load_result_ok(const struct kvc_load_result *r)
 {
 	return status_ok(r->status) &&
 	       (!r->status || handle_is_zero(&r->handle));
+}
+
+static int ns_create_ok(const struct kvc_ns_create *c)
+{
+	/* Any uid and gid: the daemon refuses ids it cannot map. */
+	return ns_ok(c->ns_id) && c->mode <= KVC_PROTO_NS_MODE_MAX;
+}
+
+static int seal_entry_ok(const struct kvc_seal_entry *e)
+{
+	/* The upper bound, block_size, is the daemon's to check. */
+	return !(e->flags & ~KVC_PROTO_SEAL_FLAGS_ALL) && e->payload_len;
 }
 
 static int hello_ok(const struct kvc_hello *h)
@@ -320,7 +346,7 @@ static int decode_store(struct kvc_msg *m, const uint8_t *b, size_t blen)
 	return 0;
 }
 
-/* STORE and RELEASE replies. */
+/* STORE, RELEASE and SEAL replies. */
 static int decode_status_list(struct kvc_msg *m, struct kvc_status_list *l,
 			      const uint8_t *b, size_t blen)
 {
@@ -404,6 +430,86 @@ static int decode_release(struct kvc_msg *m, const uint8_t *b, size_t blen)
 	if (ret)
 		return ret;
 	r->raw = b + BATCH_FIXED;
+	return 0;
+}
+
+static int decode_ns_create(struct kvc_msg *m, const uint8_t *b,
+			    size_t blen)
+{
+	struct kvc_ns_create *c = &m->ns_create;
+
+	if (blen != NS_CREATE_SIZE)
+		return fail(m, -EBADMSG, "NS_CREATE body is not 20 bytes");
+	c->ns_id = get32(b);
+	c->uid = get32(b + 4);
+	c->gid = get32(b + 8);
+	c->mode = get32(b + 12);
+	if (get32(b + 16))
+		return fail(m, -EINVAL, "reserved field is not zero");
+	if (!ns_ok(c->ns_id))
+		return fail(m, -EINVAL, "namespace id out of range");
+	if (!ns_create_ok(c))
+		return fail(m, -EINVAL, "mode has bits beyond 0777");
+	return 0;
+}
+
+static int decode_alloc(struct kvc_msg *m, const uint8_t *b, size_t blen)
+{
+	struct kvc_alloc *a = &m->alloc;
+
+	if (blen < ALLOC_SIZE)
+		return fail(m, -EBADMSG, "truncated ALLOC");
+	a->ns_id = get32(b);
+	a->count = get32(b + 4);
+	if (!ns_ok(a->ns_id))
+		return fail(m, -EINVAL, "namespace id out of range");
+	/* A batch without entries: the count's checks, then trailing bytes. */
+	return batch_size(m, blen, ALLOC_SIZE, a->count, 1,
+			  KVC_PROTO_MAX_BATCH, 0);
+}
+
+static int decode_alloc_reply(struct kvc_msg *m, const uint8_t *b,
+			      size_t blen)
+{
+	struct kvc_alloc_reply *r = &m->alloc_reply;
+	int ret;
+
+	if (blen < BATCH_FIXED)
+		return fail(m, -EBADMSG, "truncated ALLOC reply");
+	r->count = get32(b);
+	if (get32(b + 4))
+		return fail(m, -EINVAL, "reserved field is not zero");
+	/* All or nothing: a failed ALLOC gets ERROR, never zero handles. */
+	ret = batch_size(m, blen, BATCH_FIXED, r->count, 1,
+			 KVC_PROTO_MAX_BATCH, HANDLE_SIZE);
+	if (ret)
+		return ret;
+	r->raw = b + BATCH_FIXED;
+	return 0;
+}
+
+static int decode_seal(struct kvc_msg *m, const uint8_t *b, size_t blen)
+{
+	struct kvc_seal *s = &m->seal;
+	struct kvc_seal_entry e;
+	int ret;
+
+	if (blen < BATCH_FIXED)
+		return fail(m, -EBADMSG, "truncated SEAL");
+	s->count = get32(b);
+	if (get32(b + 4))
+		return fail(m, -EINVAL, "reserved field is not zero");
+	ret = batch_size(m, blen, BATCH_FIXED, s->count, 1,
+			 KVC_PROTO_MAX_SEAL, SEAL_ENTRY);
+	if (ret)
+		return ret;
+	s->raw = b + BATCH_FIXED;
+	for (uint32_t i = 0; i < s->count; i++) {
+		kvc_proto_seal_entry(s, i, &e);
+		if (!seal_entry_ok(&e))
+			return fail(m, -EINVAL,
+				    "bad flags, or an empty payload");
+	}
 	return 0;
 }
 
@@ -533,6 +639,21 @@ int kvc_proto_decode(const void *buf, size_t len, struct kvc_msg *out)
 		return 0;
 	case KVC_MSG_STATS_REPLY:
 		return decode_stats_reply(out, body, blen);
+	case KVC_MSG_NS_CREATE:
+		return decode_ns_create(out, body, blen);
+	case KVC_MSG_NS_CREATE_REPLY:
+		if (blen)
+			return fail(out, -EBADMSG,
+				    "NS_CREATE reply has no body");
+		return 0;
+	case KVC_MSG_ALLOC:
+		return decode_alloc(out, body, blen);
+	case KVC_MSG_ALLOC_REPLY:
+		return decode_alloc_reply(out, body, blen);
+	case KVC_MSG_SEAL:
+		return decode_seal(out, body, blen);
+	case KVC_MSG_SEAL_REPLY:
+		return decode_status_list(out, &out->seal_reply, body, blen);
 	case KVC_MSG_ERROR:
 		return decode_error(out, body, blen);
 	default:
@@ -586,6 +707,23 @@ void kvc_proto_release_handle(const struct kvc_release *r, uint32_t i,
 			      struct kvcache_handle *h)
 {
 	get_handle(r->raw + (size_t)i * HANDLE_SIZE, h);
+}
+
+void kvc_proto_alloc_handle(const struct kvc_alloc_reply *r, uint32_t i,
+			    struct kvcache_handle *h)
+{
+	get_handle(r->raw + (size_t)i * HANDLE_SIZE, h);
+}
+
+void kvc_proto_seal_entry(const struct kvc_seal *s, uint32_t i,
+			  struct kvc_seal_entry *e)
+{
+	const uint8_t *p = s->raw + (size_t)i * SEAL_ENTRY;
+
+	get_handle(p, &e->handle);
+	e->payload_len = get32(p + 8);
+	e->flags = get32(p + 12);
+	memcpy(e->key, p + 16, KVCACHE_KEY_SIZE);
 }
 
 int kvc_proto_stats_next(const struct kvc_stats_reply *r, size_t *pos,
@@ -904,6 +1042,108 @@ int kvc_proto_encode_stats_reply(void *buf, size_t size, uint32_t seq,
 	return (int)total;
 }
 
+int kvc_proto_encode_ns_create(void *buf, size_t size, uint32_t seq,
+			       const struct kvc_ns_create *c)
+{
+	const size_t total = KVC_PROTO_HDR_SIZE + NS_CREATE_SIZE;
+	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	int ret;
+
+	if (!ns_create_ok(c))
+		return -EINVAL;
+	ret = begin(buf, size, total, KVC_MSG_NS_CREATE, seq);
+	if (ret)
+		return ret;
+	put32(b, c->ns_id);
+	put32(b + 4, c->uid);
+	put32(b + 8, c->gid);
+	put32(b + 12, c->mode);
+	put32(b + 16, 0);
+	return (int)total;
+}
+
+int kvc_proto_encode_ns_create_reply(void *buf, size_t size, uint32_t seq)
+{
+	int ret = begin(buf, size, KVC_PROTO_HDR_SIZE,
+			KVC_MSG_NS_CREATE_REPLY, seq);
+
+	return ret ? ret : KVC_PROTO_HDR_SIZE;
+}
+
+int kvc_proto_encode_alloc(void *buf, size_t size, uint32_t seq,
+			   uint32_t ns_id, uint32_t count)
+{
+	const size_t total = KVC_PROTO_HDR_SIZE + ALLOC_SIZE;
+	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	int ret;
+
+	if (!ns_ok(ns_id) || !count || count > KVC_PROTO_MAX_BATCH)
+		return -EINVAL;
+	ret = begin(buf, size, total, KVC_MSG_ALLOC, seq);
+	if (ret)
+		return ret;
+	put32(b, ns_id);
+	put32(b + 4, count);
+	return (int)total;
+}
+
+int kvc_proto_encode_alloc_reply(void *buf, size_t size, uint32_t seq,
+				 const struct kvcache_handle *h,
+				 uint32_t count)
+{
+	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	size_t total;
+	int ret;
+
+	if (!count || count > KVC_PROTO_MAX_BATCH || !h)
+		return -EINVAL;
+	total = KVC_PROTO_HDR_SIZE + BATCH_FIXED + (size_t)count * HANDLE_SIZE;
+	ret = begin(buf, size, total, KVC_MSG_ALLOC_REPLY, seq);
+	if (ret)
+		return ret;
+	put32(b, count);
+	put32(b + 4, 0);
+	b += BATCH_FIXED;
+	for (uint32_t i = 0; i < count; i++)
+		put_handle(b + (size_t)i * HANDLE_SIZE, &h[i]);
+	return (int)total;
+}
+
+int kvc_proto_encode_seal(void *buf, size_t size, uint32_t seq,
+			  const struct kvc_seal_entry *e, uint32_t count)
+{
+	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	size_t total;
+	int ret;
+
+	if (!count || count > KVC_PROTO_MAX_SEAL || !e)
+		return -EINVAL;
+	for (uint32_t i = 0; i < count; i++)
+		if (!seal_entry_ok(&e[i]))
+			return -EINVAL;
+	total = KVC_PROTO_HDR_SIZE + BATCH_FIXED + (size_t)count * SEAL_ENTRY;
+	ret = begin(buf, size, total, KVC_MSG_SEAL, seq);
+	if (ret)
+		return ret;
+	put32(b, count);
+	put32(b + 4, 0);
+	b += BATCH_FIXED;
+	for (uint32_t i = 0; i < count; i++, b += SEAL_ENTRY) {
+		put_handle(b, &e[i].handle);
+		put32(b + 8, e[i].payload_len);
+		put32(b + 12, e[i].flags);
+		memcpy(b + 16, e[i].key, KVCACHE_KEY_SIZE);
+	}
+	return (int)total;
+}
+
+int kvc_proto_encode_seal_reply(void *buf, size_t size, uint32_t seq,
+				const int32_t *status, uint32_t count)
+{
+	return encode_status_list(buf, size, KVC_MSG_SEAL_REPLY, seq, status,
+				  count);
+}
+
 int kvc_proto_encode_error(void *buf, size_t size, int err, uint32_t bad_seq,
 			   uint16_t bad_type, const char *msg)
 {
@@ -947,5 +1187,5 @@ int kvc_proto_choose_version(uint16_t min, uint16_t max)
 
 int kvc_proto_is_request(uint16_t type)
 {
-	return type >= KVC_MSG_HELLO && type <= KVC_MSG_STATS;
+	return type >= KVC_MSG_HELLO && type <= KVC_MSG_SEAL;
 }

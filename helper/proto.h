@@ -33,14 +33,18 @@
 #define KVC_PROTO_MSG_MAX	65536
 
 /*
- * Batch limits. No count may exceed KVC_PROTO_MAX_BATCH. A STORE entry is
- * 80 bytes, so only KVC_PROTO_MAX_STORE of them fit in one message; the
- * HELLO reply's max_batch, which the daemon sets to at most
+ * Batch limits. No count may exceed KVC_PROTO_MAX_BATCH. Each per-type
+ * limit is what fits one message, capped at KVC_PROTO_MAX_BATCH (proto.c
+ * checks the arithmetic). A STORE entry is 80 bytes, so only
+ * KVC_PROTO_MAX_STORE of them fit, the smallest limit; a SEAL entry is 48
+ * bytes, and 1364 would fit, so SEAL gets the full KVC_PROTO_MAX_BATCH.
+ * The HELLO reply's max_batch, which the daemon sets to at most
  * KVC_PROTO_MAX_STORE, is the one number a client needs: every batched
  * request it sends may carry that many entries.
  */
 #define KVC_PROTO_MAX_BATCH	1024
 #define KVC_PROTO_MAX_STORE	818
+#define KVC_PROTO_MAX_SEAL	1024
 
 #define KVC_PROTO_NAME_MAX	63	/* bytes in a STATS counter name */
 #define KVC_PROTO_ERRMSG_MAX	255	/* bytes in an ERROR message */
@@ -54,12 +58,18 @@
 #define KVC_MSG_LOAD		0x0004
 #define KVC_MSG_RELEASE		0x0005
 #define KVC_MSG_STATS		0x0006
+#define KVC_MSG_NS_CREATE	0x0007	/* privileged peers only */
+#define KVC_MSG_ALLOC		0x0008	/* memfd mode only */
+#define KVC_MSG_SEAL		0x0009	/* memfd mode only */
 #define KVC_MSG_HELLO_REPLY	(KVC_MSG_HELLO | KVC_MSG_REPLY)
 #define KVC_MSG_LOOKUP_REPLY	(KVC_MSG_LOOKUP | KVC_MSG_REPLY)
 #define KVC_MSG_STORE_REPLY	(KVC_MSG_STORE | KVC_MSG_REPLY)
 #define KVC_MSG_LOAD_REPLY	(KVC_MSG_LOAD | KVC_MSG_REPLY)
 #define KVC_MSG_RELEASE_REPLY	(KVC_MSG_RELEASE | KVC_MSG_REPLY)
 #define KVC_MSG_STATS_REPLY	(KVC_MSG_STATS | KVC_MSG_REPLY)
+#define KVC_MSG_NS_CREATE_REPLY	(KVC_MSG_NS_CREATE | KVC_MSG_REPLY)
+#define KVC_MSG_ALLOC_REPLY	(KVC_MSG_ALLOC | KVC_MSG_REPLY)
+#define KVC_MSG_SEAL_REPLY	(KVC_MSG_SEAL | KVC_MSG_REPLY)
 #define KVC_MSG_ERROR		0x8000	/* a reply to any request */
 
 /*
@@ -92,6 +102,16 @@
 /* STORE entry flags. FIRST: the first block of a chain, no parent. */
 #define KVC_PROTO_STORE_FIRST		(1u << 0)
 #define KVC_PROTO_STORE_FLAGS_ALL	KVC_PROTO_STORE_FIRST
+
+/*
+ * SEAL entry flags. KEEP_PIN: the connection keeps a pin on the sealed
+ * block (dropped with RELEASE or when the connection closes).
+ */
+#define KVC_PROTO_SEAL_KEEP_PIN		(1u << 0)
+#define KVC_PROTO_SEAL_FLAGS_ALL	KVC_PROTO_SEAL_KEEP_PIN
+
+/* NS_CREATE: the permission bits a namespace's mode may have. */
+#define KVC_PROTO_NS_MODE_MAX		0777u
 
 /* ---- decoded messages ---------------------------------------------------
  *
@@ -149,7 +169,7 @@ struct kvc_store {
 	const uint8_t *raw;	/* read with kvc_proto_store_entry() */
 };
 
-/* STORE and RELEASE replies: one status (0 or -errno) per request entry. */
+/* STORE, RELEASE and SEAL replies: one status (0 or -errno) per entry. */
 struct kvc_status_list {
 	uint32_t count;		/* 0..KVC_PROTO_MAX_BATCH */
 	const uint8_t *raw;	/* read with kvc_proto_status() */
@@ -175,6 +195,42 @@ struct kvc_load_reply {
 struct kvc_release {
 	uint32_t count;		/* 1..KVC_PROTO_MAX_BATCH */
 	const uint8_t *raw;	/* read with kvc_proto_release_handle() */
+};
+
+/*
+ * NS_CREATE: a new namespace, owned by uid and gid (ids as the daemon
+ * sees them, not the sender's: only a privileged peer may send it).
+ * Its reply has no body: success is the reply, failure an ERROR.
+ */
+struct kvc_ns_create {
+	uint32_t ns_id;		/* 1..KVCACHE_NS_MAX */
+	uint32_t uid;
+	uint32_t gid;
+	uint32_t mode;		/* 0..KVC_PROTO_NS_MODE_MAX */
+};
+
+/* ALLOC: count fresh writable blocks in a namespace (memfd mode). */
+struct kvc_alloc {
+	uint32_t ns_id;		/* 1..KVCACHE_NS_MAX */
+	uint32_t count;		/* 1..KVC_PROTO_MAX_BATCH */
+};
+
+/* All or nothing: one handle per block asked for, never none. */
+struct kvc_alloc_reply {
+	uint32_t count;		/* 1..KVC_PROTO_MAX_BATCH */
+	const uint8_t *raw;	/* read with kvc_proto_alloc_handle() */
+};
+
+struct kvc_seal_entry {
+	struct kvcache_handle handle;	/* a block this connection wrote */
+	uint32_t payload_len;		/* non-zero; <= block_size */
+	uint32_t flags;			/* KVC_PROTO_SEAL_* */
+	uint8_t key[KVCACHE_KEY_SIZE];
+};
+
+struct kvc_seal {
+	uint32_t count;		/* 1..KVC_PROTO_MAX_SEAL */
+	const uint8_t *raw;	/* read with kvc_proto_seal_entry() */
 };
 
 /*
@@ -225,6 +281,12 @@ struct kvc_msg {
 		struct kvc_status_list release_reply;
 		/* STATS requests have no body */
 		struct kvc_stats_reply stats_reply;
+		struct kvc_ns_create ns_create;
+		/* NS_CREATE replies have no body */
+		struct kvc_alloc alloc;
+		struct kvc_alloc_reply alloc_reply;
+		struct kvc_seal seal;
+		struct kvc_status_list seal_reply;
 		struct kvc_error error;
 	};
 };
@@ -239,7 +301,8 @@ struct kvc_msg {
  *   -EPROTONOSUPPORT  version outside KVC_PROTO_VERSION_MIN..MAX
  *   -EINVAL           non-zero flags or reserved fields, unknown flag
  *                     bits, out-of-range values (namespace id, tiers,
- *                     statuses, names...)
+ *                     statuses, names, mode, payload_len...), an empty
+ *                     request batch or ALLOC reply
  *   -EOPNOTSUPP       unknown type
  *   -E2BIG            a count above its limit
  * On failure out->reason says which check failed.
@@ -256,6 +319,10 @@ void kvc_proto_load_result(const struct kvc_load_reply *r, uint32_t i,
 			   struct kvc_load_result *res);
 void kvc_proto_release_handle(const struct kvc_release *r, uint32_t i,
 			      struct kvcache_handle *h);
+void kvc_proto_alloc_handle(const struct kvc_alloc_reply *r, uint32_t i,
+			    struct kvcache_handle *h);
+void kvc_proto_seal_entry(const struct kvc_seal *s, uint32_t i,
+			  struct kvc_seal_entry *e);
 /*
  * Next counter of a stats reply: start with *pos = 0. Returns 1 with *st
  * filled, or 0 after the last one.
@@ -304,6 +371,18 @@ int kvc_proto_encode_release_reply(void *buf, size_t size, uint32_t seq,
 int kvc_proto_encode_stats(void *buf, size_t size, uint32_t seq);
 int kvc_proto_encode_stats_reply(void *buf, size_t size, uint32_t seq,
 				 const struct kvc_stat *st, uint32_t count);
+int kvc_proto_encode_ns_create(void *buf, size_t size, uint32_t seq,
+			       const struct kvc_ns_create *c);
+int kvc_proto_encode_ns_create_reply(void *buf, size_t size, uint32_t seq);
+int kvc_proto_encode_alloc(void *buf, size_t size, uint32_t seq,
+			   uint32_t ns_id, uint32_t count);
+int kvc_proto_encode_alloc_reply(void *buf, size_t size, uint32_t seq,
+				 const struct kvcache_handle *h,
+				 uint32_t count);
+int kvc_proto_encode_seal(void *buf, size_t size, uint32_t seq,
+			  const struct kvc_seal_entry *e, uint32_t count);
+int kvc_proto_encode_seal_reply(void *buf, size_t size, uint32_t seq,
+				const int32_t *status, uint32_t count);
 
 /*
  * An ERROR reply: err is a negative errno (-1..-KVC_PROTO_ERRNO_MAX, else

@@ -78,6 +78,7 @@ static int reencode(const struct kvc_msg *m, uint8_t *out, size_t size)
 	static struct kvc_load_result lr[KVC_PROTO_MAX_BATCH];
 	static struct kvcache_handle h[KVC_PROTO_MAX_BATCH];
 	static struct kvc_stat st[KVC_PROTO_MAX_BATCH];
+	static struct kvc_seal_entry sl[KVC_PROTO_MAX_SEAL];
 	static int32_t status[KVC_PROTO_MAX_BATCH];
 	size_t pos = 0;
 	uint32_t i;
@@ -140,6 +141,29 @@ static int reencode(const struct kvc_msg *m, uint8_t *out, size_t size)
 		    kvc_proto_stats_next(&m->stats_reply, &pos, &st[0]))
 			return -EBADMSG;
 		return kvc_proto_encode_stats_reply(out, size, m->seq, st, i);
+	case KVC_MSG_NS_CREATE:
+		return kvc_proto_encode_ns_create(out, size, m->seq,
+						  &m->ns_create);
+	case KVC_MSG_NS_CREATE_REPLY:
+		return kvc_proto_encode_ns_create_reply(out, size, m->seq);
+	case KVC_MSG_ALLOC:
+		return kvc_proto_encode_alloc(out, size, m->seq, m->alloc.ns_id,
+					      m->alloc.count);
+	case KVC_MSG_ALLOC_REPLY:
+		for (i = 0; i < m->alloc_reply.count; i++)
+			kvc_proto_alloc_handle(&m->alloc_reply, i, &h[i]);
+		return kvc_proto_encode_alloc_reply(out, size, m->seq, h,
+						    m->alloc_reply.count);
+	case KVC_MSG_SEAL:
+		for (i = 0; i < m->seal.count; i++)
+			kvc_proto_seal_entry(&m->seal, i, &sl[i]);
+		return kvc_proto_encode_seal(out, size, m->seq, sl,
+					     m->seal.count);
+	case KVC_MSG_SEAL_REPLY:
+		for (i = 0; i < m->seal_reply.count; i++)
+			status[i] = kvc_proto_status(&m->seal_reply, i);
+		return kvc_proto_encode_seal_reply(out, size, m->seq, status,
+						   m->seal_reply.count);
 	case KVC_MSG_ERROR: {
 		/* The message is not NUL-terminated on the wire. */
 		char msg[KVC_PROTO_ERRMSG_MAX + 1];
@@ -398,6 +422,101 @@ static void stats_error_roundtrip(void)
 	TAP_CHECK(same_after_roundtrip(buf, n));
 }
 
+static void ns_alloc_seal_roundtrip(void)
+{
+	static struct kvc_seal_entry e[KVC_PROTO_MAX_SEAL + 1];
+	static struct kvcache_handle h[KVC_PROTO_MAX_BATCH + 1];
+	struct kvc_ns_create c = { .ns_id = KVCACHE_NS_MAX, .uid = 60001,
+				   .gid = 0xffffffffu, .mode = 0777 };
+	struct kvc_seal_entry got;
+	struct kvcache_handle gh;
+	int32_t st[3] = { 0, -EBUSY, -EINVAL };
+	struct kvc_msg m;
+	int n;
+
+	n = kvc_proto_encode_ns_create(buf, sizeof(buf), 21, &c);
+	TAP_CHECK(n == 44);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.type == KVC_MSG_NS_CREATE && m.seq == 21);
+	TAP_CHECK(!memcmp(&m.ns_create, &c, sizeof(c)));
+	TAP_CHECK(same_after_roundtrip(buf, n));
+	c.mode = 0;
+	n = kvc_proto_encode_ns_create(buf, sizeof(buf), 21, &c);
+	TAP_CHECK(n == 44 && same_after_roundtrip(buf, n));
+
+	n = kvc_proto_encode_ns_create_reply(buf, sizeof(buf), 21);
+	TAP_CHECK(n == 24);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.type == KVC_MSG_NS_CREATE_REPLY && m.seq == 21);
+	TAP_CHECK(same_after_roundtrip(buf, n));
+
+	n = kvc_proto_encode_alloc(buf, sizeof(buf), 22, 7,
+				   KVC_PROTO_MAX_BATCH);
+	TAP_CHECK(n == 32);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.type == KVC_MSG_ALLOC && m.alloc.ns_id == 7);
+	TAP_CHECK(m.alloc.count == KVC_PROTO_MAX_BATCH);
+	TAP_CHECK(same_after_roundtrip(buf, n));
+
+	for (uint32_t i = 0; i <= KVC_PROTO_MAX_BATCH; i++) {
+		h[i].index = i * 5;
+		h[i].gen = 0xfffffff0u + i;
+	}
+	n = kvc_proto_encode_alloc_reply(buf, sizeof(buf), 22, h, 3);
+	TAP_CHECK(n == 32 + 3 * 8);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.type == KVC_MSG_ALLOC_REPLY && m.alloc_reply.count == 3);
+	for (uint32_t i = 0; i < 3; i++) {
+		kvc_proto_alloc_handle(&m.alloc_reply, i, &gh);
+		TAP_CHECK(gh.index == h[i].index && gh.gen == h[i].gen);
+	}
+	TAP_CHECK(same_after_roundtrip(buf, n));
+	/* The largest ALLOC reply fits one message. */
+	n = kvc_proto_encode_alloc_reply(buf, sizeof(buf), 22, h,
+					 KVC_PROTO_MAX_BATCH);
+	TAP_CHECK(n == 32 + KVC_PROTO_MAX_BATCH * 8);
+	TAP_CHECK(same_after_roundtrip(buf, n));
+	TAP_CHECK(kvc_proto_encode_alloc_reply(buf, sizeof(buf), 22, h,
+					       KVC_PROTO_MAX_BATCH + 1) ==
+		  -EINVAL);
+
+	for (uint32_t i = 0; i <= KVC_PROTO_MAX_SEAL; i++) {
+		fill_key(e[i].key, i + 200);
+		e[i].handle.index = i;
+		e[i].handle.gen = 0x7fffffffu + i;
+		e[i].payload_len = 1 + i * 4096;
+		e[i].flags = i & 1 ? KVC_PROTO_SEAL_KEEP_PIN : 0;
+	}
+	n = kvc_proto_encode_seal(buf, sizeof(buf), 23, e, 3);
+	TAP_CHECK(n == 32 + 3 * 48);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.type == KVC_MSG_SEAL && m.seal.count == 3);
+	for (uint32_t i = 0; i < 3; i++) {
+		kvc_proto_seal_entry(&m.seal, i, &got);
+		TAP_CHECK(!memcmp(&got, &e[i], sizeof(got)));
+	}
+	TAP_CHECK(same_after_roundtrip(buf, n));
+
+	/* SEAL's limit is the batch limit; such a message fits easily. */
+	n = kvc_proto_encode_seal(buf, sizeof(buf), 23, e,
+				  KVC_PROTO_MAX_SEAL);
+	TAP_CHECK(n == 32 + KVC_PROTO_MAX_SEAL * 48);
+	TAP_CHECK(n <= KVC_PROTO_MSG_MAX);
+	TAP_CHECK(same_after_roundtrip(buf, n));
+	TAP_CHECK(kvc_proto_encode_seal(buf, sizeof(buf), 23, e,
+					KVC_PROTO_MAX_SEAL + 1) == -EINVAL);
+	/* max_batch's bound is the smallest per-type limit. */
+	TAP_CHECK(KVC_PROTO_MAX_STORE <= KVC_PROTO_MAX_SEAL);
+
+	n = kvc_proto_encode_seal_reply(buf, sizeof(buf), 23, st, 3);
+	TAP_CHECK(n == 32 + 3 * 4);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.type == KVC_MSG_SEAL_REPLY && m.seal_reply.count == 3);
+	for (uint32_t i = 0; i < 3; i++)
+		TAP_CHECK(kvc_proto_status(&m.seal_reply, i) == st[i]);
+	TAP_CHECK(same_after_roundtrip(buf, n));
+}
+
 /* ---- golden bytes ---------------------------------------------------- */
 
 static void golden_hello(void)
@@ -530,6 +649,141 @@ static void golden_error(void)
 	TAP_CHECK(same_after_roundtrip(want, sizeof(want)));
 }
 
+static void golden_ns_create(void)
+{
+	static const uint8_t want[] = {
+		'K', 'V', 'C', 'P', 0x01, 0x00,
+		0x07, 0x00,			/* type NS_CREATE */
+		0x05, 0x00, 0x00, 0x00,		/* seq 5 */
+		0x2c, 0x00, 0x00, 0x00,		/* length 44 */
+		0, 0, 0, 0, 0, 0, 0, 0,
+		0xff, 0xff, 0x00, 0x00,		/* ns_id 65535 */
+		0x61, 0xea, 0x00, 0x00,		/* uid 60001 */
+		0xe8, 0x03, 0x00, 0x00,		/* gid 1000 */
+		0xe8, 0x01, 0x00, 0x00,		/* mode 0750 */
+		0x00, 0x00, 0x00, 0x00,		/* reserved */
+	};
+	static const uint8_t want_reply[] = {
+		'K', 'V', 'C', 'P', 0x01, 0x00,
+		0x07, 0x80,			/* type NS_CREATE reply */
+		0x05, 0x00, 0x00, 0x00,		/* seq 5 */
+		0x18, 0x00, 0x00, 0x00,		/* length 24: no body */
+		0, 0, 0, 0, 0, 0, 0, 0,
+	};
+	struct kvc_ns_create c = { 65535, 60001, 1000, 0750 };
+	int n;
+
+	n = kvc_proto_encode_ns_create(buf, sizeof(buf), 5, &c);
+	TAP_CHECK(n == (int)sizeof(want) && !memcmp(buf, want, sizeof(want)));
+	TAP_CHECK(same_after_roundtrip(want, sizeof(want)));
+
+	n = kvc_proto_encode_ns_create_reply(buf, sizeof(buf), 5);
+	TAP_CHECK(n == (int)sizeof(want_reply) &&
+		  !memcmp(buf, want_reply, sizeof(want_reply)));
+	TAP_CHECK(same_after_roundtrip(want_reply, sizeof(want_reply)));
+}
+
+static void golden_alloc(void)
+{
+	static const uint8_t want[] = {
+		'K', 'V', 'C', 'P', 0x01, 0x00,
+		0x08, 0x00,			/* type ALLOC */
+		0x10, 0x00, 0x00, 0x00,		/* seq 16 */
+		0x20, 0x00, 0x00, 0x00,		/* length 32 */
+		0, 0, 0, 0, 0, 0, 0, 0,
+		0x02, 0x01, 0x00, 0x00,		/* ns_id 0x102 */
+		0x02, 0x00, 0x00, 0x00,		/* count 2 */
+	};
+	static const uint8_t want_reply[] = {
+		'K', 'V', 'C', 'P', 0x01, 0x00,
+		0x08, 0x80,			/* type ALLOC reply */
+		0x10, 0x00, 0x00, 0x00,		/* seq 16 */
+		0x30, 0x00, 0x00, 0x00,		/* length 48 */
+		0, 0, 0, 0, 0, 0, 0, 0,
+		0x02, 0x00, 0x00, 0x00,		/* count 2 */
+		0x00, 0x00, 0x00, 0x00,		/* reserved */
+		0x0d, 0x0c, 0x0b, 0x0a,		/* index 0x0a0b0c0d */
+		0x01, 0x00, 0x00, 0x00,		/* gen 1 */
+		0x00, 0x00, 0x00, 0x00,		/* index 0 */
+		0xff, 0xff, 0xff, 0xff,		/* gen 0xffffffff */
+	};
+	struct kvcache_handle h[2] = { { 0x0a0b0c0d, 1 }, { 0, 0xffffffffu } };
+	int n;
+
+	n = kvc_proto_encode_alloc(buf, sizeof(buf), 16, 0x102, 2);
+	TAP_CHECK(n == (int)sizeof(want) && !memcmp(buf, want, sizeof(want)));
+	TAP_CHECK(same_after_roundtrip(want, sizeof(want)));
+
+	n = kvc_proto_encode_alloc_reply(buf, sizeof(buf), 16, h, 2);
+	TAP_CHECK(n == (int)sizeof(want_reply) &&
+		  !memcmp(buf, want_reply, sizeof(want_reply)));
+	TAP_CHECK(same_after_roundtrip(want_reply, sizeof(want_reply)));
+}
+
+static void golden_seal(void)
+{
+	static const uint8_t want[] = {
+		'K', 'V', 'C', 'P', 0x01, 0x00,
+		0x09, 0x00,			/* type SEAL */
+		0x11, 0x00, 0x00, 0x00,		/* seq 17 */
+		0x80, 0x00, 0x00, 0x00,		/* length 128 */
+		0, 0, 0, 0, 0, 0, 0, 0,
+		0x02, 0x00, 0x00, 0x00,		/* count 2 */
+		0x00, 0x00, 0x00, 0x00,		/* reserved */
+		/* entry 0 */
+		0x0d, 0x0c, 0x0b, 0x0a,		/* index 0x0a0b0c0d */
+		0x02, 0x00, 0x00, 0x00,		/* gen 2 */
+		0x00, 0x00, 0x20, 0x00,		/* payload_len 2 MiB */
+		0x01, 0x00, 0x00, 0x00,		/* flags KEEP_PIN */
+		/* key 0: 0x00..0x1f */
+		0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07,
+		0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f,
+		0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17,
+		0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f,
+		/* entry 1 */
+		0x07, 0x00, 0x00, 0x00,		/* index 7 */
+		0x00, 0x00, 0x00, 0x80,		/* gen 0x80000000 */
+		0x01, 0x00, 0x00, 0x00,		/* payload_len 1 */
+		0x00, 0x00, 0x00, 0x00,		/* flags none */
+		/* key 1: 0xff..0xe0 */
+		0xff, 0xfe, 0xfd, 0xfc, 0xfb, 0xfa, 0xf9, 0xf8,
+		0xf7, 0xf6, 0xf5, 0xf4, 0xf3, 0xf2, 0xf1, 0xf0,
+		0xef, 0xee, 0xed, 0xec, 0xeb, 0xea, 0xe9, 0xe8,
+		0xe7, 0xe6, 0xe5, 0xe4, 0xe3, 0xe2, 0xe1, 0xe0,
+	};
+	static const uint8_t want_reply[] = {
+		'K', 'V', 'C', 'P', 0x01, 0x00,
+		0x09, 0x80,			/* type SEAL reply */
+		0x11, 0x00, 0x00, 0x00,		/* seq 17 */
+		0x28, 0x00, 0x00, 0x00,		/* length 40 */
+		0, 0, 0, 0, 0, 0, 0, 0,
+		0x02, 0x00, 0x00, 0x00,		/* count 2 */
+		0x00, 0x00, 0x00, 0x00,		/* reserved */
+		0x00, 0x00, 0x00, 0x00,		/* 0 */
+		0xf0, 0xff, 0xff, 0xff,		/* -EBUSY (-16) */
+	};
+	struct kvc_seal_entry e[2] = {
+		{ .handle = { 0x0a0b0c0d, 2 }, .payload_len = 2u << 20,
+		  .flags = KVC_PROTO_SEAL_KEEP_PIN },
+		{ .handle = { 7, 0x80000000u }, .payload_len = 1 },
+	};
+	int32_t st[2] = { 0, -EBUSY };
+	int n;
+
+	for (int i = 0; i < KVCACHE_KEY_SIZE; i++) {
+		e[0].key[i] = (uint8_t)i;
+		e[1].key[i] = (uint8_t)(0xff - i);
+	}
+	n = kvc_proto_encode_seal(buf, sizeof(buf), 17, e, 2);
+	TAP_CHECK(n == (int)sizeof(want) && !memcmp(buf, want, sizeof(want)));
+	TAP_CHECK(same_after_roundtrip(want, sizeof(want)));
+
+	n = kvc_proto_encode_seal_reply(buf, sizeof(buf), 17, st, 2);
+	TAP_CHECK(n == (int)sizeof(want_reply) &&
+		  !memcmp(buf, want_reply, sizeof(want_reply)));
+	TAP_CHECK(same_after_roundtrip(want_reply, sizeof(want_reply)));
+}
+
 /* ---- malformed input ------------------------------------------------- */
 
 /* Decode len bytes of buf (exact-size copy); the errno. */
@@ -608,9 +862,9 @@ static void bad_header(void)
 
 	put16(buf + 6, 0);
 	TAP_CHECK(dec(len) == -EOPNOTSUPP);
-	put16(buf + 6, KVC_MSG_STATS + 1);
+	put16(buf + 6, KVC_MSG_SEAL + 1);
 	TAP_CHECK(dec(len) == -EOPNOTSUPP);
-	put16(buf + 6, KVC_MSG_STATS_REPLY + 1);
+	put16(buf + 6, KVC_MSG_SEAL_REPLY + 1);
 	TAP_CHECK(dec(len) == -EOPNOTSUPP);
 	put16(buf + 6, 0x7fff);
 	TAP_CHECK(dec(len) == -EOPNOTSUPP);
@@ -853,6 +1107,245 @@ static void bad_fields(void)
 	TAP_CHECK(dec(len) == 0);
 }
 
+static void bad_ns_create(void)
+{
+	struct kvc_ns_create c = { .ns_id = 3, .uid = 1, .gid = 2,
+				   .mode = 0640 };
+	size_t len;
+
+	len = (size_t)kvc_proto_encode_ns_create(buf, sizeof(buf), 1, &c);
+	TAP_CHECK(len == 44 && dec(len) == 0);
+
+	/* Fixed size: truncated or trailing bytes, length field honest. */
+	TAP_CHECK(dec(resize(len - 1)) == -EBADMSG);
+	TAP_CHECK(dec(resize(24)) == -EBADMSG);		/* no body at all */
+	buf[len] = 0;
+	TAP_CHECK(dec(resize(len + 1)) == -EBADMSG);
+	TAP_CHECK(dec(resize(len)) == 0);
+
+	buf[43] = 1;
+	TAP_CHECK(dec(len) == -EINVAL);		/* reserved */
+	buf[43] = 0;
+	put32(buf + 24, 0);
+	TAP_CHECK(dec(len) == -EINVAL);		/* namespace 0 */
+	put32(buf + 24, KVCACHE_NS_MAX + 1);
+	TAP_CHECK(dec(len) == -EINVAL);
+	put32(buf + 24, KVCACHE_NS_MAX);
+	TAP_CHECK(dec(len) == 0);
+	put32(buf + 36, 01000);
+	TAP_CHECK(dec(len) == -EINVAL);		/* mode > 0777 (sticky) */
+	put32(buf + 36, 0x80000000u);
+	TAP_CHECK(dec(len) == -EINVAL);
+	/* A bad mode in a truncated body: the size is named first. */
+	TAP_CHECK(dec(resize(len - 4)) == -EBADMSG);
+	resize(len);
+	put32(buf + 36, 0777);
+	TAP_CHECK(dec(len) == 0);
+	/* Any uid and gid: the daemon judges them. */
+	put32(buf + 28, 0xffffffffu);
+	put32(buf + 32, 0);
+	TAP_CHECK(dec(len) == 0);
+
+	/* The reply has no body. */
+	len = (size_t)kvc_proto_encode_ns_create_reply(buf, sizeof(buf), 1);
+	TAP_CHECK(len == 24 && dec(len) == 0);
+	memset(buf + len, 0, 8);
+	TAP_CHECK(dec(resize(len + 1)) == -EBADMSG);
+	TAP_CHECK(dec(resize(len + 4)) == -EBADMSG);
+
+	/* The encoder refuses the same things. */
+	c.mode = 01777;
+	TAP_CHECK(kvc_proto_encode_ns_create(buf, sizeof(buf), 1, &c) ==
+		  -EINVAL);
+	c.mode = 0;
+	c.ns_id = 0;
+	TAP_CHECK(kvc_proto_encode_ns_create(buf, sizeof(buf), 1, &c) ==
+		  -EINVAL);
+	c.ns_id = KVCACHE_NS_MAX + 1;
+	TAP_CHECK(kvc_proto_encode_ns_create(buf, sizeof(buf), 1, &c) ==
+		  -EINVAL);
+}
+
+static void bad_alloc(void)
+{
+	struct kvcache_handle h[2] = { { 1, 2 }, { 3, 4 } };
+	size_t len;
+
+	len = (size_t)kvc_proto_encode_alloc(buf, sizeof(buf), 1, 9, 4);
+	TAP_CHECK(len == 32 && dec(len) == 0);
+
+	TAP_CHECK(dec(resize(31)) == -EBADMSG);		/* truncated */
+	TAP_CHECK(dec(resize(28)) == -EBADMSG);
+	TAP_CHECK(dec(resize(24)) == -EBADMSG);
+	buf[32] = 0;
+	TAP_CHECK(dec(resize(33)) == -EBADMSG);		/* trailing byte */
+	memset(buf + 32, 0, 8);
+	TAP_CHECK(dec(resize(40)) == -EBADMSG);		/* a stray handle */
+	TAP_CHECK(dec(resize(32)) == 0);
+
+	put32(buf + 24, 0);
+	TAP_CHECK(dec(len) == -EINVAL);		/* namespace 0 */
+	put32(buf + 24, KVCACHE_NS_MAX + 1);
+	TAP_CHECK(dec(len) == -EINVAL);
+	put32(buf + 24, 9);
+	put32(buf + 28, 0);
+	TAP_CHECK(dec(len) == -EINVAL);		/* count 0 */
+	put32(buf + 28, KVC_PROTO_MAX_BATCH);
+	TAP_CHECK(dec(len) == 0);
+	put32(buf + 28, KVC_PROTO_MAX_BATCH + 1);
+	TAP_CHECK(dec(len) == -E2BIG);
+	put32(buf + 28, 0xffffffffu);
+	TAP_CHECK(dec(len) == -E2BIG);
+	/* The count is checked before the size. */
+	TAP_CHECK(dec(resize(33)) == -E2BIG);
+	resize(32);
+	put32(buf + 28, 4);
+	TAP_CHECK(dec(len) == 0);
+
+	/* The reply: 1..1024 handles, never none. */
+	len = (size_t)kvc_proto_encode_alloc_reply(buf, sizeof(buf), 1, h, 2);
+	TAP_CHECK(len == 48 && dec(len) == 0);
+	put32(buf + 24, 3);
+	TAP_CHECK(dec(len) == -EBADMSG);	/* count does not fit */
+	put32(buf + 24, 1);
+	TAP_CHECK(dec(len) == -EBADMSG);	/* trailing handle */
+	put32(buf + 24, 0);
+	TAP_CHECK(dec(len) == -EINVAL);		/* empty */
+	TAP_CHECK(dec(resize(32)) == -EINVAL);	/* even when it fits */
+	resize(len);
+	put32(buf + 24, KVC_PROTO_MAX_BATCH + 1);
+	TAP_CHECK(dec(len) == -E2BIG);
+	put32(buf + 24, 2);
+	buf[31] = 1;
+	TAP_CHECK(dec(len) == -EINVAL);		/* reserved */
+	buf[31] = 0;
+	TAP_CHECK(dec(resize(len - 1)) == -EBADMSG);	/* inside a handle */
+	TAP_CHECK(dec(resize(31)) == -EBADMSG);	/* inside the fixed part */
+	TAP_CHECK(dec(resize(len)) == 0);
+
+	TAP_CHECK(kvc_proto_encode_alloc(buf, sizeof(buf), 1, 0, 1) ==
+		  -EINVAL);
+	TAP_CHECK(kvc_proto_encode_alloc(buf, sizeof(buf), 1,
+					 KVCACHE_NS_MAX + 1, 1) == -EINVAL);
+	TAP_CHECK(kvc_proto_encode_alloc(buf, sizeof(buf), 1, 1, 0) ==
+		  -EINVAL);
+	TAP_CHECK(kvc_proto_encode_alloc(buf, sizeof(buf), 1, 1,
+					 KVC_PROTO_MAX_BATCH + 1) == -EINVAL);
+	TAP_CHECK(kvc_proto_encode_alloc_reply(buf, sizeof(buf), 1, h, 0) ==
+		  -EINVAL);
+	TAP_CHECK(kvc_proto_encode_alloc_reply(buf, sizeof(buf), 1, NULL,
+					       1) == -EINVAL);
+}
+
+static void bad_seal(void)
+{
+	static struct kvc_seal_entry big[KVC_PROTO_MAX_SEAL + 1];
+	struct kvc_seal_entry e[2] = {
+		{ .handle = { 1, 1 }, .payload_len = 4096,
+		  .flags = KVC_PROTO_SEAL_KEEP_PIN },
+		{ .handle = { 2, 1 }, .payload_len = 1 },
+	};
+	int32_t status[2] = { 0, -ENOSPC };
+	size_t len;
+
+	fill_key(e[0].key, 1);
+	fill_key(e[1].key, 2);
+	len = (size_t)kvc_proto_encode_seal(buf, sizeof(buf), 1, e, 2);
+	TAP_CHECK(len == 32 + 96 && dec(len) == 0);
+
+	/* Counts: empty, above the limit, not fitting either way. */
+	put32(buf + 24, 0);
+	TAP_CHECK(dec(len) == -EINVAL);
+	put32(buf + 24, KVC_PROTO_MAX_SEAL + 1);
+	TAP_CHECK(dec(len) == -E2BIG);
+	put32(buf + 24, 0xffffffffu);
+	TAP_CHECK(dec(len) == -E2BIG);
+	put32(buf + 24, 3);
+	TAP_CHECK(dec(len) == -EBADMSG);
+	put32(buf + 24, 1);
+	TAP_CHECK(dec(len) == -EBADMSG);	/* 48 bytes left over */
+	put32(buf + 24, 2);
+
+	/* Truncated, with a consistent length field. */
+	TAP_CHECK(dec(resize(len - 1)) == -EBADMSG);	/* inside a key */
+	TAP_CHECK(dec(resize(len - 48)) == -EBADMSG);
+	TAP_CHECK(dec(resize(31)) == -EBADMSG);	/* inside the fixed part */
+	TAP_CHECK(dec(resize(24)) == -EBADMSG);
+	/* Trailing bytes. */
+	buf[len] = 0;
+	TAP_CHECK(dec(resize(len + 1)) == -EBADMSG);
+	TAP_CHECK(dec(resize(len)) == 0);
+
+	buf[28] = 1;
+	TAP_CHECK(dec(len) == -EINVAL);		/* reserved */
+	buf[28] = 0;
+
+	/* Entry 1 starts at 32 + 48 = 80: payload_len +8, flags +12. */
+	put32(buf + 80 + 12, 2);
+	TAP_CHECK(dec(len) == -EINVAL);		/* unknown flag */
+	put32(buf + 80 + 12, 0x80000000u);
+	TAP_CHECK(dec(len) == -EINVAL);
+	put32(buf + 80 + 12, KVC_PROTO_SEAL_KEEP_PIN);
+	TAP_CHECK(dec(len) == 0);
+	put32(buf + 32 + 8, 0);
+	TAP_CHECK(dec(len) == -EINVAL);		/* empty payload */
+	put32(buf + 32 + 8, 0xffffffffu);
+	TAP_CHECK(dec(len) == 0);		/* block_size: the daemon's */
+
+	/* At the limit it decodes; one more is -E2BIG though it fits. */
+	for (int i = 0; i <= KVC_PROTO_MAX_SEAL; i++)
+		big[i].payload_len = 1;
+	len = (size_t)kvc_proto_encode_seal(buf, sizeof(buf), 1, big,
+					    KVC_PROTO_MAX_SEAL);
+	TAP_CHECK(len == 32 + KVC_PROTO_MAX_SEAL * 48 && dec(len) == 0);
+	memset(buf + len, 0, 48);
+	put32(buf + len + 8, 1);
+	put32(buf + 24, KVC_PROTO_MAX_SEAL + 1);
+	TAP_CHECK(len + 48 <= KVC_PROTO_MSG_MAX);
+	TAP_CHECK(dec(resize(len + 48)) == -E2BIG);
+
+	/* The reply is a status list. */
+	len = (size_t)kvc_proto_encode_seal_reply(buf, sizeof(buf), 1, status,
+						  2);
+	TAP_CHECK(len == 40 && dec(len) == 0);
+	put32(buf + 36, 1);
+	TAP_CHECK(dec(len) == -EINVAL);		/* positive status */
+	put32(buf + 36, (uint32_t)-(KVC_PROTO_ERRNO_MAX + 1));
+	TAP_CHECK(dec(len) == -EINVAL);
+	put32(buf + 36, (uint32_t)-ENOSPC);
+	put32(buf + 24, 3);
+	TAP_CHECK(dec(len) == -EBADMSG);
+	put32(buf + 24, KVC_PROTO_MAX_BATCH + 1);
+	TAP_CHECK(dec(len) == -E2BIG);
+	put32(buf + 24, 2);
+	buf[29] = 1;
+	TAP_CHECK(dec(len) == -EINVAL);		/* reserved */
+	buf[29] = 0;
+	TAP_CHECK(dec(len) == 0);
+
+	/* The encoders refuse the same things. */
+	e[1].flags = 2;
+	TAP_CHECK(kvc_proto_encode_seal(buf, sizeof(buf), 1, e, 2) ==
+		  -EINVAL);
+	e[1].flags = 0;
+	e[0].payload_len = 0;
+	TAP_CHECK(kvc_proto_encode_seal(buf, sizeof(buf), 1, e, 2) ==
+		  -EINVAL);
+	e[0].payload_len = 1;
+	TAP_CHECK(kvc_proto_encode_seal(buf, sizeof(buf), 1, e, 0) ==
+		  -EINVAL);
+	TAP_CHECK(kvc_proto_encode_seal(buf, sizeof(buf), 1, NULL, 1) ==
+		  -EINVAL);
+	TAP_CHECK(kvc_proto_encode_seal(buf, sizeof(buf), 1, big,
+					KVC_PROTO_MAX_SEAL + 1) == -EINVAL);
+	status[1] = 7;
+	TAP_CHECK(kvc_proto_encode_seal_reply(buf, sizeof(buf), 1, status,
+					      2) == -EINVAL);
+	TAP_CHECK(kvc_proto_encode_seal_reply(buf, sizeof(buf), 1, NULL,
+					      1) == -EINVAL);
+	TAP_CHECK(kvc_proto_encode_seal(buf, sizeof(buf), 1, e, 2) == 128);
+}
+
 static void encoder_limits(void)
 {
 	static uint8_t keys[KVC_PROTO_MAX_BATCH + 1][KVCACHE_KEY_SIZE];
@@ -895,6 +1388,10 @@ static void encoder_limits(void)
 	n = kvc_proto_encode_lookup(small, 40 + 31, 1, 1, 1, keys[0], 1);
 	TAP_CHECK(n == -ENOSPC);
 	n = kvc_proto_encode_stats(small, 23, 1);
+	TAP_CHECK(n == -ENOSPC);
+	n = kvc_proto_encode_ns_create_reply(small, 23, 1);
+	TAP_CHECK(n == -ENOSPC);
+	n = kvc_proto_encode_alloc(small, 31, 1, 1, 1);
 	TAP_CHECK(n == -ENOSPC);
 	for (size_t i = 0; i < sizeof(small); i++)
 		TAP_CHECK(small[i] == 0xa5);
@@ -954,6 +1451,11 @@ static void versions(void)
 	TAP_CHECK(kvc_proto_choose_version(2, 1) == -EPROTONOSUPPORT);
 	TAP_CHECK(kvc_proto_is_request(KVC_MSG_HELLO));
 	TAP_CHECK(kvc_proto_is_request(KVC_MSG_STATS));
+	TAP_CHECK(kvc_proto_is_request(KVC_MSG_NS_CREATE));
+	TAP_CHECK(kvc_proto_is_request(KVC_MSG_ALLOC));
+	TAP_CHECK(kvc_proto_is_request(KVC_MSG_SEAL));
+	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_SEAL + 1));
+	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_SEAL_REPLY));
 	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_ERROR));
 	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_LOOKUP_REPLY));
 	TAP_CHECK(!kvc_proto_is_request(0));
@@ -972,6 +1474,7 @@ static size_t random_valid(uint8_t *p, size_t size)
 	struct kvc_load_result lr[8];
 	struct kvcache_handle h[8];
 	struct kvc_stat st[8];
+	struct kvc_seal_entry sl[8];
 	int32_t status[8];
 	uint32_t n = rnd_below(8), seq = (uint32_t)rnd();
 	uint32_t ns = 1 + rnd_below(KVCACHE_NS_MAX);
@@ -999,8 +1502,12 @@ static size_t random_valid(uint8_t *p, size_t size)
 		st[i].name = stat_names[i % 3];
 		st[i].name_len = (uint16_t)strlen(st[i].name);
 		st[i].value = rnd();
+		memcpy(sl[i].key, keys[i], KVCACHE_KEY_SIZE);
+		sl[i].handle = h[i];
+		sl[i].payload_len = 1 + (uint32_t)(rnd() % 0xffffffffu);
+		sl[i].flags = (uint32_t)(rnd() & KVC_PROTO_SEAL_FLAGS_ALL);
 	}
-	switch (rnd_below(13)) {
+	switch (rnd_below(19)) {
 	/*
 	 * One rnd() per statement: the order of evaluation inside an
 	 * initializer list is unspecified, and the sequence must not depend
@@ -1063,6 +1570,31 @@ static size_t random_valid(uint8_t *p, size_t size)
 					     status[0] ? status[0] : -1, seq,
 					     (uint16_t)rnd(),
 					     stat_names[n % 3]);
+		break;
+	case 13: {
+		struct kvc_ns_create c = { .ns_id = ns };
+
+		c.uid = (uint32_t)rnd();
+		c.gid = (uint32_t)rnd();
+		c.mode = rnd_below(KVC_PROTO_NS_MODE_MAX + 1);
+		len = kvc_proto_encode_ns_create(p, size, seq, &c);
+		break;
+	}
+	case 14:
+		len = kvc_proto_encode_ns_create_reply(p, size, seq);
+		break;
+	case 15:
+		len = kvc_proto_encode_alloc(p, size, seq, ns,
+					     1 + rnd_below(KVC_PROTO_MAX_BATCH));
+		break;
+	case 16:
+		len = kvc_proto_encode_alloc_reply(p, size, seq, h, n + 1);
+		break;
+	case 17:
+		len = kvc_proto_encode_seal(p, size, seq, sl, n + 1);
+		break;
+	case 18:
+		len = kvc_proto_encode_seal_reply(p, size, seq, status, n);
 		break;
 	}
 	if (len < 0)
@@ -1134,7 +1666,7 @@ static void fuzz(void)
 				put16(msg + 4, KVC_PROTO_VERSION);
 				put32(msg + 12, (uint32_t)len);
 				memset(msg + 16, 0, 8);
-				put16(msg + 6, (uint16_t)(1 + rnd_below(6)) |
+				put16(msg + 6, (uint16_t)(1 + rnd_below(9)) |
 					       (rnd() & 1 ? KVC_MSG_REPLY : 0));
 			}
 			break;
@@ -1190,13 +1722,20 @@ int main(void)
 	TAP_RUN(store_roundtrip);
 	TAP_RUN(load_release_roundtrip);
 	TAP_RUN(stats_error_roundtrip);
+	TAP_RUN(ns_alloc_seal_roundtrip);
 	TAP_RUN(golden_hello);
 	TAP_RUN(golden_lookup);
 	TAP_RUN(golden_error);
+	TAP_RUN(golden_ns_create);
+	TAP_RUN(golden_alloc);
+	TAP_RUN(golden_seal);
 	TAP_RUN(bad_header);
 	TAP_RUN(bad_counts);
 	TAP_RUN(bad_store);
 	TAP_RUN(bad_fields);
+	TAP_RUN(bad_ns_create);
+	TAP_RUN(bad_alloc);
+	TAP_RUN(bad_seal);
 	TAP_RUN(encoder_limits);
 	TAP_RUN(error_replies);
 	TAP_RUN(versions);
