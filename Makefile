@@ -40,9 +40,12 @@ endif
 KDIR ?= $(KSRC)
 
 HELPER_SRCS := helper/devinfo.c helper/keys.c helper/proto.c helper/config.c \
+	       helper/client.c \
 	       helper/metrics.c helper/mpool.c helper/kevents.c helper/index.c \
 	       helper/policy.c
-HELPER_LIBS := -lcrypto -lnl-genl-3 -lnl-3
+HELPER_LIBS := -lcrypto -lnl-genl-3 -lnl-3 -luring
+# The daemon's own modules (the unit tests do not link them).
+DAEMON_SRCS := helper/daemon.c helper/server.c helper/kdev.c
 UNIT_TESTS := test_uapi test_devinfo test_keys test_proto test_config \
 	      test_metrics test_mpool test_kevents test_index test_policy
 SELFTESTS := kvcache_dev_test bench_test pool_test pool_fuzz_test p2p_test
@@ -63,7 +66,13 @@ module:
 
 # ---- userspace ------------------------------------------------------------
 
-helper: $(BUILD)/helper/kvcachectl
+helper: $(BUILD)/helper/kvcachectl $(BUILD)/helper/kvcached
+
+$(BUILD)/helper/kvcached: helper/kvcached.c $(DAEMON_SRCS) $(HELPER_SRCS) \
+			  helper/*.h uapi/linux/kvcache.h
+	@mkdir -p $(dir $@)
+	$(CC) $(USER_CFLAGS) -o $@ helper/kvcached.c $(DAEMON_SRCS) \
+		$(HELPER_SRCS) $(HELPER_LIBS)
 
 $(BUILD)/helper/kvcachectl: helper/kvcachectl.c $(HELPER_SRCS) helper/*.h \
 			    uapi/linux/kvcache.h
@@ -98,6 +107,17 @@ $(BUILD)/selftests/%: tests/selftests/%.c tests/selftests/*.h \
 	$(CC) -std=gnu11 $(WARN) -Wno-unused-parameter -Wno-sign-compare -Wno-clobbered \
 		$(CFLAGS) -I$(TOP)/uapi \
 		-I$(KSRC)/tools/testing/selftests -o $@ $< -pthread
+
+# The daemon's test speaks the real wire format and derives real keys, and
+# starts the daemon it tests.
+$(BUILD)/selftests/kvcached_test: tests/selftests/kvcached_test.c \
+		tests/selftests/*.h helper/proto.c helper/keys.c helper/*.h \
+		uapi/linux/kvcache.h $(BUILD)/helper/kvcached
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) -Wno-unused-parameter -Wno-sign-compare -Wno-clobbered \
+		$(CFLAGS) -I$(TOP)/uapi -I$(TOP)/helper \
+		-I$(KSRC)/tools/testing/selftests -o $@ $< helper/proto.c \
+		helper/keys.c -lcrypto -pthread
 
 # ---- the whole thing ------------------------------------------------------
 

@@ -4,14 +4,22 @@
  *
  *   kvcachectl [-d DEVICE] [-s SYSFS_DIR] info
  *   kvcachectl [-d DEVICE] blocks [NAMESPACE]
+ *   kvcachectl [-S SOCKET] status | stats
+ *   kvcachectl [-S SOCKET] ns-create ID UID GID MODE
+ *   kvcachectl config [FILE]
  *
  * info prints what the module reports through KVCACHE_IOC_INFO, then its
  * sysfs knobs and counters. blocks lists the sealed blocks of the pool (of
  * one namespace, or of every namespace the caller may read) with their
- * metadata. Exit status: 0; 1 when the device or an ioctl fails; 2 on a
+ * metadata. status, stats and ns-create ask kvcached over its socket
+ * (default /run/kvcache/kvcached.sock): its mode and pool, its counters,
+ * a new namespace (as root). config prints the effective daemon settings
+ * of FILE (default /etc/kvcache/kvcached.conf, or the defaults).
+ * Exit status: 0; 1 when the device, the daemon or a call fails; 2 on a
  * usage error (both with a message on stderr).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -20,7 +28,12 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "client.h"
+#include "config.h"
 #include "devinfo.h"
+
+#define KVCACHED_SOCKET	"/run/kvcache/kvcached.sock"
+#define KVCACHED_CONFIG	"/etc/kvcache/kvcached.conf"
 
 static const char *const sysfs_attrs[] = {
 	"abi_version",
@@ -55,7 +68,10 @@ static const char *const sysfs_attrs[] = {
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: kvcachectl [-d DEVICE] [-s SYSFS_DIR] info\n"
-		   "       kvcachectl [-d DEVICE] blocks [NAMESPACE]\n");
+		   "       kvcachectl [-d DEVICE] blocks [NAMESPACE]\n"
+		   "       kvcachectl [-S SOCKET] status | stats\n"
+		   "       kvcachectl [-S SOCKET] ns-create ID UID GID MODE\n"
+		   "       kvcachectl config [FILE]\n");
 }
 
 static int cmd_info(const char *dev, const char *sysfs)
@@ -151,13 +167,119 @@ static int cmd_blocks(const char *dev, const char *ns_arg)
 	return 0;
 }
 
+static int daemon_open(struct kvc_client *c, const char *sock)
+{
+	int ret = kvc_client_open(c, sock);
+
+	if (ret)
+		fprintf(stderr, "kvcachectl: kvcached at %s: %s\n", sock,
+			strerror(-ret));
+	return ret;
+}
+
+/* status (brief) or stats (every counter) of the daemon. */
+static int cmd_stats(const char *sock, bool brief)
+{
+	struct kvc_client c;
+	struct kvc_msg m;
+	struct kvc_stat st;
+	uint8_t req[64];
+	size_t pos = 0;
+	int ret, len;
+
+	if (daemon_open(&c, sock))
+		return 1;
+	if (brief)
+		printf("mode:       %s\nprotocol:   %u\nblock size: %" PRIu64
+		       "\nblocks:     %" PRIu64 "\n",
+		       c.hello.mode == KVC_PROTO_MODE_KERNEL ? "kernel" : "memfd",
+		       c.hello.version, c.hello.block_size, c.hello.nr_blocks);
+	len = kvc_proto_encode_stats(req, sizeof(req), kvc_client_next_seq(&c));
+	ret = kvc_client_call(&c, req, (size_t)len, &m);
+	if (ret) {
+		fprintf(stderr, "kvcachectl: stats: %s\n", strerror(-ret));
+		kvc_client_close(&c);
+		return 1;
+	}
+	while (kvc_proto_stats_next(&m.stats_reply, &pos, &st))
+		if (!brief || !strncmp(st.name, "index_keys", st.name_len) ||
+		    !strncmp(st.name, "pool_free", st.name_len))
+			printf("%.*s %" PRIu64 "\n", (int)st.name_len, st.name,
+			       st.value);
+	kvc_client_close(&c);
+	return 0;
+}
+
+static int parse_u32(const char *s, uint32_t max, uint32_t *out, int base)
+{
+	unsigned long v;
+	char *end;
+
+	errno = 0;
+	v = strtoul(s, &end, base);
+	if (errno || *end || end == s || v > max)
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int cmd_ns_create(const char *sock, char **args, int n)
+{
+	struct kvc_ns_create nc;
+	struct kvc_client c;
+	struct kvc_msg m;
+	uint8_t req[64];
+	int ret, len;
+
+	if (n != 4 || parse_u32(args[0], KVCACHE_NS_MAX, &nc.ns_id, 0) ||
+	    !nc.ns_id || parse_u32(args[1], UINT32_MAX, &nc.uid, 0) ||
+	    parse_u32(args[2], UINT32_MAX, &nc.gid, 0) ||
+	    parse_u32(args[3], 0777, &nc.mode, 8)) {
+		usage(stderr);
+		return 2;
+	}
+	if (daemon_open(&c, sock))
+		return 1;
+	len = kvc_proto_encode_ns_create(req, sizeof(req),
+					 kvc_client_next_seq(&c), &nc);
+	ret = len < 0 ? len : kvc_client_call(&c, req, (size_t)len, &m);
+	kvc_client_close(&c);
+	if (ret) {
+		fprintf(stderr, "kvcachectl: namespace %u: %s\n", nc.ns_id,
+			strerror(-ret));
+		return 1;
+	}
+	return 0;
+}
+
+static int cmd_config(const char *file)
+{
+	struct kvc_config cfg;
+	char err[512];
+
+	kvc_config_defaults(&cfg);
+	if (file || !access(KVCACHED_CONFIG, F_OK)) {
+		if (kvc_config_load(&cfg, file ? file : KVCACHED_CONFIG, err,
+				    sizeof(err))) {
+			fprintf(stderr, "kvcachectl: %s\n", err);
+			return 1;
+		}
+	}
+	kvc_config_dump(&cfg, stdout);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *dev = KVCACHE_DEVICE_PATH, *sysfs = NULL;
+	const char *sock = KVCACHED_SOCKET;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "d:s:h")) != -1) {
+	while ((opt = getopt(argc, argv, "d:s:S:h")) != -1) {
 		switch (opt) {
+		case 'S':
+			sock = optarg;
+			break;
 		case 'd':
 			dev = optarg;
 			break;
@@ -180,6 +302,15 @@ int main(int argc, char **argv)
 		return cmd_info(dev, sysfs);
 	if (!strcmp(argv[optind], "blocks"))
 		return cmd_blocks(dev, argv[optind + 1]);
+	if (!strcmp(argv[optind], "status"))
+		return cmd_stats(sock, true);
+	if (!strcmp(argv[optind], "stats"))
+		return cmd_stats(sock, false);
+	if (!strcmp(argv[optind], "ns-create"))
+		return cmd_ns_create(sock, argv + optind + 1,
+				     argc - optind - 1);
+	if (!strcmp(argv[optind], "config"))
+		return cmd_config(argv[optind + 1]);
 	fprintf(stderr, "kvcachectl: unknown command '%s'\n", argv[optind]);
 	usage(stderr);
 	return 2;

@@ -1,0 +1,1154 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * daemon: kvcached's state and its answers to clients (see daemon.h).
+ *
+ * Who may do what. The peer's credentials come from SO_PEERCRED when it
+ * connects. A namespace has an owner, a group and mode bits like a file
+ * (read: LOOKUP and LOAD; write: STORE and, in memfd mode, ALLOC); uid 0
+ * may do everything, and only uid 0 creates namespaces. In kernel mode the
+ * kernel enforces the same rules again on every block a client pins or
+ * maps, so the daemon's answers never grant access by themselves; they
+ * must still not reveal to one tenant which prefixes another has cached.
+ *
+ * Blocks the daemon cannot account for: in kernel mode a client seals a
+ * block with its own /dev/kvcache file and then STOREs it here. A block
+ * sealed but never stored (the client died in between) is an orphan: the
+ * eviction pass frees orphans it has seen twice, so a client between
+ * SEAL and STORE is never raced.
+ */
+#include "daemon.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "devinfo.h"
+#include "index.h"
+#include "kdev.h"
+#include "kevents.h"
+#include "metrics.h"
+#include "mpool.h"
+#include "policy.h"
+#include "proto.h"
+
+#define KVCD_EVICT_BATCH	64
+#define KVCD_JOURNAL_MAGIC	0x4a50564bu	/* "KVPJ" */
+#define KVCD_JOURNAL_REC	80
+
+struct kvcd_ns {
+	bool used;
+	uint32_t uid, gid, mode;
+};
+
+struct kvcd_client {
+	bool hello;
+};
+
+struct kvcd {
+	struct kvc_config cfg;
+	char state_dir[PATH_MAX];
+	int mode;			/* KVC_PROTO_MODE_* */
+	struct kvc_kdev kdev;		/* kernel mode */
+	struct kvc_kevents *ev;		/* kernel mode, may be NULL */
+	struct kvc_mpool *mpool;	/* memfd mode */
+	uint64_t block_size;
+	uint32_t nr_blocks;
+
+	struct kvc_index *index;
+	struct kvc_policy *policy;	/* the pool tier */
+	uint32_t *by_block;		/* pool block index -> entry id */
+	uint8_t *orphan_seen;		/* kernel mode: sealed, not stored */
+
+	struct kvc_metrics *metrics;
+	struct kvc_daemon_metrics dm;
+	int metrics_fd;			/* listening; -1 when off */
+	char *metrics_buf;
+	size_t metrics_cap;
+	struct kvcd_ns ns[KVCACHE_NS_MAX + 1];
+	int journal_fd;
+	struct kvcd_client clients[KVC_SERVER_MAX_CLIENTS];
+
+	uint64_t lookups, lookup_keys, hit_keys, stores, evictions, errors;
+};
+
+/* ---- namespaces ------------------------------------------------------- */
+
+static bool kvcd_may(const struct kvcd *d, const struct kvc_peer *p,
+		     uint32_t ns, unsigned int want)
+{
+	const struct kvcd_ns *n;
+	unsigned int bits;
+
+	if (ns < 1 || ns > KVCACHE_NS_MAX || !d->ns[ns].used)
+		return false;
+	if (p->uid == 0)
+		return true;
+	n = &d->ns[ns];
+	if (p->uid == n->uid)
+		bits = n->mode >> 6;
+	else if (p->gid == n->gid)
+		bits = n->mode >> 3;
+	else
+		bits = n->mode;
+	return (bits & want) == want;
+}
+
+/* A file of the state directory (kvcd_create() checked the length). */
+static void kvcd_path(const struct kvcd *d, const char *name, char *out)
+{
+	size_t n = strlen(d->state_dir);
+
+	memcpy(out, d->state_dir, n);
+	out[n] = '/';
+	strcpy(out + n + 1, name);
+}
+
+/* Write the namespace table: a new file renamed over the old one. */
+static int kvcd_ns_save(const struct kvcd *d)
+{
+	char path[PATH_MAX], tmp[PATH_MAX];
+	FILE *f;
+	int ret = 0;
+
+	kvcd_path(d, "namespaces", path);
+	kvcd_path(d, "namespaces.new", tmp);
+	f = fopen(tmp, "we");
+	if (!f)
+		return -errno;
+	for (uint32_t i = 1; i <= KVCACHE_NS_MAX; i++)
+		if (d->ns[i].used)
+			fprintf(f, "%" PRIu32 " %" PRIu32 " %" PRIu32 " %o\n", i,
+				d->ns[i].uid, d->ns[i].gid, d->ns[i].mode);
+	if (fflush(f) || fsync(fileno(f)))
+		ret = -errno;
+	if (fclose(f) && !ret)
+		ret = -errno;
+	if (!ret && rename(tmp, path))
+		ret = -errno;
+	return ret;
+}
+
+static int kvcd_ns_load(struct kvcd *d)
+{
+	char path[PATH_MAX];
+	unsigned int id, uid, gid, mode;
+	FILE *f;
+	int line = 0, ret = 0;
+
+	kvcd_path(d, "namespaces", path);
+	f = fopen(path, "re");
+	if (!f)
+		return errno == ENOENT ? 0 : -errno;
+	while ((ret = fscanf(f, "%u %u %u %o", &id, &uid, &gid, &mode)) == 4) {
+		line++;
+		if (id < 1 || id > KVCACHE_NS_MAX || mode > 0777) {
+			fprintf(stderr, "kvcached: %s:%d: bad namespace\n",
+				path, line);
+			fclose(f);
+			return -EINVAL;
+		}
+		d->ns[id] = (struct kvcd_ns){ true, uid, gid, mode };
+		/* A reloaded module lost them: the kernel learns them again. */
+		if (d->mode == KVC_PROTO_MODE_KERNEL) {
+			int err = kvc_kdev_ns_create(&d->kdev, id, uid, gid,
+						     mode);
+
+			if (err && err != -EEXIST)
+				fprintf(stderr, "kvcached: namespace %u: %s\n",
+					id, strerror(-err));
+		}
+	}
+	ret = ferror(f) || ret != EOF ? -EINVAL : 0;
+	if (ret)
+		fprintf(stderr, "kvcached: %s: unreadable after line %d\n",
+			path, line);
+	fclose(f);
+	return ret;
+}
+
+/* ---- the parents journal ----------------------------------------------- */
+
+struct kvcd_link {
+	uint32_t ns;
+	uint8_t key[KVCACHE_KEY_SIZE];
+	uint8_t parent[KVCACHE_KEY_SIZE];
+	bool first;
+};
+
+static void kvcd_link_encode(const struct kvcd_link *l, uint8_t *rec)
+{
+	uint32_t v[2] = { KVCD_JOURNAL_MAGIC, l->ns };
+
+	memset(rec, 0, KVCD_JOURNAL_REC);
+	memcpy(rec, v, sizeof(v));
+	memcpy(rec + 8, l->key, KVCACHE_KEY_SIZE);
+	memcpy(rec + 40, l->parent, KVCACHE_KEY_SIZE);
+	rec[72] = l->first;
+}
+
+static int kvcd_journal_add(struct kvcd *d, const struct kvcd_link *l)
+{
+	uint8_t rec[KVCD_JOURNAL_REC];
+
+	if (d->journal_fd < 0)
+		return 0;
+	kvcd_link_encode(l, rec);
+	if (write(d->journal_fd, rec, sizeof(rec)) != (ssize_t)sizeof(rec))
+		return -EIO;
+	return 0;
+}
+
+static int kvcd_link_cmp(const void *a, const void *b)
+{
+	const struct kvcd_link *x = a, *y = b;
+
+	if (x->ns != y->ns)
+		return x->ns < y->ns ? -1 : 1;
+	return memcmp(x->key, y->key, KVCACHE_KEY_SIZE);
+}
+
+/* Every valid record of the journal, sorted by (ns, key). */
+static struct kvcd_link *kvcd_journal_read(struct kvcd *d, size_t *n)
+{
+	uint8_t rec[KVCD_JOURNAL_REC];
+	struct kvcd_link *links = NULL, *tmp;
+	size_t cap = 0;
+	char path[PATH_MAX];
+	uint32_t v[2];
+	int fd;
+
+	*n = 0;
+	kvcd_path(d, "parents", path);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	while (read(fd, rec, sizeof(rec)) == (ssize_t)sizeof(rec)) {
+		memcpy(v, rec, sizeof(v));
+		/* A torn last record, or garbage: stop trusting the rest. */
+		if (v[0] != KVCD_JOURNAL_MAGIC || rec[72] > 1)
+			break;
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 1024;
+			tmp = realloc(links, cap * sizeof(*links));
+			if (!tmp)
+				break;
+			links = tmp;
+		}
+		links[*n].ns = v[1];
+		memcpy(links[*n].key, rec + 8, KVCACHE_KEY_SIZE);
+		memcpy(links[*n].parent, rec + 40, KVCACHE_KEY_SIZE);
+		links[*n].first = rec[72];
+		(*n)++;
+	}
+	close(fd);
+	if (links)
+		qsort(links, *n, sizeof(*links), kvcd_link_cmp);
+	return links;
+}
+
+/* ---- the pool tier ------------------------------------------------------- */
+
+static int kvcd_pool_free(struct kvcd *d, uint32_t *free_blocks)
+{
+	char buf[32];
+	int ret;
+
+	if (d->mode == KVC_PROTO_MODE_MEMFD) {
+		*free_blocks = kvc_mpool_nr_free(d->mpool);
+		return 0;
+	}
+	ret = kvc_sysfs_read(NULL, "pool/free_blocks", buf, sizeof(buf));
+	if (!ret)
+		*free_blocks = (uint32_t)strtoul(buf, NULL, 10);
+	return ret;
+}
+
+/* Record that entry id has its pool copy in block h. */
+static int kvcd_set_pool(struct kvcd *d, uint32_t id, struct kvcache_handle h)
+{
+	union kvc_loc loc = { .pool = h };
+	int ret = kvc_index_set(d->index, id, KVC_TIER_POOL, loc);
+
+	if (ret)
+		return ret;
+	d->by_block[h.index] = id;
+	return kvc_policy_on_insert(d->policy, id);
+}
+
+/* Forget entry id's pool copy; drop the entry if nothing is left of it. */
+static void kvcd_clear_pool(struct kvcd *d, uint32_t id)
+{
+	const struct kvc_entry *e = kvc_index_entry(d->index, id);
+
+	if (!e || !(e->tiers & (1u << KVC_TIER_POOL)))
+		return;
+	d->by_block[e->loc[KVC_TIER_POOL].pool.index] = KVC_ID_NONE;
+	kvc_index_clear(d->index, id, KVC_TIER_POOL);
+	kvc_policy_on_remove(d->policy, id);
+	e = kvc_index_entry(d->index, id);
+	if (e && !e->tiers && !e->nchild)
+		kvc_index_remove(d->index, id);
+}
+
+static int kvcd_evict_block(struct kvcd *d, struct kvcache_handle h)
+{
+	uint32_t done, ns;
+
+	if (d->mode == KVC_PROTO_MODE_MEMFD)
+		return kvc_mpool_evict(d->mpool, h, &ns);
+	return kvc_kdev_evict(&d->kdev, &h, 1, &done);
+}
+
+/*
+ * Kernel mode: free sealed blocks nobody stored, once they have been seen
+ * unclaimed by two passes in a row. Returns how many went.
+ */
+static uint32_t kvcd_reap_orphans(struct kvcd *d)
+{
+	struct kvcache_block_info info[64];
+	uint32_t start = 0, count, next, freed = 0;
+
+	if (d->mode != KVC_PROTO_MODE_KERNEL)
+		return 0;
+	while (start < d->nr_blocks &&
+	       !kvc_kdev_query(&d->kdev, start, KVCACHE_NS_ANY, info, 64,
+			       &count, &next)) {
+		for (uint32_t i = 0; i < count; i++) {
+			uint32_t idx = info[i].handle.index, id;
+			const struct kvc_entry *e;
+
+			id = d->by_block[idx];
+			e = id == KVC_ID_NONE ? NULL :
+			    kvc_index_entry(d->index, id);
+			if (e && e->loc[KVC_TIER_POOL].pool.gen ==
+			    info[i].handle.gen) {
+				d->orphan_seen[idx] = 0;
+				continue;
+			}
+			if (d->orphan_seen[idx]++ &&
+			    !kvcd_evict_block(d, info[i].handle)) {
+				d->orphan_seen[idx] = 0;
+				freed++;
+			}
+		}
+		if (next <= start)
+			break;
+		start = next;
+	}
+	return freed;
+}
+
+/* Evict leaves, oldest first by the policy, until want blocks are free. */
+static void kvcd_evict_to(struct kvcd *d, uint32_t want)
+{
+	uint32_t victims[KVCD_EVICT_BATCH], free_blocks;
+	size_t n;
+
+	if (kvcd_pool_free(d, &free_blocks) || free_blocks >= want)
+		return;
+	free_blocks += kvcd_reap_orphans(d);
+	while (free_blocks < want) {
+		size_t busy = 0;
+
+		n = kvc_policy_pick(d->policy, victims, KVCD_EVICT_BATCH);
+		if (!n)
+			break;
+		for (size_t i = 0; i < n; i++) {
+			const struct kvc_entry *e =
+				kvc_index_entry(d->index, victims[i]);
+			int ret;
+
+			ret = kvcd_evict_block(d,
+					       e->loc[KVC_TIER_POOL].pool);
+			if (ret == -EBUSY) {	/* pinned or mapped: keep it */
+				kvc_policy_on_insert(d->policy, victims[i]);
+				busy++;
+				continue;
+			}
+			/* Evicted now, or by someone else before (-ESTALE). */
+			kvcd_clear_pool(d, victims[i]);
+			if (!ret) {
+				free_blocks++;
+				d->evictions++;
+				kvc_metric_add(d->dm.evictions[KVC_TIER_POOL],
+					       1);
+			}
+		}
+		if (busy == n)
+			break;	/* everything evictable is in use */
+	}
+}
+
+static void kvcd_check_pool(struct kvcd *d)
+{
+	uint32_t free_blocks;
+	uint64_t low = (uint64_t)d->nr_blocks * d->cfg.pool.low_watermark / 100;
+	uint64_t high = (uint64_t)d->nr_blocks *
+			d->cfg.pool.high_watermark / 100;
+
+	if (kvcd_pool_free(d, &free_blocks))
+		return;
+	if (free_blocks < low)
+		kvcd_evict_to(d, (uint32_t)high);
+}
+
+/* ---- rebuilding after a restart (kernel mode) -------------------------- */
+
+struct kvcd_sealed {
+	struct kvcache_block_info info;
+	const struct kvcd_link *link;
+};
+
+static int kvcd_rebuild(struct kvcd *d)
+{
+	struct kvcache_block_info info[64];
+	struct kvcd_sealed *sealed = NULL, *tmp;
+	struct kvcd_link *links, probe;
+	size_t nlinks, n = 0, cap = 0, placed = 0;
+	uint32_t start = 0, count, next;
+	bool progress = true;
+
+	links = kvcd_journal_read(d, &nlinks);
+	while (start < d->nr_blocks &&
+	       !kvc_kdev_query(&d->kdev, start, KVCACHE_NS_ANY, info, 64,
+			       &count, &next)) {
+		for (uint32_t i = 0; i < count; i++) {
+			if (n == cap) {
+				cap = cap ? cap * 2 : 256;
+				tmp = realloc(sealed, cap * sizeof(*sealed));
+				if (!tmp)
+					goto out;
+				sealed = tmp;
+			}
+			sealed[n].info = info[i];
+			probe.ns = info[i].ns_id;
+			memcpy(probe.key, info[i].key, KVCACHE_KEY_SIZE);
+			sealed[n].link = links ?
+				bsearch(&probe, links, nlinks, sizeof(*links),
+					kvcd_link_cmp) : NULL;
+			n++;
+		}
+		if (next <= start)
+			break;
+		start = next;
+	}
+	/* Parents before children: a chain is rebuilt from its first block. */
+	while (progress) {
+		progress = false;
+		for (size_t i = 0; i < n; i++) {
+			const struct kvcd_link *l = sealed[i].link;
+			uint32_t id;
+
+			if (!l)
+				continue;
+			if (kvc_index_insert(d->index, l->ns, l->key,
+					     l->first ? NULL : l->parent,
+					     &id) ||
+			    kvcd_set_pool(d, id, sealed[i].info.handle))
+				continue;
+			kvcd_journal_add(d, l);
+			sealed[i].link = NULL;
+			placed++;
+			progress = true;
+		}
+	}
+	if (n)
+		fprintf(stderr,
+			"kvcached: %zu sealed blocks in the pool, %zu back in the index; the rest will be reclaimed\n",
+			n, placed);
+out:
+	free(sealed);
+	free(links);
+	return 0;
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+static int kvcd_error(uint8_t *reply, const struct kvc_msg *m, int err,
+		      const char *why)
+{
+	return kvc_proto_encode_error(reply, KVC_PROTO_MSG_MAX, err, m->seq,
+				      m->type, why);
+}
+
+static int kvcd_hello(struct kvcd *d, struct kvc_peer *p,
+		      const struct kvc_msg *m, uint8_t *reply, int *pass_fd)
+{
+	struct kvc_hello_reply r = {
+		.mode = (uint16_t)d->mode,
+		.max_batch = KVC_PROTO_MAX_STORE,
+		.block_size = d->block_size,
+		.nr_blocks = d->nr_blocks,
+	};
+	int v = kvc_proto_choose_version(m->hello.min_version,
+					 m->hello.max_version);
+
+	if (v < 0)
+		return kvcd_error(reply, m, v, "no common protocol version");
+	r.version = (uint16_t)v;
+	if (d->mode == KVC_PROTO_MODE_MEMFD) {
+		r.caps = KVC_PROTO_CAP_MEMFD;
+		*pass_fd = kvc_mpool_fd(d->mpool);
+	} else {
+		r.caps = KVC_PROTO_CAP_DEVICE;
+	}
+	d->clients[p->id].hello = true;
+	return kvc_proto_encode_hello_reply(reply, KVC_PROTO_MSG_MAX, m->seq,
+					    &r);
+}
+
+static double kvcd_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int kvcd_lookup(struct kvcd *d, struct kvc_peer *p,
+		       const struct kvc_msg *m, uint8_t *reply)
+{
+	static struct kvc_match match[KVC_PROTO_MAX_BATCH];
+	static struct kvc_lookup_entry out[KVC_PROTO_MAX_BATCH];
+	const struct kvc_lookup *l = &m->lookup;
+	double t0 = kvcd_now();
+	int n;
+
+	if (!kvcd_may(d, p, l->ns_id, 4))
+		return kvcd_error(reply, m, -EACCES, "namespace not readable");
+	n = kvc_index_lookup(d->index, l->ns_id,
+			     (const uint8_t (*)[KVCACHE_KEY_SIZE])l->keys,
+			     l->count, l->tiers, match);
+	if (n < 0)
+		return kvcd_error(reply, m, n, "lookup failed");
+	for (int i = 0; i < n; i++) {
+		memset(&out[i], 0, sizeof(out[i]));
+		out[i].tiers = match[i].tiers;
+		if (match[i].tiers & (1u << KVC_TIER_POOL))
+			out[i].handle = match[i].loc[KVC_TIER_POOL].pool;
+		kvc_policy_on_access(d->policy, match[i].id);
+	}
+	d->lookups++;
+	d->lookup_keys += l->count;
+	d->hit_keys += (uint64_t)n;
+	kvc_metric_add(d->dm.hits[KVC_TIER_POOL], (uint64_t)n);
+	kvc_metric_add(d->dm.misses[KVC_TIER_POOL], l->count - (uint64_t)n);
+	kvc_metric_observe(d->dm.lookup_seconds, kvcd_now() - t0);
+	return kvc_proto_encode_lookup_reply(reply, KVC_PROTO_MSG_MAX, m->seq,
+					     out, (uint32_t)n);
+}
+
+/* Is h a sealed block of namespace ns holding key? 0 or -errno. */
+static int kvcd_check_sealed(struct kvcd *d, uint32_t ns,
+			     struct kvcache_handle h, const uint8_t *key)
+{
+	struct kvcache_block_info info;
+	uint32_t count = 0, next;
+	int ret;
+
+	if (h.index >= d->nr_blocks)
+		return -EINVAL;
+	if (d->mode == KVC_PROTO_MODE_KERNEL) {
+		ret = kvc_kdev_block(&d->kdev, h, &info);
+	} else {
+		count = kvc_mpool_query(d->mpool, h.index, KVCACHE_NS_ANY,
+					&info, 1, &next);
+		ret = !count || info.handle.index != h.index ? -ENOENT :
+		      info.handle.gen != h.gen ? -ESTALE : 0;
+	}
+	if (ret)
+		return ret;
+	if (info.ns_id != ns || memcmp(info.key, key, KVCACHE_KEY_SIZE))
+		return -EINVAL;	/* not the block the client says it is */
+	return 0;
+}
+
+static int kvcd_store_one(struct kvcd *d, uint32_t ns,
+			  const struct kvc_store_entry *e)
+{
+	bool first = e->flags & KVC_PROTO_STORE_FIRST;
+	const struct kvc_entry *ent;
+	struct kvcd_link link;
+	uint32_t id;
+	int ret;
+
+	ret = kvcd_check_sealed(d, ns, e->handle, e->key);
+	if (ret)
+		return ret;
+	ret = kvc_index_insert(d->index, ns, e->key, first ? NULL : e->parent,
+			       &id);
+	if (ret == -EEXIST) {
+		ent = kvc_index_entry(d->index, id);
+		/* Already cached in the pool: this copy is redundant. */
+		if (ent->tiers & (1u << KVC_TIER_POOL))
+			return -EEXIST;
+	} else if (ret) {
+		return ret;
+	}
+	ret = kvcd_set_pool(d, id, e->handle);
+	if (ret)
+		return ret;
+	link.ns = ns;
+	link.first = first;
+	memcpy(link.key, e->key, KVCACHE_KEY_SIZE);
+	memcpy(link.parent, e->parent, KVCACHE_KEY_SIZE);
+	kvcd_journal_add(d, &link);
+	d->stores++;
+	return 0;
+}
+
+static int kvcd_store(struct kvcd *d, struct kvc_peer *p,
+		      const struct kvc_msg *m, uint8_t *reply)
+{
+	static int32_t status[KVC_PROTO_MAX_BATCH];
+	struct kvc_store_entry e;
+
+	if (!kvcd_may(d, p, m->store.ns_id, 2))
+		return kvcd_error(reply, m, -EACCES, "namespace not writable");
+	for (uint32_t i = 0; i < m->store.count; i++) {
+		kvc_proto_store_entry(&m->store, i, &e);
+		status[i] = kvcd_store_one(d, m->store.ns_id, &e);
+	}
+	return kvc_proto_encode_store_reply(reply, KVC_PROTO_MSG_MAX, m->seq,
+					    status, m->store.count);
+}
+
+static int kvcd_load(struct kvcd *d, struct kvc_peer *p,
+		     const struct kvc_msg *m, uint8_t *reply)
+{
+	static struct kvc_load_result res[KVC_PROTO_MAX_BATCH];
+	const struct kvc_load *l = &m->load;
+
+	if (!kvcd_may(d, p, l->ns_id, 4))
+		return kvcd_error(reply, m, -EACCES, "namespace not readable");
+	for (uint32_t i = 0; i < l->count; i++) {
+		const struct kvc_entry *e;
+		uint32_t id;
+
+		memset(&res[i], 0, sizeof(res[i]));
+		if (kvc_index_find(d->index, l->ns_id,
+				   l->keys + (size_t)i * KVCACHE_KEY_SIZE,
+				   &id) ||
+		    !((e = kvc_index_entry(d->index, id))->tiers &
+		      (1u << KVC_TIER_POOL))) {
+			/* Lower tiers come with issue 6: not in DRAM, missing. */
+			res[i].status = -ENOENT;
+			continue;
+		}
+		/*
+		 * memfd mode: the daemon holds the pin for the client. Kernel
+		 * mode: the client pins with its own file (the kernel checks
+		 * its permission); -ESTALE there means evicted meanwhile.
+		 */
+		if (d->mode == KVC_PROTO_MODE_MEMFD)
+			res[i].status = kvc_mpool_pin(d->mpool, p->id,
+						      e->loc[KVC_TIER_POOL].pool);
+		if (!res[i].status) {
+			res[i].handle = e->loc[KVC_TIER_POOL].pool;
+			kvc_policy_on_access(d->policy, id);
+		}
+	}
+	return kvc_proto_encode_load_reply(reply, KVC_PROTO_MSG_MAX, m->seq,
+					   res, l->count);
+}
+
+static int kvcd_release(struct kvcd *d, struct kvc_peer *p,
+			const struct kvc_msg *m, uint8_t *reply)
+{
+	static int32_t status[KVC_PROTO_MAX_BATCH];
+	struct kvcache_handle h;
+
+	if (d->mode != KVC_PROTO_MODE_MEMFD)
+		return kvcd_error(reply, m, -EOPNOTSUPP,
+				  "kernel mode: unpin with the ioctl");
+	for (uint32_t i = 0; i < m->release.count; i++) {
+		kvc_proto_release_handle(&m->release, i, &h);
+		status[i] = kvc_mpool_unpin(d->mpool, p->id, h);
+	}
+	return kvc_proto_encode_release_reply(reply, KVC_PROTO_MSG_MAX, m->seq,
+					      status, m->release.count);
+}
+
+static int kvcd_ns_create(struct kvcd *d, struct kvc_peer *p,
+			  const struct kvc_msg *m, uint8_t *reply)
+{
+	const struct kvc_ns_create *c = &m->ns_create;
+	int ret;
+
+	if (p->uid != 0)
+		return kvcd_error(reply, m, -EPERM, "only root creates namespaces");
+	if (d->ns[c->ns_id].used)
+		return kvcd_error(reply, m, -EEXIST, "namespace exists");
+	if (d->mode == KVC_PROTO_MODE_KERNEL) {
+		ret = kvc_kdev_ns_create(&d->kdev, c->ns_id, c->uid, c->gid,
+					 c->mode);
+		if (ret)
+			return kvcd_error(reply, m, ret, "kernel refused it");
+	}
+	d->ns[c->ns_id] = (struct kvcd_ns){ true, c->uid, c->gid, c->mode };
+	ret = kvcd_ns_save(d);
+	if (ret)
+		fprintf(stderr, "kvcached: saving namespaces: %s\n",
+			strerror(-ret));
+	return kvc_proto_encode_ns_create_reply(reply, KVC_PROTO_MSG_MAX,
+						m->seq);
+}
+
+/* memfd mode: what the kernel's ALLOC ioctl does in kernel mode. */
+static int kvcd_alloc(struct kvcd *d, struct kvc_peer *p,
+		      const struct kvc_msg *m, uint8_t *reply)
+{
+	static struct kvcache_handle h[KVC_PROTO_MAX_BATCH];
+	int ret;
+
+	if (d->mode != KVC_PROTO_MODE_MEMFD)
+		return kvcd_error(reply, m, -EOPNOTSUPP,
+				  "kernel mode: allocate with the ioctl");
+	if (!kvcd_may(d, p, m->alloc.ns_id, 2))
+		return kvcd_error(reply, m, -EACCES, "namespace not writable");
+	ret = kvc_mpool_alloc(d->mpool, p->id, m->alloc.ns_id, m->alloc.count,
+			      h);
+	if (ret == -ENOSPC) {
+		/* Make room as the kernel's pressure events would, and retry. */
+		kvcd_check_pool(d);
+		ret = kvc_mpool_alloc(d->mpool, p->id, m->alloc.ns_id,
+				      m->alloc.count, h);
+	}
+	if (ret)
+		return kvcd_error(reply, m, ret, "no free blocks");
+	return kvc_proto_encode_alloc_reply(reply, KVC_PROTO_MSG_MAX, m->seq,
+					    h, m->alloc.count);
+}
+
+static int kvcd_seal(struct kvcd *d, struct kvc_peer *p,
+		     const struct kvc_msg *m, uint8_t *reply)
+{
+	static int32_t status[KVC_PROTO_MAX_SEAL];
+	struct kvc_seal_entry e;
+
+	if (d->mode != KVC_PROTO_MODE_MEMFD)
+		return kvcd_error(reply, m, -EOPNOTSUPP,
+				  "kernel mode: seal with the ioctl");
+	for (uint32_t i = 0; i < m->seal.count; i++) {
+		kvc_proto_seal_entry(&m->seal, i, &e);
+		status[i] = kvc_mpool_seal(d->mpool, p->id, e.handle,
+					   e.payload_len, e.key);
+		if (!status[i] && (e.flags & KVC_PROTO_SEAL_KEEP_PIN))
+			status[i] = kvc_mpool_pin(d->mpool, p->id, e.handle);
+	}
+	return kvc_proto_encode_seal_reply(reply, KVC_PROTO_MSG_MAX, m->seq,
+					   status, m->seal.count);
+}
+
+static int kvcd_stats(struct kvcd *d, const struct kvc_msg *m, uint8_t *reply)
+{
+	uint32_t free_blocks = 0;
+	struct kvc_stat st[] = {
+		{ "index_keys", 0, kvc_index_count(d->index) },
+		{ "index_bytes", 0, kvc_index_bytes(d->index) },
+		{ "lookups", 0, d->lookups },
+		{ "lookup_keys", 0, d->lookup_keys },
+		{ "hit_keys", 0, d->hit_keys },
+		{ "stores", 0, d->stores },
+		{ "evictions", 0, d->evictions },
+		{ "protocol_errors", 0, d->errors },
+		{ "pool_blocks", 0, d->nr_blocks },
+		{ "pool_free", 0, 0 },
+	};
+	size_t n = sizeof(st) / sizeof(st[0]);
+
+	kvcd_pool_free(d, &free_blocks);
+	st[n - 1].value = free_blocks;
+	for (size_t i = 0; i < n; i++)
+		st[i].name_len = (uint16_t)strlen(st[i].name);
+	return kvc_proto_encode_stats_reply(reply, KVC_PROTO_MSG_MAX, m->seq,
+					    st, (uint32_t)n);
+}
+
+static int kvcd_request(void *ctx, struct kvc_peer *p, const uint8_t *msg,
+			size_t len, bool truncated, uint8_t *reply,
+			int *pass_fd)
+{
+	struct kvcd *d = ctx;
+	struct kvc_msg m;
+	int ret;
+
+	ret = truncated ? -EMSGSIZE : kvc_proto_decode(msg, len, &m);
+	if (ret) {
+		d->errors++;
+		kvc_metric_add(d->dm.protocol_errors, 1);
+		if (truncated) {
+			memset(&m, 0, sizeof(m));
+			m.reason = "message larger than the protocol allows";
+		}
+		return kvc_proto_encode_decode_error(reply, KVC_PROTO_MSG_MAX,
+						     ret, &m);
+	}
+	if (!kvc_proto_is_request(m.type))
+		return 0;	/* never answer a reply */
+	if (m.type != KVC_MSG_HELLO && !d->clients[p->id].hello)
+		return kvcd_error(reply, &m, -EPROTO, "HELLO first");
+	switch (m.type) {
+	case KVC_MSG_HELLO:
+		return kvcd_hello(d, p, &m, reply, pass_fd);
+	case KVC_MSG_LOOKUP:
+		return kvcd_lookup(d, p, &m, reply);
+	case KVC_MSG_STORE:
+		return kvcd_store(d, p, &m, reply);
+	case KVC_MSG_LOAD:
+		return kvcd_load(d, p, &m, reply);
+	case KVC_MSG_RELEASE:
+		return kvcd_release(d, p, &m, reply);
+	case KVC_MSG_STATS:
+		return kvcd_stats(d, &m, reply);
+	case KVC_MSG_NS_CREATE:
+		return kvcd_ns_create(d, p, &m, reply);
+	case KVC_MSG_ALLOC:
+		return kvcd_alloc(d, p, &m, reply);
+	case KVC_MSG_SEAL:
+		return kvcd_seal(d, p, &m, reply);
+	default:
+		return kvcd_error(reply, &m, -EOPNOTSUPP, "not implemented");
+	}
+}
+
+static int kvcd_connected(void *ctx, struct kvc_peer *p)
+{
+	struct kvcd *d = ctx;
+
+	d->clients[p->id].hello = false;
+	kvc_metric_add(d->dm.connections, 1);
+	kvc_metric_add(d->dm.connections_total, 1);
+	return 0;
+}
+
+static void kvcd_closed(void *ctx, struct kvc_peer *p)
+{
+	struct kvcd *d = ctx;
+
+	/* memfd mode: its pins and unsealed blocks go, as at close(2). */
+	if (d->mode == KVC_PROTO_MODE_MEMFD)
+		kvc_mpool_release_client(d->mpool, p->id);
+	d->clients[p->id].hello = false;
+	kvc_metric_sub(d->dm.connections, 1);
+}
+
+static void kvcd_pressure(const struct kvc_pool_state *st, void *arg)
+{
+	struct kvcd *d = arg;
+
+	if (st->pressure)
+		kvcd_evict_to(d, st->high_watermark);
+}
+
+/*
+ * One scrape: accept, answer with the whole exposition as HTTP/1.0 and
+ * close. Prometheus (or curl --unix-socket) sends a GET first; the request
+ * is not parsed, every path gets the metrics. A scraper that does not read
+ * is cut off after a second rather than stalling the loop.
+ */
+static void kvcd_scrape(struct kvcd *d)
+{
+	struct timeval tv = { .tv_sec = 1 };
+	char head[160], req[1024];
+	size_t need;
+	int fd;
+
+	fd = accept4(d->metrics_fd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (recv(fd, req, sizeof(req), 0) < 0) {
+		close(fd);
+		return;
+	}
+	need = kvc_metrics_render(d->metrics, d->metrics_buf, d->metrics_cap);
+	if (need >= d->metrics_cap) {
+		char *b = realloc(d->metrics_buf, need + 1);
+
+		if (!b) {
+			close(fd);
+			return;
+		}
+		d->metrics_buf = b;
+		d->metrics_cap = need + 1;
+		kvc_metrics_render(d->metrics, d->metrics_buf, d->metrics_cap);
+	}
+	snprintf(head, sizeof(head),
+		 "HTTP/1.0 200 OK\r\nContent-Type: %s\r\nContent-Length: %zu\r\n\r\n",
+		 KVC_METRICS_CONTENT_TYPE, need);
+	if (send(fd, head, strlen(head), MSG_NOSIGNAL) > 0)
+		send(fd, d->metrics_buf, need, MSG_NOSIGNAL);
+	close(fd);
+}
+
+static void kvcd_readable(void *ctx, int fd)
+{
+	struct kvcd *d = ctx;
+
+	if (d->ev && fd == kvc_kevents_fd(d->ev))
+		kvc_kevents_read(d->ev, kvcd_pressure, d);
+	else if (fd == d->metrics_fd)
+		kvcd_scrape(d);
+}
+
+/* The metrics endpoint of the configuration: a Unix socket or a TCP port. */
+static int kvcd_metrics_open(struct kvcd *d)
+{
+	const struct kvc_config_listen *l = &d->cfg.daemon.metrics;
+	union {
+		struct sockaddr_un un;
+		struct sockaddr_in in;
+		struct sockaddr_in6 in6;
+	} a;
+	struct stat st;
+	socklen_t len;
+	int fd, one = 1;
+
+	memset(&a, 0, sizeof(a));
+	if (l->kind == KVC_CONFIG_LISTEN_OFF)
+		return 0;
+	if (l->kind == KVC_CONFIG_LISTEN_UNIX) {
+		a.un.sun_family = AF_UNIX;
+		strcpy(a.un.sun_path, l->path);
+		len = sizeof(a.un);
+		if (kvc_server_mkdir_parent(l->path))
+			return -ENOENT;
+		/* A stale socket of an earlier run goes; anything else stays. */
+		if (!lstat(l->path, &st)) {
+			if (!S_ISSOCK(st.st_mode))
+				return -EEXIST;
+			unlink(l->path);
+		}
+	} else if (inet_pton(AF_INET, d->cfg.daemon.metrics_address,
+			     &a.in.sin_addr) == 1) {
+		a.in.sin_family = AF_INET;
+		a.in.sin_port = htons(l->port);
+		len = sizeof(a.in);
+	} else if (inet_pton(AF_INET6, d->cfg.daemon.metrics_address,
+			     &a.in6.sin6_addr) == 1) {
+		a.in6.sin6_family = AF_INET6;
+		a.in6.sin6_port = htons(l->port);
+		len = sizeof(a.in6);
+	} else {
+		return -EINVAL;
+	}
+	fd = socket(((struct sockaddr *)&a)->sa_family,
+		    SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&a, len) || listen(fd, 16)) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	d->metrics_fd = fd;
+	return 0;
+}
+
+int kvcd_metrics_fd(const struct kvcd *d)
+{
+	return d->metrics_fd;
+}
+
+static void kvcd_tick(void *ctx)
+{
+	kvcd_check_pool(ctx);
+}
+
+const struct kvc_server_ops kvcd_server_ops = {
+	.request	= kvcd_request,
+	.connected	= kvcd_connected,
+	.closed		= kvcd_closed,
+	.readable	= kvcd_readable,
+	.tick		= kvcd_tick,
+};
+
+/* ---- setup --------------------------------------------------------------- */
+
+static int kvcd_open_pool(struct kvcd *d, const char *device)
+{
+	struct kvc_mpool_config mc = {
+		.block_size = d->cfg.pool.block_size,
+		.pool_size = d->cfg.pool.memfd_size,
+		.hugetlb = d->cfg.pool.hugetlb == KVC_CONFIG_HUGETLB_YES ? 1 :
+			   d->cfg.pool.hugetlb == KVC_CONFIG_HUGETLB_NO ? 0 : -1,
+	};
+	int mode = d->cfg.daemon.mode, ret = -ENOENT;
+
+	if (mode != KVC_CONFIG_MODE_MEMFD) {
+		ret = kvc_kdev_open(&d->kdev, device);
+		if (!ret) {
+			d->mode = KVC_PROTO_MODE_KERNEL;
+			d->block_size = d->kdev.info.block_size;
+			d->nr_blocks = (uint32_t)d->kdev.info.nr_blocks;
+			/* Without the events the periodic check still runs. */
+			if (kvc_kevents_open(&d->ev))
+				d->ev = NULL;
+			return 0;
+		}
+		if (mode == KVC_CONFIG_MODE_KERNEL || ret != -ENOENT) {
+			fprintf(stderr, "kvcached: %s: %s\n", device,
+				strerror(-ret));
+			return ret;
+		}
+	}
+	ret = kvc_mpool_create(&mc, &d->mpool);
+	if (ret) {
+		fprintf(stderr, "kvcached: memfd pool of %" PRIu64 " bytes: %s\n",
+			mc.pool_size, strerror(-ret));
+		return ret;
+	}
+	d->mode = KVC_PROTO_MODE_MEMFD;
+	d->block_size = kvc_mpool_block_size(d->mpool);
+	d->nr_blocks = kvc_mpool_nr_blocks(d->mpool);
+	return 0;
+}
+
+static const char *kvcd_policy_name(int policy)
+{
+	switch (policy) {
+	case KVC_CONFIG_POLICY_S3FIFO:
+		return "s3fifo";
+	case KVC_CONFIG_POLICY_COST:
+		return "cost";
+	default:
+		return "lru";
+	}
+}
+
+int kvcd_create(struct kvcd **out, const struct kvcd_options *opt)
+{
+	char path[PATH_MAX];
+	uint64_t seed = 0;
+	struct kvcd *d;
+	int ret;
+
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->cfg = *opt->cfg;
+	d->journal_fd = -1;
+	d->metrics_fd = -1;
+	d->kdev.fd = -1;
+	/* Room for the longest file name in it, "namespaces.new". */
+	if (strlen(opt->state_dir) + 16 > sizeof(d->state_dir)) {
+		ret = -ENAMETOOLONG;
+		goto err;
+	}
+	strcpy(d->state_dir, opt->state_dir);
+	if (mkdir(d->state_dir, 0700) && errno != EEXIST) {
+		ret = -errno;
+		fprintf(stderr, "kvcached: %s: %s\n", d->state_dir,
+			strerror(errno));
+		goto err;
+	}
+	ret = kvcd_open_pool(d, opt->device);
+	if (ret)
+		goto err;
+	/* A random hash seed: nobody can aim keys at one place of the table. */
+	if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed))
+		seed = (uint64_t)time(NULL) ^ (uint64_t)getpid() << 32;
+	d->by_block = malloc(d->nr_blocks * sizeof(*d->by_block));
+	d->orphan_seen = calloc(d->nr_blocks, 1);
+	d->metrics = kvc_metrics_new();
+	ret = -ENOMEM;
+	if (!d->by_block || !d->orphan_seen || !d->metrics)
+		goto err;
+	memset(d->by_block, 0xff, d->nr_blocks * sizeof(*d->by_block));
+	ret = kvc_index_create(&d->index, d->nr_blocks, seed);
+	if (!ret)
+		ret = kvc_policy_create(&d->policy,
+					kvcd_policy_name(d->cfg.eviction.policy),
+					d->index, KVC_TIER_POOL, d->nr_blocks);
+	if (!ret)
+		ret = kvc_metrics_register_daemon(d->metrics, &d->dm);
+	if (ret)
+		goto err;
+	ret = kvcd_ns_load(d);
+	if (ret)
+		goto err;
+	ret = kvcd_metrics_open(d);
+	if (ret) {
+		fprintf(stderr, "kvcached: metrics endpoint: %s\n",
+			strerror(-ret));
+		goto err;
+	}
+	/*
+	 * The journal restarts with the blocks that are still there: the
+	 * rebuild appends each one it places. memfd mode starts empty.
+	 */
+	kvcd_path(d, "parents", path);
+	if (d->mode == KVC_PROTO_MODE_KERNEL) {
+		char tmp[PATH_MAX];
+
+		kvcd_path(d, "parents.new", tmp);
+		d->journal_fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC |
+				     O_CLOEXEC, 0600);
+		if (d->journal_fd >= 0) {
+			kvcd_rebuild(d);
+			if (rename(tmp, path))
+				fprintf(stderr, "kvcached: %s: %s\n", path,
+					strerror(errno));
+		}
+	} else {
+		d->journal_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC |
+				     O_CLOEXEC, 0600);
+	}
+	if (d->journal_fd < 0)
+		fprintf(stderr, "kvcached: %s: %s (restarts will lose chains)\n",
+			path, strerror(errno));
+	*out = d;
+	return 0;
+err:
+	kvcd_destroy(d);
+	return ret;
+}
+
+void kvcd_destroy(struct kvcd *d)
+{
+	if (!d)
+		return;
+	if (d->journal_fd >= 0)
+		close(d->journal_fd);
+	if (d->metrics_fd >= 0) {
+		close(d->metrics_fd);
+		if (d->cfg.daemon.metrics.kind == KVC_CONFIG_LISTEN_UNIX)
+			unlink(d->cfg.daemon.metrics.path);
+	}
+	free(d->metrics_buf);
+	kvc_policy_destroy(d->policy);
+	kvc_index_destroy(d->index);
+	kvc_metrics_free(d->metrics);
+	kvc_kevents_close(d->ev);
+	kvc_kdev_close(&d->kdev);
+	kvc_mpool_destroy(d->mpool);
+	free(d->by_block);
+	free(d->orphan_seen);
+	free(d);
+}
+
+int kvcd_event_fd(const struct kvcd *d)
+{
+	return d->ev ? kvc_kevents_fd(d->ev) : -1;
+}
+
+const char *kvcd_mode_name(const struct kvcd *d)
+{
+	return d->mode == KVC_PROTO_MODE_KERNEL ? "kernel" : "memfd";
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * daemon: what kvcached knows and decides, behind the server loop.
+ *
+ * It owns the prefix index, the pool tier's eviction policy, the
+ * namespaces and the pool backend: the kernel's pool (kernel mode, as
+ * /dev/kvcache's helper) or its own memfd pool (memfd mode, without the
+ * module). The server hands it each client's datagrams; it answers them
+ * (Documentation/protocol.md), evicts when the pool runs low (the
+ * kernel's pressure events, and a periodic check), and keeps enough in
+ * its state directory to rebuild after a restart:
+ *   namespaces   one line per namespace: id uid gid mode
+ *   parents      the chain link of every block stored, appended as
+ *                blocks are stored; the kernel keeps blocks and keys but
+ *                not which block follows which
+ *
+ * Single-threaded: everything runs on the server loop's thread.
+ */
+#ifndef KVC_DAEMON_H
+#define KVC_DAEMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "server.h"
+
+struct kvcd;
+
+struct kvcd_options {
+	const struct kvc_config *cfg;
+	const char *device;		/* /dev/kvcache, for tests */
+	const char *state_dir;		/* namespaces and parents live here */
+};
+
+/*
+ * Set the daemon up: choose the mode (cfg->daemon.mode), open the kernel
+ * pool or create the memfd pool, load the namespaces, and in kernel mode
+ * rebuild the index from the sealed blocks the kernel still holds.
+ * Returns 0 or -errno (with a message on stderr).
+ */
+int kvcd_create(struct kvcd **out, const struct kvcd_options *opt);
+void kvcd_destroy(struct kvcd *d);
+
+/* The server callbacks; ctx is the struct kvcd. */
+extern const struct kvc_server_ops kvcd_server_ops;
+
+/*
+ * Descriptors the server loop must watch: the kernel's events and the
+ * metrics endpoint (-1 when there is none).
+ */
+int kvcd_event_fd(const struct kvcd *d);
+int kvcd_metrics_fd(const struct kvcd *d);
+
+/* "kernel" or "memfd". */
+const char *kvcd_mode_name(const struct kvcd *d);
+
+#endif /* KVC_DAEMON_H */

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kdev: kvcached's side of /dev/kvcache (see kdev.h).
+ */
+#include "kdev.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "devinfo.h"
+
+static int kvc_kdev_ioctl(struct kvc_kdev *kd, unsigned long cmd, void *arg)
+{
+	return ioctl(kd->fd, cmd, arg) ? -errno : 0;
+}
+
+int kvc_kdev_open(struct kvc_kdev *kd, const char *path)
+{
+	struct kvcache_helper helper = { .size = sizeof(helper) };
+	int ret;
+
+	kd->fd = open(path, O_RDWR | O_CLOEXEC);
+	if (kd->fd < 0)
+		return -errno;
+	ret = kvc_dev_info(kd->fd, &kd->info);
+	if (!ret && !(kd->info.features & KVCACHE_FEAT_POOL))
+		ret = -EOPNOTSUPP;
+	if (!ret)
+		ret = kvc_kdev_ioctl(kd, KVCACHE_IOC_HELPER, &helper);
+	if (ret) {
+		close(kd->fd);
+		kd->fd = -1;
+	}
+	return ret;
+}
+
+void kvc_kdev_close(struct kvc_kdev *kd)
+{
+	if (kd->fd >= 0)
+		close(kd->fd);
+	kd->fd = -1;
+}
+
+int kvc_kdev_ns_create(struct kvc_kdev *kd, uint32_t ns, uint32_t uid,
+		       uint32_t gid, uint32_t mode)
+{
+	struct kvcache_ns arg = {
+		.size = sizeof(arg), .ns_id = ns, .uid = uid, .gid = gid,
+		.mode = mode,
+	};
+
+	return kvc_kdev_ioctl(kd, KVCACHE_IOC_NS_CREATE, &arg);
+}
+
+int kvc_kdev_query(struct kvc_kdev *kd, uint32_t start, uint32_t ns,
+		   struct kvcache_block_info *out, uint32_t max,
+		   uint32_t *count, uint32_t *next)
+{
+	struct kvcache_query q = {
+		.size = sizeof(q), .start = start, .count = max, .ns_id = ns,
+		.entries = (uintptr_t)out,
+	};
+	int ret = kvc_kdev_ioctl(kd, KVCACHE_IOC_QUERY, &q);
+
+	if (ret)
+		return ret;
+	*count = q.count;
+	*next = q.next;
+	return 0;
+}
+
+int kvc_kdev_block(struct kvc_kdev *kd, struct kvcache_handle h,
+		   struct kvcache_block_info *out)
+{
+	uint32_t count, next;
+	int ret;
+
+	/* QUERY lists sealed blocks from an index on: ask for exactly one. */
+	ret = kvc_kdev_query(kd, h.index, KVCACHE_NS_ANY, out, 1, &count,
+			     &next);
+	if (ret)
+		return ret;
+	if (!count || out->handle.index != h.index)
+		return -ENOENT;
+	return out->handle.gen == h.gen ? 0 : -ESTALE;
+}
+
+int kvc_kdev_evict(struct kvc_kdev *kd, const struct kvcache_handle *h,
+		   uint32_t n, uint32_t *done)
+{
+	struct kvcache_batch b = {
+		.size = sizeof(b), .count = n, .entries = (uintptr_t)h,
+	};
+	int ret = kvc_kdev_ioctl(kd, KVCACHE_IOC_EVICT, &b);
+
+	*done = b.done;
+	return ret;
+}

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * kdev: kvcached's side of /dev/kvcache (kernel mode).
+ *
+ * The daemon opens the device once, becomes its helper (the role that may
+ * evict any block, manage namespaces and list every sealed block; it ends
+ * when the file is closed, so a crashed daemon leaves nothing half-held),
+ * and uses these wrappers. Each returns 0 or -errno as the ioctl did.
+ */
+#ifndef KVC_KDEV_H
+#define KVC_KDEV_H
+
+#include <stdint.h>
+
+#include <linux/kvcache.h>
+
+struct kvc_kdev {
+	int fd;
+	struct kvcache_info info;
+};
+
+/* Open @path read-write, read INFO, become the helper. */
+int kvc_kdev_open(struct kvc_kdev *kd, const char *path);
+void kvc_kdev_close(struct kvc_kdev *kd);
+
+int kvc_kdev_ns_create(struct kvc_kdev *kd, uint32_t ns, uint32_t uid,
+		       uint32_t gid, uint32_t mode);
+
+/*
+ * List sealed blocks from index @start (KVCACHE_NS_ANY: all namespaces):
+ * fills up to @max entries, sets *count and *next (nr_blocks when done).
+ */
+int kvc_kdev_query(struct kvc_kdev *kd, uint32_t start, uint32_t ns,
+		   struct kvcache_block_info *out, uint32_t max,
+		   uint32_t *count, uint32_t *next);
+
+/*
+ * The sealed block @h, if it is still what the handle names: its info in
+ * *out. -ESTALE when the block was evicted or reused, -ENOENT when it is
+ * not sealed.
+ */
+int kvc_kdev_block(struct kvc_kdev *kd, struct kvcache_handle h,
+		   struct kvcache_block_info *out);
+
+/* Evict @n blocks; *done: how many went before the first error. */
+int kvc_kdev_evict(struct kvc_kdev *kd, const struct kvcache_handle *h,
+		   uint32_t n, uint32_t *done);
+
+#endif /* KVC_KDEV_H */

@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kvcached: the kvcache helper daemon.
+ *
+ *   kvcached [--config FILE] [--mode auto|kernel|memfd] [--socket PATH]
+ *            [--state-dir DIR] [--device PATH] [--print-config]
+ *
+ * Runs in the foreground (systemd's Type=simple; helper/kvcached.service),
+ * logs to stderr, stops cleanly on SIGINT or SIGTERM. Ready when the
+ * socket accepts connections. Settings: helper/kvcached.conf and
+ * Documentation/kvcached-config.md; the options override the file.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <linux/kvcache.h>
+
+#include "config.h"
+#include "daemon.h"
+#include "server.h"
+
+#define KVCACHED_CONFIG		"/etc/kvcache/kvcached.conf"
+#define KVCACHED_STATE_DIR	"/run/kvcache/state"
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: kvcached [--config FILE] [--mode auto|kernel|memfd] [--socket PATH]\n"
+		"                [--state-dir DIR] [--device PATH] [--print-config]\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "mode", required_argument, NULL, 'm' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "state-dir", required_argument, NULL, 'S' },
+		{ "device", required_argument, NULL, 'd' },
+		{ "print-config", no_argument, NULL, 'p' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *config = NULL, *mode = NULL, *sock = NULL;
+	struct kvcd_options dopt = {
+		.device = KVCACHE_DEVICE_PATH,
+		.state_dir = KVCACHED_STATE_DIR,
+	};
+	struct sigaction sa = { .sa_handler = on_signal };
+	struct kvc_server *srv = NULL;
+	struct kvc_config cfg;
+	struct kvcd *d = NULL;
+	bool print = false;
+	char err[512];
+	int c, ret;
+
+	while ((c = getopt_long(argc, argv, "c:m:s:S:d:ph", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			config = optarg;
+			break;
+		case 'm':
+			mode = optarg;
+			break;
+		case 's':
+			sock = optarg;
+			break;
+		case 'S':
+			dopt.state_dir = optarg;
+			break;
+		case 'd':
+			dopt.device = optarg;
+			break;
+		case 'p':
+			print = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+
+	kvc_config_defaults(&cfg);
+	/* The default file is optional; a named one must exist. */
+	if (config || !access(KVCACHED_CONFIG, F_OK)) {
+		ret = kvc_config_load(&cfg, config ? config : KVCACHED_CONFIG,
+				      err, sizeof(err));
+		if (ret) {
+			fprintf(stderr, "kvcached: %s\n", err);
+			return 1;
+		}
+	}
+	if (mode) {
+		if (!strcmp(mode, "auto")) {
+			cfg.daemon.mode = KVC_CONFIG_MODE_AUTO;
+		} else if (!strcmp(mode, "kernel")) {
+			cfg.daemon.mode = KVC_CONFIG_MODE_KERNEL;
+		} else if (!strcmp(mode, "memfd")) {
+			cfg.daemon.mode = KVC_CONFIG_MODE_MEMFD;
+		} else {
+			fprintf(stderr, "kvcached: unknown mode '%s'\n", mode);
+			return 2;
+		}
+	}
+	if (sock) {
+		if (strlen(sock) >= sizeof(cfg.daemon.socket)) {
+			fprintf(stderr, "kvcached: socket path too long\n");
+			return 2;
+		}
+		strcpy(cfg.daemon.socket, sock);
+	}
+	if (print) {
+		kvc_config_dump(&cfg, stdout);
+		return 0;
+	}
+
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	dopt.cfg = &cfg;
+	ret = kvcd_create(&d, &dopt);
+	if (ret)
+		return 1;
+	ret = kvc_server_open(&srv, cfg.daemon.socket, cfg.daemon.socket_mode,
+			      cfg.eviction.interval_ms, &kvcd_server_ops, d);
+	if (ret) {
+		fprintf(stderr, "kvcached: %s: %s\n", cfg.daemon.socket,
+			strerror(-ret));
+		kvcd_destroy(d);
+		return 1;
+	}
+	if (kvcd_event_fd(d) >= 0)
+		kvc_server_watch(srv, kvcd_event_fd(d));
+	if (kvcd_metrics_fd(d) >= 0)
+		kvc_server_watch(srv, kvcd_metrics_fd(d));
+	fprintf(stderr, "kvcached: %s mode, listening on %s\n",
+		kvcd_mode_name(d), cfg.daemon.socket);
+
+	ret = kvc_server_run(srv, &stop);
+	if (ret)
+		fprintf(stderr, "kvcached: event loop: %s\n", strerror(-ret));
+	kvc_server_close(srv);
+	kvcd_destroy(d);
+	return ret ? 1 : 0;
+}
