@@ -279,8 +279,11 @@ static int kvcd_pool_free(struct kvcd *d, uint32_t *free_blocks)
 static int kvcd_set_pool(struct kvcd *d, uint32_t id, struct kvcache_handle h)
 {
 	union kvc_loc loc = { .pool = h };
-	int ret = kvc_index_set(d->index, id, KVC_TIER_POOL, loc);
+	int ret;
 
+	if (h.index >= d->nr_blocks)
+		return -EINVAL;
+	ret = kvc_index_set(d->index, id, KVC_TIER_POOL, loc);
 	if (ret)
 		return ret;
 	d->by_block[h.index] = id;
@@ -329,6 +332,9 @@ static uint32_t kvcd_reap_orphans(struct kvcd *d)
 			uint32_t idx = info[i].handle.index, id;
 			const struct kvc_entry *e;
 
+			/* A pool resized under us: not ours to judge. */
+			if (idx >= d->nr_blocks)
+				continue;
 			id = d->by_block[idx];
 			e = id == KVC_ID_NONE ? NULL :
 			    kvc_index_entry(d->index, id);
