@@ -48,7 +48,8 @@ HELPER_LIBS := -lcrypto -lnl-genl-3 -lnl-3 -luring
 DAEMON_SRCS := helper/daemon.c helper/server.c helper/kdev.c
 UNIT_TESTS := test_uapi test_devinfo test_keys test_proto test_config \
 	      test_metrics test_mpool test_kevents test_index test_policy
-SELFTESTS := kvcache_dev_test bench_test pool_test pool_fuzz_test p2p_test
+SELFTESTS := kvcache_dev_test bench_test pool_test pool_fuzz_test p2p_test \
+	     kvcached_test
 
 .PHONY: all deps kernel module helper unit unit-build selftests check demo \
 	bench bench-build vm-shell clean

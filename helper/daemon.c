@@ -314,20 +314,31 @@ static int kvcd_evict_block(struct kvcd *d, struct kvcache_handle h)
 	return kvc_kdev_evict(&d->kdev, &h, 1, &done);
 }
 
+/* The sealed blocks of the pool from index start on, in either mode. */
+static int kvcd_query(struct kvcd *d, uint32_t start,
+		      struct kvcache_block_info *info, uint32_t max,
+		      uint32_t *count, uint32_t *next)
+{
+	if (d->mode == KVC_PROTO_MODE_KERNEL)
+		return kvc_kdev_query(&d->kdev, start, KVCACHE_NS_ANY, info,
+				      max, count, next);
+	*count = kvc_mpool_query(d->mpool, start, KVCACHE_NS_ANY, info, max,
+				 next);
+	return 0;
+}
+
 /*
- * Kernel mode: free sealed blocks nobody stored, once they have been seen
- * unclaimed by two passes in a row. Returns how many went.
+ * Free sealed blocks nobody stored (the client died between SEAL and
+ * STORE, or its STORE was refused), once they have been seen unclaimed by
+ * two passes in a row. Returns how many went.
  */
 static uint32_t kvcd_reap_orphans(struct kvcd *d)
 {
 	struct kvcache_block_info info[64];
 	uint32_t start = 0, count, next, freed = 0;
 
-	if (d->mode != KVC_PROTO_MODE_KERNEL)
-		return 0;
 	while (start < d->nr_blocks &&
-	       !kvc_kdev_query(&d->kdev, start, KVCACHE_NS_ANY, info, 64,
-			       &count, &next)) {
+	       !kvcd_query(d, start, info, 64, &count, &next)) {
 		for (uint32_t i = 0; i < count; i++) {
 			uint32_t idx = info[i].handle.index, id;
 			const struct kvc_entry *e;
@@ -500,16 +511,21 @@ static int kvcd_hello(struct kvcd *d, struct kvc_peer *p,
 	};
 	int v = kvc_proto_choose_version(m->hello.min_version,
 					 m->hello.max_version);
+	uint64_t need = d->mode == KVC_PROTO_MODE_MEMFD ?
+			KVC_PROTO_CAP_MEMFD : KVC_PROTO_CAP_DEVICE;
 
 	if (v < 0)
 		return kvcd_error(reply, m, v, "no common protocol version");
+	/* The reply's caps are a subset of the client's; this mode needs one. */
+	if (!(m->hello.caps & need))
+		return kvcd_error(reply, m, -EOPNOTSUPP,
+				  d->mode == KVC_PROTO_MODE_MEMFD ?
+				  "no module here: the client must take the pool memfd" :
+				  "kernel mode: the client must use /dev/kvcache");
 	r.version = (uint16_t)v;
-	if (d->mode == KVC_PROTO_MODE_MEMFD) {
-		r.caps = KVC_PROTO_CAP_MEMFD;
+	r.caps = need;
+	if (d->mode == KVC_PROTO_MODE_MEMFD)
 		*pass_fd = kvc_mpool_fd(d->mpool);
-	} else {
-		r.caps = KVC_PROTO_CAP_DEVICE;
-	}
 	d->clients[p->id].hello = true;
 	return kvc_proto_encode_hello_reply(reply, KVC_PROTO_MSG_MAX, m->seq,
 					    &r);

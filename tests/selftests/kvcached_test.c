@@ -1,0 +1,1579 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Integration tests of kvcached, the helper daemon: each test starts its
+ * own daemon (the binary next to this one, ../helper/kvcached, or
+ * $KVC_KVCACHED) on a socket and state directory of its own, talks to it
+ * over the real wire format (helper/proto.c) with real block keys
+ * (helper/keys.c), and stops it.
+ *
+ * Two modes, from $KVC_DAEMON_MODE ("kernel" or "memfd"); the default is
+ * "kernel" when /dev/kvcache exists and we are root, else "memfd":
+ *   kernel  in the test VM with kvcache.ko: the daemon is the module's
+ *           helper; the test allocates, writes and seals blocks with the
+ *           ioctls on its own /dev/kvcache file and STOREs them.
+ *   memfd   on any host: the daemon holds the pool in a memfd that the
+ *           HELLO reply passes; blocks come from ALLOC and SEAL messages.
+ *
+ * The daemon gets a small configuration: in memfd mode a pool of 32
+ * blocks of 2 MiB; watermarks of 10% and 20% and a 100 ms check, so that
+ * eviction can be driven and observed within seconds.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kselftest_harness.h"
+#include "kvc_client.h"
+#include "kvc_ioctl.h"
+#include "keys.h"
+#include "proto.h"
+
+#define TPB		16		/* tokens per block */
+#define PAYLOAD		4096		/* bytes written and sealed per block */
+#define LOW_PCT		10
+#define HIGH_PCT	20
+#define MEMFD_POOL	(64ull << 20)
+#define MEMFD_BS	(2ull << 20)
+#define NOBODY		65534
+#define MAX_CHAIN	1024		/* longest chain a test builds */
+
+typedef uint8_t kvc_key[KVCACHE_KEY_SIZE];
+
+/* ---- environment ---------------------------------------------------------- */
+
+static int wanted_mode(void)
+{
+	const char *m = getenv("KVC_DAEMON_MODE");
+
+	if (m && !strcmp(m, "kernel"))
+		return KVC_PROTO_MODE_KERNEL;
+	if (m && !strcmp(m, "memfd"))
+		return KVC_PROTO_MODE_MEMFD;
+	if (!access(KVCACHE_DEVICE_PATH, F_OK) && geteuid() == 0)
+		return KVC_PROTO_MODE_KERNEL;
+	return KVC_PROTO_MODE_MEMFD;
+}
+
+/* The daemon: $KVC_KVCACHED, else ../helper/kvcached from this binary. */
+static int find_daemon(char *out, size_t len)
+{
+	const char *env = getenv("KVC_KVCACHED");
+	char self[PATH_MAX - 32], *slash;
+	ssize_t n;
+
+	if (env && *env) {
+		snprintf(out, len, "%s", env);
+		return access(out, X_OK) ? -errno : 0;
+	}
+	if (strchr(program_invocation_name, '/')) {
+		snprintf(self, sizeof(self), "%s", program_invocation_name);
+	} else {
+		n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		if (n < 0)
+			return -errno;
+		self[n] = '\0';
+	}
+	slash = strrchr(self, '/');
+	*slash = '\0';
+	snprintf(out, len, "%.*s/../helper/kvcached", (int)(len - 32), self);
+	return access(out, X_OK) ? -errno : 0;
+}
+
+static void msleep(unsigned int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- the fixture: one daemon per test ------------------------------------- */
+
+FIXTURE(kvcd) {
+	int mode;			/* KVC_PROTO_MODE_* asked for */
+	char bin[PATH_MAX];
+	char sock[108];
+	char state[PATH_MAX];
+	char conf[PATH_MAX];
+	char log[PATH_MAX];
+	pid_t daemon;
+	int dev;			/* kernel mode: our /dev/kvcache */
+	struct kvcc c;			/* connected, after HELLO */
+	uint64_t bs;
+	uint32_t nr;
+	uint32_t ns;			/* created by the setup, 0700 root */
+	uint32_t made[8];		/* namespaces created, to clean up */
+	int nmade;
+	uint8_t seed[KVCACHE_KEY_SIZE];
+};
+
+#define SELF	struct _test_data_kvcd
+
+static int write_config(SELF *self)
+{
+	FILE *f = fopen(self->conf, "we");
+
+	if (!f)
+		return -errno;
+	fprintf(f,
+		"# kvcached_test\n"
+		"[daemon]\n"
+		"socket_mode = 0666\n"
+		"metrics = off\n"
+		"[pool]\n"
+		"memfd_size = %lluM\n"
+		"block_size = %lluM\n"
+		"hugetlb = no\n"
+		"mlock = no\n"
+		"low_watermark = %d\n"
+		"high_watermark = %d\n"
+		"[eviction]\n"
+		"policy = lru\n"
+		"interval = 100ms\n",
+		MEMFD_POOL >> 20, MEMFD_BS >> 20, LOW_PCT, HIGH_PCT);
+	return fclose(f) ? -errno : 0;
+}
+
+/*
+ * Start kvcached and wait until its socket accepts (20 s at most).
+ * Returns 0, or -errno with why filled.
+ */
+static int daemon_start(SELF *self, char *why, size_t wlen)
+{
+	const char *mode = self->mode == KVC_PROTO_MODE_KERNEL ? "kernel" :
+			   "memfd";
+	pid_t parent = getpid(), pid;
+	int st;
+
+	pid = fork();
+	if (pid < 0) {
+		snprintf(why, wlen, "fork: %s", strerror(errno));
+		return -errno;
+	}
+	if (!pid) {
+		int log = open(self->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		int nul = open("/dev/null", O_RDONLY);
+
+		/* Never outlive the test, even one that crashed. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		if (nul >= 0)
+			dup2(nul, 0);
+		if (log >= 0) {
+			dup2(log, 1);
+			dup2(log, 2);
+		}
+		execl(self->bin, "kvcached", "--mode", mode, "--socket",
+		      self->sock, "--state-dir", self->state, "--config",
+		      self->conf, (char *)NULL);
+		dprintf(2, "exec %s: %s\n", self->bin, strerror(errno));
+		_exit(127);
+	}
+	self->daemon = pid;
+	for (double end = now_s() + 20; now_s() < end;) {
+		int fd = kvcc_connect_fd(self->sock);
+
+		if (fd >= 0) {
+			close(fd);
+			return 0;
+		}
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			self->daemon = -1;
+			snprintf(why, wlen,
+				 "kvcached exited (status %#x) before listening",
+				 st);
+			return -ECHILD;
+		}
+		msleep(10);
+	}
+	snprintf(why, wlen, "%s did not accept within 20 s", self->sock);
+	return -ETIMEDOUT;
+}
+
+/* SIGTERM, and wait (10 s, then SIGKILL). Returns the wait status. */
+static int daemon_stop(SELF *self)
+{
+	int st = -1;
+
+	if (self->daemon <= 0)
+		return -1;
+	kill(self->daemon, SIGTERM);
+	for (double end = now_s() + 10; now_s() < end;) {
+		if (waitpid(self->daemon, &st, WNOHANG) == self->daemon) {
+			self->daemon = -1;
+			return st;
+		}
+		msleep(10);
+	}
+	kill(self->daemon, SIGKILL);
+	waitpid(self->daemon, &st, 0);
+	self->daemon = -1;
+	return st;
+}
+
+static void dump_log(struct __test_metadata *_metadata, SELF *self)
+{
+	char line[512];
+	FILE *f = fopen(self->log, "re");
+
+	if (!f)
+		return;
+	TH_LOG("kvcached's log (%s):", self->log);
+	while (fgets(line, sizeof(line), f))
+		fprintf(TH_LOG_STREAM, "#   %s", line);
+	fclose(f);
+}
+
+/* Kernel mode: evict what a namespace still holds, then drop it. */
+static void kernel_ns_cleanup(int fd, uint32_t ns)
+{
+	struct kvcache_block_info b[64];
+	struct kvcache_query q;
+	int rounds = 0;
+
+	for (;;) {
+		q = (struct kvcache_query){
+			.size = sizeof(q), .count = 64, .ns_id = ns,
+			.entries = (uintptr_t)b,
+		};
+		if (ioctl(fd, KVCACHE_IOC_QUERY, &q) || !q.count ||
+		    rounds++ > 1000)
+			break;
+		for (uint32_t i = 0; i < q.count; i++)
+			kvc_evict(fd, b[i].handle);
+	}
+	kvc_ns(fd, 0, ns, 0, 0, 0);
+}
+
+static void fixture_down(struct __test_metadata *_metadata, SELF *self)
+{
+	char path[PATH_MAX + 32];
+	static const char *const files[] = {
+		"namespaces", "namespaces.new", "parents", "parents.new",
+	};
+
+	kvcc_close(&self->c);
+	daemon_stop(self);
+	if (self->mode == KVC_PROTO_MODE_KERNEL) {
+		/* Our pins go with our file; a fresh one cleans up. */
+		if (self->dev >= 0)
+			close(self->dev);
+		self->dev = open(KVCACHE_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+		for (int i = 0; self->dev >= 0 && i < self->nmade; i++)
+			kernel_ns_cleanup(self->dev, self->made[i]);
+	}
+	if (self->dev >= 0)
+		close(self->dev);
+	self->dev = -1;
+	if (_metadata->exit_code == KSFT_FAIL)
+		dump_log(_metadata, self);
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", self->state, files[i]);
+		unlink(path);
+	}
+	rmdir(self->state);
+	unlink(self->sock);
+	unlink(self->conf);
+	unlink(self->log);
+}
+
+/* NS_CREATE through the daemon, remembered for the cleanup. */
+static int ns_create(SELF *self, struct kvcc *c, uint32_t ns, uint32_t uid,
+		     uint32_t gid, uint32_t mode)
+{
+	int ret = kvcc_ns_create(c, ns, uid, gid, mode);
+
+	if (!ret && self->nmade < 8)
+		self->made[self->nmade++] = ns;
+	return ret;
+}
+
+/*
+ * Only a peer of uid 0 may send NS_CREATE, so a daemon run by another
+ * user has no namespace but those of its state directory: when not root,
+ * the test writes that file (kvcd_ns_load()'s format) before starting it,
+ * with our namespace and the extra ones tests use, all 0700 and ours.
+ */
+#define NS_EXTRA	3
+
+static int seed_namespaces(SELF *self)
+{
+	char path[PATH_MAX + 32];
+	FILE *f;
+
+	if (mkdir(self->state, 0700) && errno != EEXIST)
+		return -errno;
+	snprintf(path, sizeof(path), "%s/namespaces", self->state);
+	f = fopen(path, "we");
+	if (!f)
+		return -errno;
+	for (uint32_t i = 0; i <= NS_EXTRA; i++)
+		fprintf(f, "%u %u %u %o\n", self->ns + i, (unsigned)geteuid(),
+			(unsigned)getegid(), 0700);
+	return fclose(f) ? -errno : 0;
+}
+
+/* Namespace ns + i (i <= NS_EXTRA), 0700: created as root, seeded if not. */
+static int ns_extra(SELF *self, struct kvcc *c, uint32_t i)
+{
+	if (geteuid() != 0)
+		return 0;
+	return ns_create(self, c, self->ns + i, 0, 0, 0700);
+}
+
+static int fixture_up(SELF *self, char *why, size_t wlen)
+{
+	const char *tmp = getenv("TMPDIR");
+	struct kvc_ns_identity id = {
+		.model = "kvcached-test/model", .weights_revision = "r1",
+		.tokenizer = "tok-1", .kv_layout = "paged-nhd",
+		.kv_dtype = "bf16", .lora = "", .salt = NULL, .salt_len = 0,
+		.tokens_per_block = TPB, .tp_rank = 0, .tp_size = 1,
+		.pp_rank = 0, .pp_size = 1,
+	};
+	int pid = getpid(), ret;
+
+	if (!tmp || !*tmp)
+		tmp = "/tmp";
+	if ((size_t)snprintf(self->sock, sizeof(self->sock), "%s/kvcd-%d.sock",
+			     tmp, pid) >= sizeof(self->sock)) {
+		snprintf(why, wlen, "socket path too long under %s", tmp);
+		return -ENAMETOOLONG;
+	}
+	snprintf(self->state, sizeof(self->state), "%s/kvcd-%d.state", tmp, pid);
+	snprintf(self->conf, sizeof(self->conf), "%s/kvcd-%d.conf", tmp, pid);
+	snprintf(self->log, sizeof(self->log), "%s/kvcd-%d.log", tmp, pid);
+	ret = find_daemon(self->bin, sizeof(self->bin));
+	if (ret) {
+		snprintf(why, wlen, "no kvcached at %.300s: %s (set KVC_KVCACHED)",
+			 self->bin, strerror(-ret));
+		return ret;
+	}
+	ret = kvc_ns_seed(&id, self->seed);
+	if (ret) {
+		snprintf(why, wlen, "kvc_ns_seed: %s", strerror(-ret));
+		return ret;
+	}
+	ret = write_config(self);
+	if (ret) {
+		snprintf(why, wlen, "%.300s: %s", self->conf, strerror(-ret));
+		return ret;
+	}
+	/* Ids only matter in kernel mode, where the module keeps them. */
+	self->ns = (uint32_t)(pid % 60000) + 1;
+	if (geteuid() != 0) {
+		ret = seed_namespaces(self);
+		if (ret) {
+			snprintf(why, wlen, "%.300s/namespaces: %s", self->state,
+				 strerror(-ret));
+			return ret;
+		}
+	}
+	ret = daemon_start(self, why, wlen);
+	if (ret)
+		return ret;
+	ret = kvcc_open(&self->c, self->sock);
+	if (ret) {
+		snprintf(why, wlen, "connect: %s", strerror(-ret));
+		return ret;
+	}
+	ret = kvcc_hello(&self->c);
+	if (ret) {
+		snprintf(why, wlen, "HELLO: %d %s", ret, self->c.why);
+		return ret < 0 ? ret : -EIO;
+	}
+	self->bs = self->c.hello.block_size;
+	self->nr = (uint32_t)self->c.hello.nr_blocks;
+	if (self->mode == KVC_PROTO_MODE_KERNEL) {
+		self->dev = open(KVCACHE_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+		if (self->dev < 0) {
+			snprintf(why, wlen, "%s: %s", KVCACHE_DEVICE_PATH,
+				 strerror(errno));
+			return -errno;
+		}
+	}
+	/* A namespace of our own, 0700 root (seeded above when not root). */
+	ret = geteuid() ? 0 : ns_create(self, &self->c, self->ns, 0, 0, 0700);
+	if (ret) {
+		snprintf(why, wlen, "NS_CREATE %u: %d %s", self->ns, ret,
+			 self->c.why);
+		return ret < 0 ? ret : -EIO;
+	}
+	return 0;
+}
+
+FIXTURE_SETUP(kvcd)
+{
+	char why[512] = "";
+	int ret;
+
+	self->dev = -1;
+	self->daemon = -1;
+	self->nmade = 0;
+	kvcc_init(&self->c);
+	self->mode = wanted_mode();
+	ret = fixture_up(self, why, sizeof(why));
+	if (ret) {
+		TH_LOG("setup (%s mode): %s",
+		       self->mode == KVC_PROTO_MODE_KERNEL ? "kernel" : "memfd",
+		       why);
+		dump_log(_metadata, self);
+		/* The harness skips the teardown after a failed setup. */
+		fixture_down(_metadata, self);
+	}
+	ASSERT_EQ(0, ret);
+}
+
+FIXTURE_TEARDOWN(kvcd)
+{
+	fixture_down(_metadata, self);
+}
+
+/* ---- blocks and chains ------------------------------------------------------ */
+
+/* Keys of a chain of n blocks; chains with different salts share nothing. */
+static void chain_keys(SELF *self, uint32_t salt, uint32_t n, kvc_key *keys)
+{
+	uint32_t *tok = calloc((size_t)n * TPB, sizeof(*tok));
+
+	for (size_t i = 0; i < (size_t)n * TPB; i++)
+		tok[i] = salt * 100003u + (uint32_t)i;
+	kvc_chain_keys(self->seed, tok, (size_t)n * TPB, TPB, keys, n);
+	free(tok);
+}
+
+/* What a block holds: its key, then its first byte repeated. */
+static void fill_block(uint8_t *p, const uint8_t *key)
+{
+	memcpy(p, key, KVCACHE_KEY_SIZE);
+	memset(p + KVCACHE_KEY_SIZE, key[0], PAYLOAD - KVCACHE_KEY_SIZE);
+}
+
+static int block_ok(const uint8_t *p, const uint8_t *key)
+{
+	if (memcmp(p, key, KVCACHE_KEY_SIZE))
+		return 0;
+	for (size_t i = KVCACHE_KEY_SIZE; i < PAYLOAD; i += 97)
+		if (p[i] != key[0])
+			return 0;
+	return 1;
+}
+
+/* Kernel mode: seal n blocks with their real keys. */
+static int kernel_seal(int fd, const struct kvcache_handle *h,
+		       const kvc_key *keys, uint32_t n, uint32_t flags)
+{
+	struct kvcache_seal_entry *e = calloc(n, sizeof(*e));
+	struct kvcache_batch b = {
+		.size = sizeof(b), .flags = flags, .count = n,
+		.entries = (uintptr_t)e,
+	};
+	int ret;
+
+	if (!e)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++) {
+		e[i].handle = h[i];
+		e[i].payload_len = PAYLOAD;
+		memcpy(e[i].key, keys[i], KVCACHE_KEY_SIZE);
+	}
+	ret = kvc_ioc(fd, KVCACHE_IOC_SEAL, &b);
+	free(e);
+	return ret;
+}
+
+/*
+ * n fresh blocks of ns, written and sealed under keys (keep_pin: our
+ * connection, or in kernel mode our file, keeps a pin on each). Kernel
+ * mode through dev, memfd mode through c. 0 or an error.
+ */
+static int make_blocks(SELF *self, struct kvcc *c, int dev, uint32_t ns,
+		       const kvc_key *keys, uint32_t n, bool keep_pin,
+		       struct kvcache_handle *h)
+{
+	int ret;
+
+	if (self->mode == KVC_PROTO_MODE_KERNEL) {
+		ret = kvc_alloc(dev, ns, n, h);
+		if (ret)
+			return ret;
+		for (uint32_t i = 0; i < n; i++) {
+			uint8_t *p = kvc_map(dev, h[i].index, self->bs,
+					     PROT_READ | PROT_WRITE);
+
+			if (!p)
+				return -errno;
+			fill_block(p, keys[i]);
+			munmap(p, self->bs);
+		}
+		return kernel_seal(dev, h, keys, n,
+				   keep_pin ? KVCACHE_SEAL_KEEP_PIN : 0);
+	} else {
+		struct kvc_seal_entry *e = calloc(n, sizeof(*e));
+		int32_t *st = calloc(n, sizeof(*st));
+
+		ret = -ENOMEM;
+		if (!e || !st)
+			goto out;
+		ret = kvcc_alloc(c, ns, n, h);
+		if (ret)
+			goto out;
+		for (uint32_t i = 0; i < n; i++) {
+			fill_block(c->pool + (size_t)h[i].index * self->bs,
+				   keys[i]);
+			e[i].handle = h[i];
+			e[i].payload_len = PAYLOAD;
+			e[i].flags = keep_pin ? KVC_PROTO_SEAL_KEEP_PIN : 0;
+			memcpy(e[i].key, keys[i], KVCACHE_KEY_SIZE);
+		}
+		ret = kvcc_seal(c, e, n, st);
+		for (uint32_t i = 0; !ret && i < n; i++)
+			ret = st[i];
+out:
+		free(e);
+		free(st);
+		return ret;
+	}
+}
+
+/*
+ * STORE n sealed blocks as a chain: keys[0] under parent (NULL: the first
+ * block of its chain), keys[i] under keys[i-1]. Statuses into st (may be
+ * NULL); returns the call's error or the first non-zero status.
+ */
+static int store_blocks(struct kvcc *c, uint32_t ns, const kvc_key *keys,
+			const uint8_t *parent, const struct kvcache_handle *h,
+			uint32_t n, int32_t *st)
+{
+	struct kvc_store_entry *e = calloc(n, sizeof(*e));
+	int32_t *own = st ? NULL : calloc(n, sizeof(*own));
+	int ret;
+
+	if (!e || (!st && !own)) {
+		free(e);
+		free(own);
+		return -ENOMEM;
+	}
+	if (!st)
+		st = own;
+	for (uint32_t i = 0; i < n; i++) {
+		const uint8_t *par = i ? keys[i - 1] : parent;
+
+		memcpy(e[i].key, keys[i], KVCACHE_KEY_SIZE);
+		if (par)
+			memcpy(e[i].parent, par, KVCACHE_KEY_SIZE);
+		else
+			e[i].flags = KVC_PROTO_STORE_FIRST;
+		e[i].handle = h[i];
+	}
+	ret = kvcc_store(c, ns, e, n, st);
+	for (uint32_t i = 0; !ret && i < n; i++)
+		ret = st[i];
+	free(e);
+	free(own);
+	return ret;
+}
+
+static int store_chain(SELF *self, uint32_t ns, const kvc_key *keys,
+		       uint32_t n, bool keep_pin, struct kvcache_handle *h)
+{
+	int ret = make_blocks(self, &self->c, self->dev, ns, keys, n, keep_pin,
+			      h);
+
+	return ret ? ret : store_blocks(&self->c, ns, keys, NULL, h, n, NULL);
+}
+
+/* Drop one pin per block: RELEASE (memfd mode) or UNPIN (kernel mode). */
+static int unpin_blocks(SELF *self, const struct kvcache_handle *h,
+			uint32_t n)
+{
+	int32_t *st;
+	uint32_t done = 0;
+	int ret;
+
+	if (self->mode == KVC_PROTO_MODE_KERNEL) {
+		ret = kvc_batch(self->dev, KVCACHE_IOC_UNPIN, h, n, &done);
+		return ret ? ret : done == n ? 0 : -EIO;
+	}
+	st = calloc(n, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	ret = kvcc_release(&self->c, h, n, st);
+	for (uint32_t i = 0; !ret && i < n; i++)
+		ret = st[i];
+	free(st);
+	return ret;
+}
+
+static uint32_t low_blocks(SELF *self)
+{
+	return (uint32_t)((uint64_t)self->nr * LOW_PCT / 100);
+}
+
+static uint32_t high_blocks(SELF *self)
+{
+	return (uint32_t)((uint64_t)self->nr * HIGH_PCT / 100);
+}
+
+/* Blocks to take so that free blocks fall just below the low watermark. */
+static uint32_t blocks_to_pressure(SELF *self)
+{
+	uint64_t free_blocks = kvcc_stat1(&self->c, "pool_free");
+	uint32_t low = low_blocks(self);
+
+	if (free_blocks == UINT64_MAX || free_blocks < low)
+		return 0;
+	return (uint32_t)(free_blocks - low + 1);
+}
+
+/* Poll the evictions counter until it exceeds base (timeout_s at most). */
+static uint64_t wait_evictions(struct kvcc *c, uint64_t base, double timeout_s)
+{
+	uint64_t v = UINT64_MAX;
+
+	for (double end = now_s() + timeout_s; now_s() < end; msleep(50)) {
+		v = kvcc_stat1(c, "evictions");
+		if (v == UINT64_MAX || v > base)
+			break;
+	}
+	return v;
+}
+
+static bool same_handle(struct kvcache_handle a, struct kvcache_handle b)
+{
+	return a.index == b.index && a.gen == b.gen;
+}
+
+/* Send a raw datagram; receive the answer, which must be an ERROR. */
+static int raw_error(struct kvcc *c, const void *buf, size_t len,
+		     struct kvc_error *err)
+{
+	ssize_t n;
+	int ret = kvcc_send_raw(c, buf, len);
+
+	if (ret)
+		return ret;
+	n = kvcc_recv_raw(c, KVCC_TIMEOUT_MS);
+	if (n <= 0)
+		return n ? (int)n : -EPIPE;
+	ret = kvc_proto_decode(c->rx, (size_t)n, &c->msg);
+	if (ret)
+		return KVCC_BROKEN;
+	if (c->msg.type != KVC_MSG_ERROR)
+		return KVCC_BROKEN;
+	*err = c->msg.error;
+	return 0;
+}
+
+/* ---- 1: HELLO ------------------------------------------------------------- */
+
+TEST_F_TIMEOUT(kvcd, hello_reports_mode_and_pool, 60)
+{
+	const struct kvc_hello future = {
+		.min_version = KVC_PROTO_VERSION_MAX + 1,
+		.max_version = KVC_PROTO_VERSION_MAX + 5,
+		.caps = KVC_PROTO_CAP_ALL,
+	};
+	struct kvcc *c = &self->c;
+	struct kvcc c2;
+	struct stat st;
+
+	EXPECT_EQ(self->mode, c->hello.mode);
+	EXPECT_EQ(KVC_PROTO_VERSION, c->hello.version);
+	EXPECT_LE(1, c->hello.max_batch);
+	EXPECT_GE(KVC_PROTO_MAX_STORE, c->hello.max_batch);
+	ASSERT_LE(4096, self->bs);
+	EXPECT_EQ(0, self->bs & (self->bs - 1));
+	EXPECT_LT(0, self->nr);
+
+	if (self->mode == KVC_PROTO_MODE_MEMFD) {
+		EXPECT_EQ(KVC_PROTO_CAP_MEMFD, c->hello.caps);
+		EXPECT_EQ(MEMFD_BS, self->bs);
+		EXPECT_EQ(MEMFD_POOL / MEMFD_BS, self->nr);
+		/* One descriptor, the pool, of the pool's size. */
+		EXPECT_EQ(1, c->hello_nfds);
+		ASSERT_LE(0, c->pool_fd);
+		ASSERT_EQ(0, fstat(c->pool_fd, &st));
+		EXPECT_EQ(self->bs * self->nr, (uint64_t)st.st_size);
+		ASSERT_NE(NULL, c->pool);
+		/* Mapped shared: the daemon's pool, writable. */
+		c->pool[0] = 0x5a;
+		c->pool[c->pool_len - 1] = 0xa5;
+		EXPECT_EQ(0x5a, c->pool[0]);
+		EXPECT_EQ(0xa5, c->pool[c->pool_len - 1]);
+	} else {
+		struct kvcache_info info = { .size = sizeof(info) };
+
+		EXPECT_EQ(KVC_PROTO_CAP_DEVICE, c->hello.caps);
+		/* No descriptor: clients map blocks through /dev/kvcache. */
+		EXPECT_EQ(0, c->hello_nfds);
+		EXPECT_EQ(-1, c->pool_fd);
+		ASSERT_EQ(0, kvc_ioc(self->dev, KVCACHE_IOC_INFO, &info));
+		EXPECT_EQ(info.block_size, self->bs);
+		EXPECT_EQ(info.nr_blocks, self->nr);
+	}
+
+	/* Version ranges that do not overlap: ERROR EPROTONOSUPPORT. */
+	ASSERT_EQ(0, kvcc_open(&c2, self->sock));
+	EXPECT_EQ(-EPROTONOSUPPORT,
+		  kvcc_call(&c2, kvc_proto_encode_hello(KVCC_TX(&c2), &future),
+			    KVC_MSG_HELLO_REPLY)) TH_LOG("%s", c2.why);
+	/* ... and the connection may still say HELLO properly. */
+	EXPECT_EQ(0, kvcc_hello(&c2)) TH_LOG("%s", c2.why);
+	EXPECT_EQ(self->nr, c2.hello.nr_blocks);
+	kvcc_close(&c2);
+}
+
+/*
+ * The HELLO reply's caps are "a subset of the client's"
+ * (Documentation/protocol.md, HELLO reply): a client that offers
+ * nothing, or only the other way of getting at blocks, must not be
+ * told that the daemon relies on a capability it did not offer.
+ */
+TEST_F_TIMEOUT(kvcd, hello_reply_caps_are_a_subset_of_the_clients, 60)
+{
+	static const uint64_t offers[] = {
+		0, KVC_PROTO_CAP_DEVICE, KVC_PROTO_CAP_MEMFD,
+		KVC_PROTO_CAP_ALL, KVC_PROTO_CAP_ALL | (1ull << 40),
+	};
+
+	for (size_t i = 0; i < sizeof(offers) / sizeof(offers[0]); i++) {
+		struct kvcc c2;
+		int ret;
+
+		ASSERT_EQ(0, kvcc_open(&c2, self->sock));
+		ret = kvcc_hello_caps(&c2, offers[i]);
+		/* Refusing a client it cannot serve is allowed too. */
+		if (ret) {
+			EXPECT_LT(-KVC_PROTO_ERRNO_MAX - 1, ret)
+				TH_LOG("offer %#llx: %s",
+				       (unsigned long long)offers[i], c2.why);
+		} else {
+			EXPECT_EQ(0, c2.hello.caps & ~offers[i])
+				TH_LOG("offered %#llx, the reply relies on %#llx",
+				       (unsigned long long)offers[i],
+				       (unsigned long long)c2.hello.caps);
+			EXPECT_EQ(0, c2.hello.caps & ~KVC_PROTO_CAP_ALL);
+		}
+		kvcc_close(&c2);
+	}
+}
+
+/* ---- 2: session rules and malformed datagrams ------------------------------- */
+
+TEST_F_TIMEOUT(kvcd, requests_before_hello_get_eproto, 60)
+{
+	kvc_key keys[2];
+	struct kvcc c2;
+	uint64_t v;
+
+	chain_keys(self, 1, 2, keys);
+	ASSERT_EQ(0, kvcc_open(&c2, self->sock));
+	EXPECT_EQ(-EPROTO, kvcc_stat(&c2, "lookups", &v)) TH_LOG("%s", c2.why);
+	EXPECT_EQ(-EPROTO, kvcc_lookup(&c2, self->ns, KVC_PROTO_TIERS_ALL,
+				       keys[0], 2, NULL)) TH_LOG("%s", c2.why);
+	EXPECT_EQ(-EPROTO, kvcc_ns_create(&c2, self->ns + 1, 0, 0, 0700))
+		TH_LOG("%s", c2.why);
+	/* The ERROR names the refused request. */
+	EXPECT_EQ(c2.seq, c2.msg.error.bad_seq);
+	EXPECT_EQ(KVC_MSG_NS_CREATE, c2.msg.error.bad_type);
+	/* Nothing of it happened: after HELLO the id is still free. */
+	ASSERT_EQ(0, kvcc_hello(&c2)) TH_LOG("%s", c2.why);
+	EXPECT_EQ(0, kvcc_stat(&c2, "lookups", &v)) TH_LOG("%s", c2.why);
+	EXPECT_EQ(0, v);
+	if (geteuid() == 0) {
+		EXPECT_EQ(0, ns_create(self, &c2, self->ns + 1, 0, 0, 0700))
+			TH_LOG("%s", c2.why);
+	} else {
+		EXPECT_EQ(-EPERM, ns_create(self, &c2, self->ns + 1, 0, 0, 0700))
+			TH_LOG("%s", c2.why);
+	}
+	kvcc_close(&c2);
+}
+
+TEST_F_TIMEOUT(kvcd, malformed_datagrams_get_errors, 60)
+{
+	struct kvcc *c = &self->c;
+	struct kvc_error e;
+	uint8_t *big = calloc(1, 70000);
+	uint8_t msg[1024];
+	kvc_key keys[3];
+	uint32_t x = 12345;
+	uint64_t v;
+	int len, sent = 0;
+
+	ASSERT_NE(NULL, big);
+	chain_keys(self, 1, 3, keys);
+
+	/* Random bytes (a first byte that cannot start the magic). */
+	for (size_t i = 0; i < 100; i++) {
+		x = x * 1103515245u + 12345u;
+		msg[i] = (uint8_t)(x >> 16);
+	}
+	msg[0] = 0;
+	ASSERT_EQ(0, raw_error(c, msg, 100, &e));
+	EXPECT_EQ(-EPROTO, e.error);
+	sent++;
+
+	/* Wrong magic on an otherwise valid STATS. */
+	len = kvc_proto_encode_stats(msg, sizeof(msg), 77);
+	ASSERT_EQ(KVC_PROTO_HDR_SIZE, len);
+	msg[0] ^= 0xff;
+	ASSERT_EQ(0, raw_error(c, msg, (size_t)len, &e));
+	EXPECT_EQ(-EPROTO, e.error);
+	sent++;
+
+	/* A valid LOOKUP cut short: the length field disagrees. */
+	len = kvc_proto_encode_lookup(msg, sizeof(msg), 78, self->ns,
+				      KVC_PROTO_TIERS_ALL, keys[0], 3);
+	ASSERT_LT(64, len);
+	ASSERT_EQ(0, raw_error(c, msg, (size_t)len - 32, &e));
+	EXPECT_EQ(-EBADMSG, e.error);
+	EXPECT_EQ(78, e.bad_seq);
+	sent++;
+
+	/* Cut inside the header, and shorter than the magic. */
+	ASSERT_EQ(0, raw_error(c, msg, 10, &e));
+	EXPECT_EQ(-EBADMSG, e.error);
+	sent++;
+	ASSERT_EQ(0, raw_error(c, msg, 3, &e));
+	EXPECT_EQ(-EBADMSG, e.error);
+	sent++;
+
+	/* Larger than any message may be. */
+	len = kvc_proto_encode_stats(big, 70000, 79);
+	ASSERT_EQ(KVC_PROTO_HDR_SIZE, len);
+	ASSERT_EQ(0, raw_error(c, big, 70000, &e));
+	EXPECT_EQ(-EMSGSIZE, e.error);
+	sent++;
+
+	/* A version nobody speaks, and a type nobody knows. */
+	len = kvc_proto_encode_stats(msg, sizeof(msg), 80);
+	msg[4] = KVC_PROTO_VERSION_MAX + 1;
+	ASSERT_EQ(0, raw_error(c, msg, (size_t)len, &e));
+	EXPECT_EQ(-EPROTONOSUPPORT, e.error);
+	EXPECT_EQ(80, e.bad_seq);
+	sent++;
+	len = kvc_proto_encode_stats(msg, sizeof(msg), 81);
+	msg[6] = 0x42;
+	ASSERT_EQ(0, raw_error(c, msg, (size_t)len, &e));
+	EXPECT_EQ(-EOPNOTSUPP, e.error);
+	EXPECT_EQ(81, e.bad_seq);
+	sent++;
+
+	/* The connection still works, and counted each one. */
+	ASSERT_EQ(0, kvcc_stat(c, "protocol_errors", &v)) TH_LOG("%s", c->why);
+	EXPECT_EQ(sent, v);
+	EXPECT_EQ(0, kvcc_lookup(c, self->ns, KVC_PROTO_TIERS_ALL, keys[0], 3,
+				 NULL)) TH_LOG("%s", c->why);
+
+	/* Replies are never answered, whatever their type. */
+	len = kvc_proto_encode_stats_reply(msg, sizeof(msg), 90, NULL, 0);
+	ASSERT_LT(0, len);
+	ASSERT_EQ(0, kvcc_send_raw(c, msg, (size_t)len));
+	len = kvc_proto_encode_error(msg, sizeof(msg), -EIO, 91,
+				     KVC_MSG_STATS, "from a client");
+	ASSERT_LT(0, len);
+	ASSERT_EQ(0, kvcc_send_raw(c, msg, (size_t)len));
+	len = kvc_proto_encode_ns_create_reply(msg, sizeof(msg), 92);
+	ASSERT_LT(0, len);
+	ASSERT_EQ(0, kvcc_send_raw(c, msg, (size_t)len));
+	EXPECT_EQ(-ETIMEDOUT, kvcc_recv_raw(c, 300));
+	/* ... and the next request's reply is the next datagram. */
+	EXPECT_EQ(0, kvcc_stat(c, "protocol_errors", &v)) TH_LOG("%s", c->why);
+	EXPECT_EQ(sent, v);
+	free(big);
+}
+
+/* ---- 3: namespaces and permissions ------------------------------------------ */
+
+TEST_F_TIMEOUT(kvcd, ns_create_as_root, 60)
+{
+	struct kvcc *c = &self->c;
+	kvc_key keys[2];
+	struct kvcache_handle h[2];
+
+	if (geteuid() != 0) {
+		/* Not root: the daemon is not either, and nobody may create. */
+		ASSERT_EQ(-EPERM, ns_create(self, c, self->ns + 1, 0, 0, 0750))
+			TH_LOG("%s", c->why);
+		SKIP(return, "not root: NS_CREATE is refused, as it must be");
+	}
+	ASSERT_EQ(0, ns_create(self, c, self->ns + 1, 0, 0, 0750))
+		TH_LOG("%s", c->why);
+	EXPECT_EQ(-EEXIST, ns_create(self, c, self->ns + 1, 0, 0, 0750))
+		TH_LOG("%s", c->why);
+	EXPECT_EQ(-EEXIST, ns_create(self, c, self->ns, 0, 0, 0777))
+		TH_LOG("%s", c->why);
+	/* The new namespace is usable, and separate from the first. */
+	chain_keys(self, 3, 2, keys);
+	ASSERT_EQ(0, store_chain(self, self->ns + 1, keys, 2, false, h))
+		TH_LOG("%s", c->why);
+	EXPECT_EQ(2, kvcc_lookup(c, self->ns + 1, KVC_PROTO_TIERS_ALL,
+				 keys[0], 2, NULL));
+	EXPECT_EQ(0, kvcc_lookup(c, self->ns, KVC_PROTO_TIERS_ALL, keys[0], 2,
+				 NULL));
+}
+
+enum { NB_NS_CREATE, NB_LOOKUP_PRIVATE, NB_LOOKUP_PUBLIC, NB_STORE_PUBLIC,
+       NB_ALLOC_PUBLIC, NB_COUNT };
+
+/*
+ * As uid 65534, on a connection of its own: the results of NS_CREATE,
+ * LOOKUP in our 0700 namespace and in a 0755 one, STORE and ALLOC there.
+ */
+static int as_nobody(SELF *self, uint32_t pub, int32_t *res)
+{
+	int pfd[2], st;
+	pid_t pid;
+	ssize_t n;
+
+	if (pipe2(pfd, O_CLOEXEC))
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (!pid) {
+		int32_t r[NB_COUNT];
+		struct kvcc c;
+		kvc_key keys[1];
+		struct kvc_store_entry e = { .flags = KVC_PROTO_STORE_FIRST };
+		struct kvcache_handle h;
+
+		for (int i = 0; i < NB_COUNT; i++)
+			r[i] = KVCC_BROKEN;
+		close(pfd[0]);
+		chain_keys(self, 4, 1, keys);
+		memcpy(e.key, keys[0], KVCACHE_KEY_SIZE);
+		if (setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY) ||
+		    kvcc_open(&c, self->sock) || kvcc_hello(&c))
+			_exit(1);
+		r[NB_NS_CREATE] = kvcc_ns_create(&c, pub + 1, NOBODY, NOBODY,
+						 0700);
+		r[NB_LOOKUP_PRIVATE] = kvcc_lookup(&c, self->ns,
+						   KVC_PROTO_TIERS_ALL,
+						   keys[0], 1, NULL);
+		r[NB_LOOKUP_PUBLIC] = kvcc_lookup(&c, pub, KVC_PROTO_TIERS_ALL,
+						  keys[0], 1, NULL);
+		r[NB_STORE_PUBLIC] = kvcc_store(&c, pub, &e, 1, &r[NB_COUNT - 1]);
+		r[NB_ALLOC_PUBLIC] = kvcc_alloc(&c, pub, 1, &h);
+		if (write(pfd[1], r, sizeof(r)) != sizeof(r))
+			_exit(2);
+		_exit(0);
+	}
+	close(pfd[1]);
+	n = read(pfd[0], res, sizeof(int32_t) * NB_COUNT);
+	close(pfd[0]);
+	waitpid(pid, &st, 0);
+	if (n != (ssize_t)(sizeof(int32_t) * NB_COUNT))
+		return -EIO;
+	return 0;
+}
+
+TEST_F_TIMEOUT(kvcd, non_root_peers_are_refused, 60)
+{
+	uint32_t pub = self->ns + 2;
+	int32_t r[NB_COUNT];
+
+	if (geteuid() != 0)
+		SKIP(return, "needs root to run a peer as uid %d", NOBODY);
+	ASSERT_EQ(0, ns_create(self, &self->c, pub, 0, 0, 0755))
+		TH_LOG("%s", self->c.why);
+	ASSERT_EQ(0, as_nobody(self, pub, r));
+	/* Only root creates namespaces. */
+	EXPECT_EQ(-EPERM, r[NB_NS_CREATE]);
+	/* 0700 root: not even a LOOKUP. */
+	EXPECT_EQ(-EACCES, r[NB_LOOKUP_PRIVATE]);
+	/* 0755 root: others may read, not write. */
+	EXPECT_EQ(0, r[NB_LOOKUP_PUBLIC]);
+	EXPECT_EQ(-EACCES, r[NB_STORE_PUBLIC]);
+	if (self->mode == KVC_PROTO_MODE_MEMFD) {
+		EXPECT_EQ(-EACCES, r[NB_ALLOC_PUBLIC]);
+	} else {
+		EXPECT_EQ(-EOPNOTSUPP, r[NB_ALLOC_PUBLIC]);
+	}
+	/* The refused NS_CREATE created nothing: root may still take it. */
+	EXPECT_EQ(0, ns_create(self, &self->c, pub + 1, 0, 0, 0700))
+		TH_LOG("%s", self->c.why);
+}
+
+/* ---- 4: STORE and prefix LOOKUP ------------------------------------------- */
+
+TEST_F_TIMEOUT(kvcd, store_and_prefix_lookup, 60)
+{
+	struct kvcc *c = &self->c;
+	struct kvc_lookup_entry le[8];
+	struct kvcache_handle h[8], hw, ho, hd;
+	kvc_key a[8], b[8], other[2];
+	uint32_t tok[8 * TPB];
+	int32_t st[1];
+
+	/* A chain of 8: the first block FIRST, each next one under the last. */
+	chain_keys(self, 1, 8, a);
+	ASSERT_EQ(0, store_chain(self, self->ns, a, 8, false, h))
+		TH_LOG("%s", c->why);
+	ASSERT_EQ(8, kvcc_lookup(c, self->ns, KVC_PROTO_TIERS_ALL, a[0], 8, le))
+		TH_LOG("%s", c->why);
+	for (int i = 0; i < 8; i++) {
+		EXPECT_TRUE(le[i].tiers & KVC_PROTO_TIER_POOL);
+		EXPECT_TRUE(same_handle(h[i], le[i].handle))
+			TH_LOG("block %d: stored %u/%u, lookup says %u/%u", i,
+			       h[i].index, h[i].gen, le[i].handle.index,
+			       le[i].handle.gen);
+	}
+	/* The pool tier alone says the same. */
+	EXPECT_EQ(8, kvcc_lookup(c, self->ns, KVC_PROTO_TIER_POOL, a[0], 8,
+				 NULL));
+	/* A prefix of the chain. */
+	EXPECT_EQ(3, kvcc_lookup(c, self->ns, KVC_PROTO_TIERS_ALL, a[0], 3,
+				 NULL));
+
+	/* The same tokens up to block 5, then different: 5 blocks match. */
+	for (uint32_t i = 0; i < 8 * TPB; i++)
+		tok[i] = 1 * 100003u + i;
+	tok[5 * TPB + 3] ^= 0xdead;
+	ASSERT_EQ(8, kvc_chain_keys(self->seed, tok, 8 * TPB, TPB, b, 8));
+	ASSERT_EQ(0, memcmp(a[4], b[4], KVCACHE_KEY_SIZE));
+	ASSERT_NE(0, memcmp(a[5], b[5], KVCACHE_KEY_SIZE));
+	EXPECT_EQ(5, kvcc_lookup(c, self->ns, KVC_PROTO_TIERS_ALL, b[0], 8, le));
+	for (int i = 0; i < 5; i++) {
+		EXPECT_TRUE(same_handle(h[i], le[i].handle));
+	}
+
+	/* An unknown first key: nothing, however much follows. */
+	chain_keys(self, 2, 2, other);
+	memcpy(b[0], other[0], KVCACHE_KEY_SIZE);
+	memcpy(b[1], a[1], KVCACHE_KEY_SIZE);
+	EXPECT_EQ(0, kvcc_lookup(c, self->ns, KVC_PROTO_TIERS_ALL, b[0], 8,
+				 NULL));
+	/* A chain starts at a first block: a[1..] alone matches nothing. */
+	EXPECT_EQ(0, kvcc_lookup(c, self->ns, KVC_PROTO_TIERS_ALL, a[1], 7,
+				 NULL));
+	/* Another namespace does not see it. */
+	ASSERT_EQ(0, ns_extra(self, c, 1)) TH_LOG("%s", c->why);
+	EXPECT_EQ(0, kvcc_lookup(c, self->ns + 1, KVC_PROTO_TIERS_ALL, a[0], 8,
+				 NULL));
+
+	/* A block sealed under one key, stored as another: EINVAL. */
+	ASSERT_EQ(0, make_blocks(self, c, self->dev, self->ns, &other[0], 1,
+				 false, &hw)) TH_LOG("%s", c->why);
+	EXPECT_EQ(-EINVAL, store_blocks(c, self->ns, &other[1], NULL, &hw, 1,
+					st)) TH_LOG("%s", c->why);
+	/* ... or in another namespace than it was sealed in: EINVAL too. */
+	EXPECT_EQ(-EINVAL, store_blocks(c, self->ns + 1, &other[0], NULL, &hw,
+					1, st)) TH_LOG("%s", c->why);
+	EXPECT_EQ(0, kvcc_lookup(c, self->ns, KVC_PROTO_TIERS_ALL, other[1], 1,
+				 NULL));
+
+	/* A parent that was never stored: ENOENT. */
+	ASSERT_EQ(0, make_blocks(self, c, self->dev, self->ns, &other[1], 1,
+				 false, &ho)) TH_LOG("%s", c->why);
+	EXPECT_EQ(-ENOENT, store_blocks(c, self->ns, &other[1], other[0], &ho,
+					1, st)) TH_LOG("%s", c->why);
+	EXPECT_EQ(0, kvcc_lookup(c, self->ns, KVC_PROTO_TIERS_ALL, other[0], 2,
+				 NULL));
+
+	/* The same key again, from another block or the same one: EEXIST. */
+	ASSERT_EQ(0, make_blocks(self, c, self->dev, self->ns, &a[0], 1,
+				 false, &hd)) TH_LOG("%s", c->why);
+	EXPECT_EQ(-EEXIST, store_blocks(c, self->ns, &a[0], NULL, &hd, 1, st))
+		TH_LOG("%s", c->why);
+	EXPECT_EQ(-EEXIST, store_blocks(c, self->ns, &a[2], a[1], &h[2], 1, st))
+		TH_LOG("%s", c->why);
+	/* ... and the chain still points at the first copies. */
+	ASSERT_EQ(8, kvcc_lookup(c, self->ns, KVC_PROTO_TIERS_ALL, a[0], 8, le));
+	for (int i = 0; i < 8; i++) {
+		EXPECT_TRUE(same_handle(h[i], le[i].handle));
+	}
+
+	/* Once the parent is stored, the refused child goes under it. */
+	EXPECT_EQ(0, store_blocks(c, self->ns, &other[0], NULL, &hw, 1, st))
+		TH_LOG("%s", c->why);
+	EXPECT_EQ(0, store_blocks(c, self->ns, &other[1], other[0], &ho, 1, st))
+		TH_LOG("%s", c->why);
+	EXPECT_EQ(2, kvcc_lookup(c, self->ns, KVC_PROTO_TIERS_ALL, other[0], 2,
+				 NULL));
+}
+
+/* ---- 5: LOAD, pins and RELEASE ---------------------------------------------- */
+
+TEST_F_TIMEOUT(kvcd, load_returns_handles_of_present_keys, 60)
+{
+	struct kvcc *c = &self->c;
+	struct kvc_load_result res[5];
+	struct kvcache_handle h[4], stale;
+	struct kvc_seal_entry se = { 0 };
+	kvc_key keys[5], two[2];
+	int32_t st[4];
+
+	chain_keys(self, 1, 4, keys);
+	chain_keys(self, 2, 1, &keys[4]);	/* never stored */
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, 4, false, h))
+		TH_LOG("%s", c->why);
+	ASSERT_EQ(0, kvcc_load(c, self->ns, keys[0], 5, res))
+		TH_LOG("%s", c->why);
+	for (int i = 0; i < 4; i++) {
+		EXPECT_EQ(0, res[i].status);
+		EXPECT_TRUE(same_handle(h[i], res[i].handle));
+	}
+	EXPECT_EQ(-ENOENT, res[4].status);
+	EXPECT_EQ(0, res[4].handle.index);
+	EXPECT_EQ(0, res[4].handle.gen);
+	/* Each key on its own: order and gaps do not matter to LOAD. */
+	memcpy(two[0], keys[4], KVCACHE_KEY_SIZE);
+	memcpy(two[1], keys[2], KVCACHE_KEY_SIZE);
+	ASSERT_EQ(0, kvcc_load(c, self->ns, two[0], 2, res))
+		TH_LOG("%s", c->why);
+	EXPECT_EQ(-ENOENT, res[0].status);
+	EXPECT_EQ(0, res[1].status);
+	EXPECT_TRUE(same_handle(h[2], res[1].handle));
+
+	if (self->mode == KVC_PROTO_MODE_MEMFD) {
+		/* The blocks hold what was written. */
+		for (int i = 0; i < 4; i++) {
+			EXPECT_TRUE(block_ok(c->pool +
+					     (size_t)h[i].index * self->bs,
+					     keys[i]));
+		}
+		/* One pin per LOAD: block 2 has two, the others one. */
+		ASSERT_EQ(0, kvcc_release(c, h, 4, st)) TH_LOG("%s", c->why);
+		for (int i = 0; i < 4; i++) {
+			EXPECT_EQ(0, st[i]);
+		}
+		ASSERT_EQ(0, kvcc_release(c, &h[2], 1, st));
+		EXPECT_EQ(0, st[0]);
+		/* Nothing left to release: EINVAL, as the kernel's UNPIN. */
+		ASSERT_EQ(0, kvcc_release(c, h, 4, st)) TH_LOG("%s", c->why);
+		for (int i = 0; i < 4; i++) {
+			EXPECT_EQ(-EINVAL, st[i]);
+		}
+		stale = h[0];
+		stale.gen++;
+		ASSERT_EQ(0, kvcc_release(c, &stale, 1, st));
+		EXPECT_EQ(-ESTALE, st[0]);
+	} else {
+		/* The client pins with its own file, and reads the block. */
+		for (int i = 0; i < 4; i++) {
+			uint8_t *p;
+
+			ASSERT_EQ(0, kvc_pin(self->dev, h[i]));
+			p = kvc_map(self->dev, h[i].index, self->bs, PROT_READ);
+			ASSERT_NE(NULL, p);
+			EXPECT_TRUE(block_ok(p, keys[i]));
+			munmap(p, self->bs);
+			ASSERT_EQ(0, kvc_unpin(self->dev, h[i]));
+		}
+		/* Pins are the kernel's business here; so are ALLOC and SEAL. */
+		EXPECT_EQ(-EOPNOTSUPP, kvcc_release(c, h, 4, st))
+			TH_LOG("%s", c->why);
+		EXPECT_EQ(-EOPNOTSUPP, kvcc_alloc(c, self->ns, 1, &stale))
+			TH_LOG("%s", c->why);
+		se.handle = h[0];
+		se.payload_len = PAYLOAD;
+		memcpy(se.key, keys[0], KVCACHE_KEY_SIZE);
+		EXPECT_EQ(-EOPNOTSUPP, kvcc_seal(c, &se, 1, st))
+			TH_LOG("%s", c->why);
+	}
+}
+
+/*
+ * One chain that takes the pool below the low watermark, pinned: the
+ * daemon must leave it alone until the last pin goes. In memfd mode the
+ * pins are the SEAL's KEEP_PIN and the LOAD's, dropped by two RELEASEs;
+ * in kernel mode the seal's pin on our file, dropped with UNPIN.
+ */
+TEST_F_TIMEOUT(kvcd, pinned_blocks_are_not_evicted_until_released, 120)
+{
+	struct kvcc *c = &self->c;
+	uint32_t n = blocks_to_pressure(self);
+	struct kvc_load_result *res;
+	struct kvcache_handle *h;
+	kvc_key *keys;
+	uint64_t ev;
+
+	ASSERT_LE(2, n);
+	ASSERT_GE(KVC_PROTO_MAX_STORE, n);
+	keys = calloc(n, sizeof(*keys));
+	h = calloc(n, sizeof(*h));
+	res = calloc(n, sizeof(*res));
+	ASSERT_TRUE(keys && h && res);
+	chain_keys(self, 7, n, keys);
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, n, true, h))
+		TH_LOG("%s", c->why);
+	ASSERT_EQ(0, kvcc_load(c, self->ns, keys[0], n, res))
+		TH_LOG("%s", c->why);
+	for (uint32_t i = 0; i < n; i++) {
+		EXPECT_EQ(0, res[i].status);
+		EXPECT_TRUE(same_handle(h[i], res[i].handle));
+	}
+
+	/* Below the low watermark for 10 checks, and nothing evicted. */
+	msleep(1000);
+	EXPECT_GT(low_blocks(self), kvcc_stat1(c, "pool_free"));
+	EXPECT_EQ(0, kvcc_stat1(c, "evictions"));
+	EXPECT_EQ(n, kvcc_lookup(c, self->ns, KVC_PROTO_TIERS_ALL, keys[0], n,
+				 NULL));
+
+	if (self->mode == KVC_PROTO_MODE_MEMFD) {
+		/* One of the two pins goes: the LOAD's pin still holds. */
+		ASSERT_EQ(0, unpin_blocks(self, h, n)) TH_LOG("%s", c->why);
+		msleep(1000);
+		EXPECT_EQ(0, kvcc_stat1(c, "evictions"));
+		EXPECT_EQ(n, kvcc_lookup(c, self->ns, KVC_PROTO_TIERS_ALL,
+					 keys[0], n, NULL));
+	}
+	/* The last pin goes: now the daemon evicts, from the chain's end. */
+	ASSERT_EQ(0, unpin_blocks(self, h, n)) TH_LOG("%s", c->why);
+	ev = wait_evictions(c, 0, 30);
+	ASSERT_NE(UINT64_MAX, ev);
+	ASSERT_LT(0, ev);
+	EXPECT_EQ(n - ev, kvcc_lookup(c, self->ns, KVC_PROTO_TIERS_ALL,
+				      keys[0], n, NULL));
+	EXPECT_LE(high_blocks(self), kvcc_stat1(c, "pool_free"));
+	free(keys);
+	free(h);
+	free(res);
+}
+
+/* ---- 6: eviction, leaf first ------------------------------------------------ */
+
+#define EVICT_CHAIN	4
+
+TEST_F_TIMEOUT(kvcd, eviction_is_leaf_first, 120)
+{
+	struct kvcc *c = &self->c;
+	uint32_t total = blocks_to_pressure(self), nch, missing = 0, shorter = 0;
+	struct kvc_load_result res[EVICT_CHAIN];
+	struct kvcache_handle *h;
+	kvc_key *keys;
+	uint64_t ev;
+
+	ASSERT_LE(2 * EVICT_CHAIN, total);
+	nch = (total + EVICT_CHAIN - 1) / EVICT_CHAIN;
+	keys = calloc((size_t)nch * EVICT_CHAIN, sizeof(*keys));
+	h = calloc((size_t)nch * EVICT_CHAIN, sizeof(*h));
+	ASSERT_TRUE(keys && h);
+	/* Several chains, one after another, until the pool runs low. */
+	for (uint32_t ch = 0; ch < nch; ch++) {
+		uint32_t len = total - ch * EVICT_CHAIN;
+		size_t at = (size_t)ch * EVICT_CHAIN;
+
+		if (len > EVICT_CHAIN)
+			len = EVICT_CHAIN;
+		chain_keys(self, 100 + ch, len, &keys[at]);
+		ASSERT_EQ(0, store_chain(self, self->ns, &keys[at], len, false,
+					 &h[at])) TH_LOG("chain %u: %s", ch, c->why);
+	}
+	ev = wait_evictions(c, 0, 30);
+	ASSERT_NE(UINT64_MAX, ev);
+	ASSERT_LT(0, ev) TH_LOG("no eviction within 30 s");
+
+	/*
+	 * LOAD looks at every key on its own (LOOKUP stops at the first
+	 * miss, so it cannot show a gap): what is left of each chain must
+	 * be a prefix of it.
+	 */
+	for (uint32_t ch = 0; ch < nch; ch++) {
+		uint32_t len = total - ch * EVICT_CHAIN, present = 0;
+		size_t at = (size_t)ch * EVICT_CHAIN;
+
+		if (len > EVICT_CHAIN)
+			len = EVICT_CHAIN;
+		ASSERT_EQ(0, kvcc_load(c, self->ns, keys[at], len, res))
+			TH_LOG("%s", c->why);
+		while (present < len && !res[present].status) {
+			EXPECT_TRUE(same_handle(h[at + present],
+						res[present].handle));
+			present++;
+		}
+		for (uint32_t i = present; i < len; i++) {
+			EXPECT_EQ(-ENOENT, res[i].status)
+				TH_LOG("chain %u: block %u is missing, block %u is not",
+				       ch, present, i);
+		}
+		EXPECT_EQ(present, kvcc_lookup(c, self->ns, KVC_PROTO_TIERS_ALL,
+					       keys[at], len, NULL));
+		missing += len - present;
+		shorter += present < len;
+		if (present && self->mode == KVC_PROTO_MODE_MEMFD) {
+			EXPECT_EQ(0, unpin_blocks(self, &h[at], present));
+		}
+	}
+	EXPECT_LT(0, shorter);
+	EXPECT_EQ(ev, missing);
+	EXPECT_LE(high_blocks(self), kvcc_stat1(c, "pool_free"));
+	free(keys);
+	free(h);
+}
+
+/* ---- 7: pins die with their connection ---------------------------------------- */
+
+/*
+ * A child LOADs (and in kernel mode pins with its own file) every block
+ * of a chain that holds the pool below the low watermark, says so, and
+ * waits to be killed. Returns its pid, or -errno; *ready gets its result.
+ */
+static pid_t pinning_child(SELF *self, const kvc_key *keys, uint32_t n,
+			   int32_t *ready)
+{
+	int pfd[2];
+	pid_t pid;
+
+	if (pipe2(pfd, O_CLOEXEC))
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (!pid) {
+		struct kvc_load_result *res = calloc(n, sizeof(*res));
+		struct kvcache_handle *h = calloc(n, sizeof(*h));
+		struct kvcc c;
+		int32_t r;
+
+		close(pfd[0]);
+		r = !res || !h ? -ENOMEM : kvcc_open(&c, self->sock);
+		if (!r)
+			r = kvcc_hello(&c);
+		if (!r)
+			r = kvcc_load(&c, self->ns, keys[0], n, res);
+		for (uint32_t i = 0; !r && i < n; i++) {
+			r = res[i].status;
+			h[i] = res[i].handle;
+		}
+		if (!r && self->mode == KVC_PROTO_MODE_KERNEL) {
+			int fd = open(KVCACHE_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+			uint32_t done = 0;
+
+			r = fd < 0 ? -errno :
+			    kvc_batch(fd, KVCACHE_IOC_PIN, h, n, &done);
+			if (!r && done != n)
+				r = -EIO;
+		}
+		if (write(pfd[1], &r, sizeof(r)) != sizeof(r))
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	close(pfd[1]);
+	if (read(pfd[0], ready, sizeof(*ready)) != sizeof(*ready))
+		*ready = KVCC_BROKEN;
+	close(pfd[0]);
+	return pid;
+}
+
+TEST_F_TIMEOUT(kvcd, pins_of_a_killed_client_are_dropped, 120)
+{
+	struct kvcc *c = &self->c, c2;
+	uint32_t n = blocks_to_pressure(self);
+	struct kvc_load_result *res;
+	struct kvcache_handle *h;
+	kvc_key *keys;
+	int32_t ready;
+	uint64_t ev;
+	pid_t child;
+	int st;
+
+	ASSERT_LE(2, n);
+	ASSERT_GE(KVC_PROTO_MAX_STORE, n);
+	keys = calloc(n, sizeof(*keys));
+	h = calloc(n, sizeof(*h));
+	res = calloc(n, sizeof(*res));
+	ASSERT_TRUE(keys && h && res);
+	chain_keys(self, 9, n, keys);
+	/* Stored pinned, so the daemon cannot take it before the child. */
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, n, true, h))
+		TH_LOG("%s", c->why);
+	child = pinning_child(self, keys, n, &ready);
+	ASSERT_LT(0, child);
+	ASSERT_EQ(0, ready) TH_LOG("the child could not pin the chain");
+	/* Another connection pins it too, and closes. */
+	ASSERT_EQ(0, kvcc_open(&c2, self->sock));
+	ASSERT_EQ(0, kvcc_hello(&c2));
+	ASSERT_EQ(0, kvcc_load(&c2, self->ns, keys[0], n, res));
+	for (uint32_t i = 0; i < n; i++) {
+		EXPECT_EQ(0, res[i].status);
+	}
+	kvcc_close(&c2);
+	/* Only the child's pins are left now. */
+	ASSERT_EQ(0, unpin_blocks(self, h, n)) TH_LOG("%s", c->why);
+	msleep(1000);
+	EXPECT_EQ(0, kvcc_stat1(c, "evictions"));
+	EXPECT_EQ(n, kvcc_lookup(c, self->ns, KVC_PROTO_TIERS_ALL, keys[0], n,
+				 NULL));
+
+	ASSERT_EQ(0, kill(child, SIGKILL));
+	ASSERT_EQ(child, waitpid(child, &st, 0));
+	ev = wait_evictions(c, 0, 30);
+	ASSERT_NE(UINT64_MAX, ev);
+	EXPECT_LT(0, ev) TH_LOG("the dead client's pins still hold the chain");
+	EXPECT_EQ(n - ev, kvcc_lookup(c, self->ns, KVC_PROTO_TIERS_ALL,
+				      keys[0], n, NULL));
+	free(keys);
+	free(h);
+	free(res);
+}
+
+/*
+ * Blocks sealed but never stored (a client that died between SEAL and
+ * STORE) are orphans: the daemon frees them once two passes saw them
+ * unclaimed, in both modes.
+ */
+TEST_F_TIMEOUT(kvcd, sealed_but_never_stored_blocks_are_reclaimed, 120)
+{
+	struct kvcc *c = &self->c, c2;
+	uint32_t n = blocks_to_pressure(self);
+	struct kvcache_handle *h;
+	uint64_t free0, free1 = 0;
+	kvc_key *keys;
+	int dev = -1;
+	double t0;
+
+	keys = calloc(n, sizeof(*keys));
+	h = calloc(n, sizeof(*h));
+	ASSERT_TRUE(keys && h);
+	chain_keys(self, 11, n, keys);
+	free0 = kvcc_stat1(c, "pool_free");
+	/* Sealed through a second connection (or file) that then goes away. */
+	ASSERT_EQ(0, kvcc_open(&c2, self->sock));
+	ASSERT_EQ(0, kvcc_hello(&c2));
+	if (self->mode == KVC_PROTO_MODE_KERNEL) {
+		dev = open(KVCACHE_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+		ASSERT_LE(0, dev);
+	}
+	ASSERT_EQ(0, make_blocks(self, &c2, dev, self->ns, keys, n, false, h));
+	kvcc_close(&c2);
+	if (dev >= 0)
+		close(dev);
+	EXPECT_EQ(free0 - n, kvcc_stat1(c, "pool_free"));
+	/* Below the low watermark now: the ticks look, twice, and free them. */
+	for (t0 = now_s(); now_s() - t0 < 30; msleep(100)) {
+		free1 = kvcc_stat1(c, "pool_free");
+		if (free1 == free0)
+			break;
+	}
+	EXPECT_EQ(free0, free1) TH_LOG("orphans still hold %llu blocks",
+				       (unsigned long long)(free0 - free1));
+	EXPECT_EQ(0, kvcc_lookup(c, self->ns, KVC_PROTO_TIERS_ALL, keys[0], n,
+				 NULL));
+	free(keys);
+	free(h);
+}
+
+/* ---- 8: restart ------------------------------------------------------------- */
+
+TEST_F_TIMEOUT(kvcd, restart_rebuilds_the_index, 90)
+{
+	struct kvc_lookup_entry le[9];
+	struct kvcache_handle h[9];
+	kvc_key keys[9];
+	char why[512] = "";
+	int st;
+
+	if (self->mode != KVC_PROTO_MODE_KERNEL)
+		SKIP(return, "memfd mode: the pool dies with the daemon");
+	chain_keys(self, 11, 9, keys);
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, 8, false, h))
+		TH_LOG("%s", self->c.why);
+	ASSERT_EQ(8, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIERS_ALL,
+				 keys[0], 8, NULL));
+
+	kvcc_close(&self->c);
+	st = daemon_stop(self);
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		TH_LOG("kvcached stopped with status %#x", st);
+	ASSERT_EQ(0, daemon_start(self, why, sizeof(why))) TH_LOG("%s", why);
+	ASSERT_EQ(0, kvcc_open(&self->c, self->sock));
+	ASSERT_EQ(0, kvcc_hello(&self->c)) TH_LOG("%s", self->c.why);
+
+	/* The whole chain, in the same blocks. */
+	ASSERT_EQ(8, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIERS_ALL,
+				 keys[0], 8, le)) TH_LOG("%s", self->c.why);
+	for (int i = 0; i < 8; i++) {
+		EXPECT_TRUE(same_handle(h[i], le[i].handle))
+			TH_LOG("block %d: stored %u/%u, now %u/%u", i,
+			       h[i].index, h[i].gen, le[i].handle.index,
+			       le[i].handle.gen);
+	}
+	EXPECT_EQ(8, kvcc_stat1(&self->c, "index_keys"));
+	/* The namespaces came back, and the chain can grow. */
+	EXPECT_EQ(-EEXIST, kvcc_ns_create(&self->c, self->ns, 0, 0, 0700));
+	ASSERT_EQ(0, make_blocks(self, &self->c, self->dev, self->ns, &keys[8],
+				 1, false, &h[8]));
+	EXPECT_EQ(0, store_blocks(&self->c, self->ns, &keys[8], keys[7], &h[8],
+				  1, NULL)) TH_LOG("%s", self->c.why);
+	EXPECT_EQ(9, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIERS_ALL,
+				 keys[0], 9, NULL));
+}
+
+/* ---- 9: STATS ------------------------------------------------------------- */
+
+TEST_F_TIMEOUT(kvcd, stats_counters, 60)
+{
+	static const char *const names[] = {
+		"index_keys", "lookups", "stores", "evictions", "pool_blocks",
+		"pool_free",
+	};
+	struct kvcc *c = &self->c;
+	struct kvcache_handle h[3];
+	kvc_key keys[3], miss[1];
+	uint64_t v, free0;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		EXPECT_EQ(0, kvcc_stat(c, names[i], &v))
+			TH_LOG("no counter %s: %s", names[i], c->why);
+	}
+	EXPECT_EQ(self->nr, kvcc_stat1(c, "pool_blocks"));
+	free0 = kvcc_stat1(c, "pool_free");
+	EXPECT_GE(self->nr, free0);
+	if (self->mode == KVC_PROTO_MODE_MEMFD) {
+		EXPECT_EQ(self->nr, free0);
+	}
+	EXPECT_EQ(0, kvcc_stat1(c, "index_keys"));
+	EXPECT_EQ(0, kvcc_stat1(c, "lookups"));
+	EXPECT_EQ(0, kvcc_stat1(c, "stores"));
+	EXPECT_EQ(0, kvcc_stat1(c, "evictions"));
+
+	chain_keys(self, 5, 3, keys);
+	chain_keys(self, 6, 1, miss);
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, 3, false, h))
+		TH_LOG("%s", c->why);
+	EXPECT_EQ(3, kvcc_lookup(c, self->ns, KVC_PROTO_TIERS_ALL, keys[0], 3,
+				 NULL));
+	EXPECT_EQ(0, kvcc_lookup(c, self->ns, KVC_PROTO_TIERS_ALL, miss[0], 1,
+				 NULL));
+	EXPECT_EQ(3, kvcc_stat1(c, "stores"));
+	EXPECT_EQ(3, kvcc_stat1(c, "index_keys"));
+	EXPECT_EQ(2, kvcc_stat1(c, "lookups"));
+	EXPECT_EQ(free0 - 3, kvcc_stat1(c, "pool_free"));
+	EXPECT_EQ(0, kvcc_stat1(c, "evictions"));
+	/* A refused STORE is not a store. */
+	EXPECT_EQ(-EEXIST, store_blocks(c, self->ns, &keys[1], keys[0], &h[1],
+					1, NULL));
+	EXPECT_EQ(3, kvcc_stat1(c, "stores"));
+}
+
+TEST_HARNESS_MAIN
