@@ -132,7 +132,8 @@ bench:
 	$(TOP)/scripts/bench
 
 bench-build: $(BUILD)/bench/pool_bench $(BUILD)/bench/p2p_bench \
-	     $(BUILD)/bench/index_bench
+	     $(BUILD)/bench/index_bench $(BUILD)/bench/socket_bench \
+	     $(BUILD)/helper/kvcached
 
 $(BUILD)/bench/pool_bench: tests/bench/pool_bench.c uapi/linux/kvcache.h
 	@mkdir -p $(dir $@)
@@ -147,6 +148,13 @@ $(BUILD)/bench/index_bench: tests/bench/index_bench.c helper/index.c \
 			    helper/index.h uapi/linux/kvcache.h
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) -o $@ $< helper/index.c
+
+$(BUILD)/bench/socket_bench: tests/bench/socket_bench.c helper/client.c \
+			     helper/proto.c helper/keys.c helper/*.h \
+			     uapi/linux/kvcache.h
+	@mkdir -p $(dir $@)
+	$(CC) $(USER_CFLAGS) -o $@ $< helper/client.c helper/proto.c \
+		helper/keys.c -lcrypto -pthread
 
 vm-shell:
 	$(TOP)/scripts/vm shell
