@@ -83,13 +83,21 @@ $(BUILD)/helper/kvcachectl: helper/kvcachectl.c $(HELPER_SRCS) helper/*.h \
 
 unit-build: $(addprefix $(BUILD)/unit/,$(UNIT_TESTS))
 
-$(BUILD)/unit/%: tests/unit/%.c tests/unit/tap.h $(HELPER_SRCS) helper/*.h \
+# The helper's modules are compiled once with the sanitizers and every
+# unit test links them, so adding a test costs one compile, not eleven.
+SAN_OBJS := $(patsubst helper/%.c,$(BUILD)/unit/obj/%.o,$(HELPER_SRCS))
+
+$(BUILD)/unit/obj/%.o: helper/%.c helper/*.h uapi/linux/kvcache.h
+	@mkdir -p $(dir $@)
+	$(CC) $(USER_CFLAGS) $(SAN_FLAGS) -c -o $@ $<
+
+$(BUILD)/unit/%: tests/unit/%.c tests/unit/tap.h $(SAN_OBJS) helper/*.h \
 		 uapi/linux/kvcache.h tests/unit/key_vectors.txt helper/kvcached.conf
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) $(SAN_FLAGS) -I$(TOP)/tests/unit \
 		-DKVC_KEY_VECTORS='"$(TOP)/tests/unit/key_vectors.txt"' \
 		-DKVC_EXAMPLE_CONF='"$(TOP)/helper/kvcached.conf"' -o $@ $< \
-		$(HELPER_SRCS) $(HELPER_LIBS)
+		$(SAN_OBJS) $(HELPER_LIBS)
 
 unit: unit-build
 	@for t in $(UNIT_TESTS); do $(BUILD)/unit/$$t || exit 1; done
