@@ -85,6 +85,17 @@ struct kvcd {
 
 /* ---- namespaces ------------------------------------------------------- */
 
+/* The peer's primary group or one of its supplementary groups. */
+static bool kvcd_in_group(const struct kvc_peer *p, uint32_t gid)
+{
+	if (p->gid == gid)
+		return true;
+	for (uint32_t i = 0; i < p->ngroups; i++)
+		if (p->groups[i] == gid)
+			return true;
+	return false;
+}
+
 static bool kvcd_may(const struct kvcd *d, const struct kvc_peer *p,
 		     uint32_t ns, unsigned int want)
 {
@@ -98,7 +109,7 @@ static bool kvcd_may(const struct kvcd *d, const struct kvc_peer *p,
 	n = &d->ns[ns];
 	if (p->uid == n->uid)
 		bits = n->mode >> 6;
-	else if (p->gid == n->gid)
+	else if (kvcd_in_group(p, n->gid))
 		bits = n->mode >> 3;
 	else
 		bits = n->mode;

@@ -206,7 +206,34 @@ static void kvc_conn_close(struct kvc_server *s, struct kvc_conn *c)
 	s->ops->closed(s->ctx, &c->peer);
 	close(c->peer.fd);
 	s->conns[c->peer.id] = NULL;
+	free(c->peer.groups);
 	free(c);
+}
+
+/*
+ * The peer's supplementary groups, as the kernel recorded them at connect
+ * (SO_PEERGROUPS): asked once with room for 64, again with what it says
+ * it needs. 0 or -errno.
+ */
+static int kvc_peer_groups(struct kvc_peer *p)
+{
+	socklen_t len = 64 * sizeof(gid_t);
+
+	for (int tries = 0; tries < 2; tries++) {
+		gid_t *g = malloc(len ? len : sizeof(gid_t));
+
+		if (!g)
+			return -ENOMEM;
+		if (!getsockopt(p->fd, SOL_SOCKET, SO_PEERGROUPS, g, &len)) {
+			p->groups = g;
+			p->ngroups = len / sizeof(gid_t);
+			return 0;
+		}
+		free(g);
+		if (errno != ERANGE)
+			return -errno;
+	}
+	return -ERANGE;
 }
 
 static void kvc_accepted(struct kvc_server *s, int fd)
@@ -231,8 +258,11 @@ static void kvc_accepted(struct kvc_server *s, int fd)
 	c->peer.pid = cred.pid;
 	c->peer.uid = cred.uid;
 	c->peer.gid = cred.gid;
-	if (s->ops->connected(s->ctx, &c->peer)) {
+	c->peer.groups = NULL;
+	c->peer.ngroups = 0;
+	if (kvc_peer_groups(&c->peer) || s->ops->connected(s->ctx, &c->peer)) {
 		close(fd);
+		free(c->peer.groups);
 		free(c);
 		return;
 	}

@@ -34,6 +34,8 @@ struct kvc_peer {
 	pid_t pid;		/* SO_PEERCRED, at connect */
 	uid_t uid;
 	gid_t gid;
+	gid_t *groups;		/* SO_PEERGROUPS: supplementary groups */
+	uint32_t ngroups;
 	void *priv;		/* the daemon's */
 };
 

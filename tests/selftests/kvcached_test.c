@@ -1021,6 +1021,56 @@ TEST_F_TIMEOUT(kvcd, non_root_peers_are_refused, 60)
 		TH_LOG("%s", self->c.why);
 }
 
+/* LOOKUP in ns from a child running as nobody with these extra groups. */
+static int32_t lookup_as_nobody(SELF *self, uint32_t ns, const gid_t *groups,
+				size_t ngroups)
+{
+	int32_t r = KVCC_BROKEN;
+	int pfd[2], st;
+	pid_t pid;
+
+	if (pipe2(pfd, O_CLOEXEC))
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (!pid) {
+		struct kvcc c;
+		kvc_key key[1];
+
+		close(pfd[0]);
+		chain_keys(self, 5, 1, key);
+		if (setgroups(ngroups, groups) || setgid(NOBODY) ||
+		    setuid(NOBODY) || kvcc_open(&c, self->sock) ||
+		    kvcc_hello(&c))
+			_exit(1);
+		r = kvcc_lookup(&c, ns, KVC_PROTO_TIERS_ALL, key[0], 1, NULL);
+		_exit(write(pfd[1], &r, sizeof(r)) == sizeof(r) ? 0 : 2);
+	}
+	close(pfd[1]);
+	if (read(pfd[0], &r, sizeof(r)) != sizeof(r))
+		r = KVCC_BROKEN;
+	close(pfd[0]);
+	waitpid(pid, &st, 0);
+	return r;
+}
+
+/* Group access counts supplementary groups (SO_PEERGROUPS), not only the
+ * primary one. */
+TEST_F_TIMEOUT(kvcd, supplementary_groups_grant_group_access, 60)
+{
+	const gid_t tenant = 4242, other = 4343;
+	uint32_t ns = self->ns + 3;
+
+	if (geteuid() != 0)
+		SKIP(return, "needs root to run a peer as uid %d", NOBODY);
+	ASSERT_EQ(0, ns_create(self, &self->c, ns, 0, tenant, 0750))
+		TH_LOG("%s", self->c.why);
+	EXPECT_EQ(0, lookup_as_nobody(self, ns, &tenant, 1));
+	EXPECT_EQ(-EACCES, lookup_as_nobody(self, ns, &other, 1));
+	EXPECT_EQ(-EACCES, lookup_as_nobody(self, ns, NULL, 0));
+}
+
 /* ---- 4: STORE and prefix LOOKUP ------------------------------------------- */
 
 TEST_F_TIMEOUT(kvcd, store_and_prefix_lookup, 60)
