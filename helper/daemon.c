@@ -785,6 +785,137 @@ static int kvcd_seal(struct kvcd *d, struct kvc_peer *p,
 					   status, m->seal.count);
 }
 
+/*
+ * Drop entry id's pool copy now (an admin asked): 0, -EBUSY (pinned or
+ * mapped), -ENOTEMPTY (descendants still cached: they would be orphaned).
+ */
+static int kvcd_drop(struct kvcd *d, uint32_t id)
+{
+	const struct kvc_entry *e = kvc_index_entry(d->index, id);
+	int ret;
+
+	if (e->nchild)
+		return -ENOTEMPTY;
+	ret = kvcd_evict_block(d, e->loc[KVC_TIER_POOL].pool);
+	if (ret && ret != -ESTALE)
+		return ret;
+	kvcd_clear_pool(d, id);
+	if (!ret) {
+		d->evictions++;
+		kvc_metric_add(d->dm.evictions[KVC_TIER_POOL], 1);
+	}
+	return 0;
+}
+
+/* EVICT: the keys are taken deepest first, so a whole chain can go. */
+static int kvcd_evict(struct kvcd *d, struct kvc_peer *p,
+		      const struct kvc_msg *m, uint8_t *reply)
+{
+	static int32_t status[KVC_PROTO_MAX_BATCH];
+	const struct kvc_evict *ev = &m->evict;
+	uint32_t id;
+
+	if (p->uid != 0)
+		return kvcd_error(reply, m, -EPERM, "only root evicts");
+	if (!d->ns[ev->ns_id].used)
+		return kvcd_error(reply, m, -ENOENT, "no such namespace");
+	for (uint32_t i = ev->count; i-- > 0;) {
+		const uint8_t *key = ev->keys + (size_t)i * KVCACHE_KEY_SIZE;
+
+		if (kvc_index_find(d->index, ev->ns_id, key, &id) ||
+		    !(kvc_index_entry(d->index, id)->tiers &
+		      (1u << KVC_TIER_POOL)))
+			status[i] = -ENOENT;
+		else
+			status[i] = kvcd_drop(d, id);
+	}
+	return kvc_proto_encode_evict_reply(reply, KVC_PROTO_MSG_MAX, m->seq,
+					    status, ev->count);
+}
+
+/*
+ * FLUSH: evict every block of the namespace (0: of all) that can go,
+ * leaves first, pass after pass until nothing more moves. A pinned block
+ * stays, and so do its ancestors.
+ */
+static int kvcd_flush(struct kvcd *d, struct kvc_peer *p,
+		      const struct kvc_msg *m, uint8_t *reply)
+{
+	struct kvc_flush_reply r = { 0 };
+	uint32_t ns = m->flush.ns_id;
+	bool progress = true;
+
+	if (p->uid != 0)
+		return kvcd_error(reply, m, -EPERM, "only root flushes");
+	if (ns != KVC_PROTO_NS_ALL && !d->ns[ns].used)
+		return kvcd_error(reply, m, -ENOENT, "no such namespace");
+	while (progress) {
+		progress = false;
+		r.busy = 0;
+		for (uint32_t id = kvc_index_next(d->index, 0); id != KVC_ID_NONE;
+		     id = kvc_index_next(d->index, id + 1)) {
+			const struct kvc_entry *e = kvc_index_entry(d->index, id);
+			int ret;
+
+			if ((ns != KVC_PROTO_NS_ALL && e->ns != ns) ||
+			    !(e->tiers & (1u << KVC_TIER_POOL)))
+				continue;
+			ret = kvcd_drop(d, id);
+			if (!ret) {
+				r.evicted++;
+				progress = true;
+			} else {
+				r.busy++;
+			}
+		}
+	}
+	return kvc_proto_encode_flush_reply(reply, KVC_PROTO_MSG_MAX, m->seq,
+					    &r);
+}
+
+/* NS_LIST: namespaces from start on, a page at a time, with pool blocks. */
+static int kvcd_ns_list(struct kvcd *d, const struct kvc_msg *m,
+			uint8_t *reply)
+{
+	static struct kvc_ns_entry e[KVC_PROTO_MAX_BATCH];
+	uint32_t n = 0, next = 0, ns = m->ns_list.start ? m->ns_list.start : 1;
+
+	for (; ns <= KVCACHE_NS_MAX; ns++) {
+		if (!d->ns[ns].used)
+			continue;
+		if (n == KVC_PROTO_MAX_BATCH) {
+			next = ns;	/* another page starts here */
+			break;
+		}
+		e[n] = (struct kvc_ns_entry){
+			.ns_id = ns, .uid = d->ns[ns].uid, .gid = d->ns[ns].gid,
+			.mode = d->ns[ns].mode,
+		};
+		n++;
+	}
+	/* Blocks per namespace: one pass over the index for the page. */
+	for (uint32_t id = kvc_index_next(d->index, 0); n && id != KVC_ID_NONE;
+	     id = kvc_index_next(d->index, id + 1)) {
+		const struct kvc_entry *ent = kvc_index_entry(d->index, id);
+		uint32_t lo = 0, hi = n;
+
+		if (!(ent->tiers & (1u << KVC_TIER_POOL)))
+			continue;
+		while (lo < hi) {	/* e[] is sorted by ns_id */
+			uint32_t mid = (lo + hi) / 2;
+
+			if (e[mid].ns_id < ent->ns)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo < n && e[lo].ns_id == ent->ns)
+			e[lo].blocks++;
+	}
+	return kvc_proto_encode_ns_list_reply(reply, KVC_PROTO_MSG_MAX, m->seq,
+					      next, e, n);
+}
+
 static int kvcd_stats(struct kvcd *d, const struct kvc_msg *m, uint8_t *reply)
 {
 	uint32_t free_blocks = 0;
@@ -852,6 +983,12 @@ static int kvcd_request(void *ctx, struct kvc_peer *p, const uint8_t *msg,
 		return kvcd_alloc(d, p, &m, reply);
 	case KVC_MSG_SEAL:
 		return kvcd_seal(d, p, &m, reply);
+	case KVC_MSG_EVICT:
+		return kvcd_evict(d, p, &m, reply);
+	case KVC_MSG_FLUSH:
+		return kvcd_flush(d, p, &m, reply);
+	case KVC_MSG_NS_LIST:
+		return kvcd_ns_list(d, &m, reply);
 	default:
 		return kvcd_error(reply, &m, -EOPNOTSUPP, "not implemented");
 	}

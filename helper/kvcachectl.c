@@ -6,6 +6,9 @@
  *   kvcachectl [-d DEVICE] blocks [NAMESPACE]
  *   kvcachectl [-S SOCKET] status | stats
  *   kvcachectl [-S SOCKET] ns-create ID UID GID MODE
+ *   kvcachectl [-S SOCKET] namespaces
+ *   kvcachectl [-S SOCKET] evict NAMESPACE KEY...
+ *   kvcachectl [-S SOCKET] flush [NAMESPACE]
  *   kvcachectl config [FILE]
  *
  * info prints what the module reports through KVCACHE_IOC_INFO, then its
@@ -13,7 +16,11 @@
  * one namespace, or of every namespace the caller may read) with their
  * metadata. status, stats and ns-create ask kvcached over its socket
  * (default /run/kvcache/kvcached.sock): its mode and pool, its counters,
- * a new namespace (as root). config prints the effective daemon settings
+ * a new namespace (as root), the namespaces with their owners, modes and
+ * pool blocks. evict drops blocks by key (64 hex digits
+ * each; a chain's keys are taken deepest first), flush everything that is
+ * not in use in one namespace or all (both as root). config prints the
+ * effective daemon settings
  * of FILE (default /etc/kvcache/kvcached.conf, or the defaults).
  * Exit status: 0; 1 when the device, the daemon or a call fails; 2 on a
  * usage error (both with a message on stderr).
@@ -71,6 +78,9 @@ static void usage(FILE *f)
 		   "       kvcachectl [-d DEVICE] blocks [NAMESPACE]\n"
 		   "       kvcachectl [-S SOCKET] status | stats\n"
 		   "       kvcachectl [-S SOCKET] ns-create ID UID GID MODE\n"
+		   "       kvcachectl [-S SOCKET] namespaces\n"
+		   "       kvcachectl [-S SOCKET] evict NAMESPACE KEY...\n"
+		   "       kvcachectl [-S SOCKET] flush [NAMESPACE]\n"
 		   "       kvcachectl config [FILE]\n");
 }
 
@@ -252,6 +262,121 @@ static int cmd_ns_create(const char *sock, char **args, int n)
 	return 0;
 }
 
+static int cmd_namespaces(const char *sock)
+{
+	struct kvc_client c;
+	struct kvc_ns_entry e;
+	struct kvc_msg m;
+	uint8_t req[64];
+	uint32_t start = 0;
+	int ret, len;
+
+	if (daemon_open(&c, sock))
+		return 1;
+	printf("%-6s %-10s %-10s %-5s %s\n", "ns", "uid", "gid", "mode",
+	       "blocks");
+	do {	/* page by page, as the reply's next says */
+		len = kvc_proto_encode_ns_list(req, sizeof(req),
+					       kvc_client_next_seq(&c), start);
+		ret = len < 0 ? len : kvc_client_call(&c, req, (size_t)len, &m);
+		if (ret) {
+			fprintf(stderr, "kvcachectl: namespaces: %s\n",
+				strerror(-ret));
+			kvc_client_close(&c);
+			return 1;
+		}
+		for (uint32_t i = 0; i < m.ns_list_reply.count; i++) {
+			kvc_proto_ns_entry(&m.ns_list_reply, i, &e);
+			printf("%-6u %-10u %-10u %04o  %" PRIu64 "\n", e.ns_id,
+			       e.uid, e.gid, e.mode, e.blocks);
+		}
+		start = m.ns_list_reply.next;
+	} while (start);
+	kvc_client_close(&c);
+	return 0;
+}
+
+/* 64 hex digits into a key. */
+static int parse_key(const char *hex, uint8_t *key)
+{
+	if (strlen(hex) != 2 * KVCACHE_KEY_SIZE)
+		return -1;
+	for (int i = 0; i < KVCACHE_KEY_SIZE; i++) {
+		unsigned int b;
+
+		if (sscanf(hex + 2 * i, "%2x", &b) != 1)
+			return -1;
+		key[i] = (uint8_t)b;
+	}
+	return 0;
+}
+
+static int cmd_evict(const char *sock, char **args, int n)
+{
+	static uint8_t keys[KVC_PROTO_MAX_BATCH][KVCACHE_KEY_SIZE];
+	static uint8_t req[KVC_PROTO_MSG_MAX];
+	struct kvc_client c;
+	struct kvc_msg m;
+	uint32_t ns;
+	int ret, len, failed = 0;
+
+	if (n < 2 || n - 1 > KVC_PROTO_MAX_BATCH ||
+	    parse_u32(args[0], KVCACHE_NS_MAX, &ns, 0) || !ns) {
+		usage(stderr);
+		return 2;
+	}
+	for (int i = 1; i < n; i++)
+		if (parse_key(args[i], keys[i - 1])) {
+			fprintf(stderr, "kvcachectl: bad key '%s'\n", args[i]);
+			return 2;
+		}
+	if (daemon_open(&c, sock))
+		return 1;
+	len = kvc_proto_encode_evict(req, sizeof(req), kvc_client_next_seq(&c),
+				     ns, keys[0], (uint32_t)(n - 1));
+	ret = len < 0 ? len : kvc_client_call(&c, req, (size_t)len, &m);
+	if (ret) {
+		fprintf(stderr, "kvcachectl: evict: %s\n", strerror(-ret));
+		kvc_client_close(&c);
+		return 1;
+	}
+	for (uint32_t i = 0; i < m.evict_reply.count; i++) {
+		int32_t st = kvc_proto_status(&m.evict_reply, i);
+
+		printf("%s %s\n", args[i + 1], st ? strerror(-st) : "evicted");
+		failed += st != 0;
+	}
+	kvc_client_close(&c);
+	return failed ? 1 : 0;
+}
+
+static int cmd_flush(const char *sock, const char *ns_arg)
+{
+	struct kvc_client c;
+	struct kvc_msg m;
+	uint8_t req[64];
+	uint32_t ns = KVC_PROTO_NS_ALL;
+	int ret, len;
+
+	if (ns_arg && (parse_u32(ns_arg, KVCACHE_NS_MAX, &ns, 0) || !ns)) {
+		usage(stderr);
+		return 2;
+	}
+	if (daemon_open(&c, sock))
+		return 1;
+	len = kvc_proto_encode_flush(req, sizeof(req), kvc_client_next_seq(&c),
+				     ns);
+	ret = len < 0 ? len : kvc_client_call(&c, req, (size_t)len, &m);
+	kvc_client_close(&c);
+	if (ret) {
+		fprintf(stderr, "kvcachectl: flush: %s\n", strerror(-ret));
+		return 1;
+	}
+	printf("evicted %" PRIu64 " blocks, %" PRIu64 " in use\n",
+	       m.flush_reply.evicted, m.flush_reply.busy);
+	return 0;
+}
+
 static int cmd_config(const char *file)
 {
 	struct kvc_config cfg;
@@ -309,6 +434,12 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[optind], "ns-create"))
 		return cmd_ns_create(sock, argv + optind + 1,
 				     argc - optind - 1);
+	if (!strcmp(argv[optind], "namespaces"))
+		return cmd_namespaces(sock);
+	if (!strcmp(argv[optind], "evict"))
+		return cmd_evict(sock, argv + optind + 1, argc - optind - 1);
+	if (!strcmp(argv[optind], "flush"))
+		return cmd_flush(sock, argv[optind + 1]);
 	if (!strcmp(argv[optind], "config"))
 		return cmd_config(argv[optind + 1]);
 	fprintf(stderr, "kvcachectl: unknown command '%s'\n", argv[optind]);

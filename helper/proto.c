@@ -29,6 +29,11 @@
 #define NS_CREATE_SIZE		20
 #define ALLOC_SIZE		8	/* ns_id, count: no entries */
 #define SEAL_ENTRY		48
+#define FLUSH_SIZE		8	/* ns_id, reserved */
+#define FLUSH_REPLY_SIZE	16	/* evicted, busy */
+#define NS_LIST_SIZE		8	/* start, reserved */
+#define NS_LIST_FIXED		8	/* count, next */
+#define NS_ENTRY		24	/* NS_LIST reply entry */
 
 _Static_assert(KVC_PROTO_MAX_STORE ==
 	       (KVC_PROTO_MSG_MAX - KVC_PROTO_HDR_SIZE - STORE_FIXED) /
@@ -53,6 +58,13 @@ _Static_assert(KVC_PROTO_HDR_SIZE + BATCH_FIXED +
 	       "LOOKUP and LOAD replies of KVC_PROTO_MAX_BATCH entries fit");
 _Static_assert(HANDLE_SIZE <= LOAD_ENTRY && STATUS_SIZE <= LOAD_ENTRY,
 	       "RELEASE, ALLOC reply and status lists fit at full size");
+/* EVICT: LOAD's layout, keys after ns_id and count. */
+_Static_assert(KVC_PROTO_HDR_SIZE + BATCH_FIXED +
+	       KVC_PROTO_MAX_BATCH * KVCACHE_KEY_SIZE <= KVC_PROTO_MSG_MAX,
+	       "LOAD and EVICT of KVC_PROTO_MAX_BATCH keys fit");
+_Static_assert(KVC_PROTO_HDR_SIZE + NS_LIST_FIXED +
+	       KVC_PROTO_MAX_BATCH * NS_ENTRY <= KVC_PROTO_MSG_MAX,
+	       "NS_LIST reply of KVC_PROTO_MAX_BATCH namespaces fits");
 _Static_assert(KVC_PROTO_ERRMSG_MAX <= UINT16_MAX &&
 	       KVC_PROTO_NAME_MAX <= UINT16_MAX, "lengths are u16");
 
@@ -172,6 +184,36 @@ static int ns_create_ok(const struct kvc_ns_create *c)
 {
 	/* Any uid and gid: the daemon refuses ids it cannot map. */
 	return ns_ok(c->ns_id) && c->mode <= KVC_PROTO_NS_MODE_MAX;
+}
+
+static int flush_ns_ok(uint32_t ns_id)
+{
+	return ns_id == KVC_PROTO_NS_ALL || ns_ok(ns_id);
+}
+
+/* NS_LIST start: 0 and 1 both mean the first namespace. */
+static int ns_list_start_ok(uint32_t start)
+{
+	return start <= KVCACHE_NS_MAX;
+}
+
+/*
+ * An NS_LIST reply's next: 0 (complete), or where the following page
+ * starts, above the last entry (last: its ns_id, 0 with no entries, so an
+ * empty page is always the last) and a namespace id itself.
+ */
+static int ns_list_next_ok(uint32_t next, uint32_t last)
+{
+	return !next || (last && next > last && next <= KVCACHE_NS_MAX);
+}
+
+/* prev: the entry before it, or NULL for the first. */
+static int ns_entry_ok(const struct kvc_ns_entry *e,
+		       const struct kvc_ns_entry *prev)
+{
+	/* Any uid, gid and block count: they are the daemon's. */
+	return ns_ok(e->ns_id) && e->mode <= KVC_PROTO_NS_MODE_MAX &&
+	       (!prev || e->ns_id > prev->ns_id);
 }
 
 static int seal_entry_ok(const struct kvc_seal_entry *e)
@@ -346,7 +388,7 @@ static int decode_store(struct kvc_msg *m, const uint8_t *b, size_t blen)
 	return 0;
 }
 
-/* STORE, RELEASE and SEAL replies. */
+/* STORE, RELEASE, SEAL and EVICT replies. */
 static int decode_status_list(struct kvc_msg *m, struct kvc_status_list *l,
 			      const uint8_t *b, size_t blen)
 {
@@ -513,6 +555,100 @@ static int decode_seal(struct kvc_msg *m, const uint8_t *b, size_t blen)
 	return 0;
 }
 
+static int decode_evict(struct kvc_msg *m, const uint8_t *b, size_t blen)
+{
+	struct kvc_evict *v = &m->evict;
+	int ret;
+
+	if (blen < BATCH_FIXED)
+		return fail(m, -EBADMSG, "truncated EVICT");
+	v->ns_id = get32(b);
+	v->count = get32(b + 4);
+	if (!ns_ok(v->ns_id))
+		return fail(m, -EINVAL, "namespace id out of range");
+	ret = batch_size(m, blen, BATCH_FIXED, v->count, 1,
+			 KVC_PROTO_MAX_BATCH, KVCACHE_KEY_SIZE);
+	if (ret)
+		return ret;
+	v->keys = b + BATCH_FIXED;
+	return 0;
+}
+
+static int decode_flush(struct kvc_msg *m, const uint8_t *b, size_t blen)
+{
+	struct kvc_flush *f = &m->flush;
+
+	if (blen != FLUSH_SIZE)
+		return fail(m, -EBADMSG, "FLUSH body is not 8 bytes");
+	f->ns_id = get32(b);
+	if (get32(b + 4))
+		return fail(m, -EINVAL, "reserved field is not zero");
+	if (!flush_ns_ok(f->ns_id))
+		return fail(m, -EINVAL, "namespace id out of range");
+	return 0;
+}
+
+static int decode_flush_reply(struct kvc_msg *m, const uint8_t *b,
+			      size_t blen)
+{
+	struct kvc_flush_reply *r = &m->flush_reply;
+
+	/* Any counts: how many blocks there were is the daemon's. */
+	if (blen != FLUSH_REPLY_SIZE)
+		return fail(m, -EBADMSG, "FLUSH reply body is not 16 bytes");
+	r->evicted = get64(b);
+	r->busy = get64(b + 8);
+	return 0;
+}
+
+static int decode_ns_list(struct kvc_msg *m, const uint8_t *b, size_t blen)
+{
+	struct kvc_ns_list *l = &m->ns_list;
+
+	if (blen != NS_LIST_SIZE)
+		return fail(m, -EBADMSG, "NS_LIST body is not 8 bytes");
+	l->start = get32(b);
+	if (get32(b + 4))
+		return fail(m, -EINVAL, "reserved field is not zero");
+	if (!ns_list_start_ok(l->start))
+		return fail(m, -EINVAL, "start out of range");
+	return 0;
+}
+
+static int decode_ns_list_reply(struct kvc_msg *m, const uint8_t *b,
+				size_t blen)
+{
+	struct kvc_ns_list_reply *r = &m->ns_list_reply;
+	struct kvc_ns_entry e, prev;
+	uint32_t last = 0;	/* the last entry's ns_id; 0: none */
+	int ret;
+
+	if (blen < NS_LIST_FIXED)
+		return fail(m, -EBADMSG, "truncated NS_LIST reply");
+	r->count = get32(b);
+	r->next = get32(b + 4);
+	/* A fixed-part field: its range before the count, like an ns_id. */
+	if (r->next > KVCACHE_NS_MAX)
+		return fail(m, -EINVAL, "next out of range");
+	ret = batch_size(m, blen, NS_LIST_FIXED, r->count, 0,
+			 KVC_PROTO_MAX_BATCH, NS_ENTRY);
+	if (ret)
+		return ret;
+	r->raw = b + NS_LIST_FIXED;
+	for (uint32_t i = 0; i < r->count; i++) {
+		kvc_proto_ns_entry(r, i, &e);
+		if (!ns_entry_ok(&e, i ? &prev : NULL))
+			return fail(m, -EINVAL,
+				    "bad namespace id or mode, or out of order");
+		prev = e;
+		last = e.ns_id;
+	}
+	if (!ns_list_next_ok(r->next, last))
+		return fail(m, -EINVAL,
+			    "next not above the last entry, or with no entries");
+	return 0;
+}
+
 static int decode_stats_reply(struct kvc_msg *m, const uint8_t *b,
 			      size_t blen)
 {
@@ -654,6 +790,18 @@ int kvc_proto_decode(const void *buf, size_t len, struct kvc_msg *out)
 		return decode_seal(out, body, blen);
 	case KVC_MSG_SEAL_REPLY:
 		return decode_status_list(out, &out->seal_reply, body, blen);
+	case KVC_MSG_EVICT:
+		return decode_evict(out, body, blen);
+	case KVC_MSG_EVICT_REPLY:
+		return decode_status_list(out, &out->evict_reply, body, blen);
+	case KVC_MSG_FLUSH:
+		return decode_flush(out, body, blen);
+	case KVC_MSG_FLUSH_REPLY:
+		return decode_flush_reply(out, body, blen);
+	case KVC_MSG_NS_LIST:
+		return decode_ns_list(out, body, blen);
+	case KVC_MSG_NS_LIST_REPLY:
+		return decode_ns_list_reply(out, body, blen);
 	case KVC_MSG_ERROR:
 		return decode_error(out, body, blen);
 	default:
@@ -724,6 +872,18 @@ void kvc_proto_seal_entry(const struct kvc_seal *s, uint32_t i,
 	e->payload_len = get32(p + 8);
 	e->flags = get32(p + 12);
 	memcpy(e->key, p + 16, KVCACHE_KEY_SIZE);
+}
+
+void kvc_proto_ns_entry(const struct kvc_ns_list_reply *r, uint32_t i,
+			struct kvc_ns_entry *e)
+{
+	const uint8_t *p = r->raw + (size_t)i * NS_ENTRY;
+
+	e->ns_id = get32(p);
+	e->uid = get32(p + 4);
+	e->gid = get32(p + 8);
+	e->mode = get32(p + 12);
+	e->blocks = get64(p + 16);
 }
 
 int kvc_proto_stats_next(const struct kvc_stats_reply *r, size_t *pos,
@@ -1144,6 +1304,120 @@ int kvc_proto_encode_seal_reply(void *buf, size_t size, uint32_t seq,
 				  count);
 }
 
+int kvc_proto_encode_evict(void *buf, size_t size, uint32_t seq,
+			   uint32_t ns_id,
+			   const uint8_t *keys,
+			   uint32_t count)
+{
+	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	size_t total;
+	int ret;
+
+	if (!ns_ok(ns_id) || !count || count > KVC_PROTO_MAX_BATCH || !keys)
+		return -EINVAL;
+	total = KVC_PROTO_HDR_SIZE + BATCH_FIXED +
+		(size_t)count * KVCACHE_KEY_SIZE;
+	ret = begin(buf, size, total, KVC_MSG_EVICT, seq);
+	if (ret)
+		return ret;
+	put32(b, ns_id);
+	put32(b + 4, count);
+	memcpy(b + BATCH_FIXED, keys, (size_t)count * KVCACHE_KEY_SIZE);
+	return (int)total;
+}
+
+int kvc_proto_encode_evict_reply(void *buf, size_t size, uint32_t seq,
+				 const int32_t *status, uint32_t count)
+{
+	return encode_status_list(buf, size, KVC_MSG_EVICT_REPLY, seq, status,
+				  count);
+}
+
+int kvc_proto_encode_flush(void *buf, size_t size, uint32_t seq,
+			   uint32_t ns_id)
+{
+	const size_t total = KVC_PROTO_HDR_SIZE + FLUSH_SIZE;
+	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	int ret;
+
+	if (!flush_ns_ok(ns_id))
+		return -EINVAL;
+	ret = begin(buf, size, total, KVC_MSG_FLUSH, seq);
+	if (ret)
+		return ret;
+	put32(b, ns_id);
+	put32(b + 4, 0);
+	return (int)total;
+}
+
+int kvc_proto_encode_flush_reply(void *buf, size_t size, uint32_t seq,
+				 const struct kvc_flush_reply *r)
+{
+	const size_t total = KVC_PROTO_HDR_SIZE + FLUSH_REPLY_SIZE;
+	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	int ret;
+
+	if (!r)
+		return -EINVAL;
+	ret = begin(buf, size, total, KVC_MSG_FLUSH_REPLY, seq);
+	if (ret)
+		return ret;
+	put64(b, r->evicted);
+	put64(b + 8, r->busy);
+	return (int)total;
+}
+
+int kvc_proto_encode_ns_list(void *buf, size_t size, uint32_t seq,
+			     uint32_t start)
+{
+	const size_t total = KVC_PROTO_HDR_SIZE + NS_LIST_SIZE;
+	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	int ret;
+
+	if (!ns_list_start_ok(start))
+		return -EINVAL;
+	ret = begin(buf, size, total, KVC_MSG_NS_LIST, seq);
+	if (ret)
+		return ret;
+	put32(b, start);
+	put32(b + 4, 0);
+	return (int)total;
+}
+
+int kvc_proto_encode_ns_list_reply(void *buf, size_t size, uint32_t seq,
+				   uint32_t next,
+				   const struct kvc_ns_entry *e,
+				   uint32_t count)
+{
+	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	size_t total;
+	int ret;
+
+	if (count > KVC_PROTO_MAX_BATCH || (count && !e))
+		return -EINVAL;
+	for (uint32_t i = 0; i < count; i++)
+		if (!ns_entry_ok(&e[i], i ? &e[i - 1] : NULL))
+			return -EINVAL;
+	if (!ns_list_next_ok(next, count ? e[count - 1].ns_id : 0))
+		return -EINVAL;
+	total = KVC_PROTO_HDR_SIZE + NS_LIST_FIXED +
+		(size_t)count * NS_ENTRY;
+	ret = begin(buf, size, total, KVC_MSG_NS_LIST_REPLY, seq);
+	if (ret)
+		return ret;
+	put32(b, count);
+	put32(b + 4, next);
+	b += NS_LIST_FIXED;
+	for (uint32_t i = 0; i < count; i++, b += NS_ENTRY) {
+		put32(b, e[i].ns_id);
+		put32(b + 4, e[i].uid);
+		put32(b + 8, e[i].gid);
+		put32(b + 12, e[i].mode);
+		put64(b + 16, e[i].blocks);
+	}
+	return (int)total;
+}
+
 int kvc_proto_encode_error(void *buf, size_t size, int err, uint32_t bad_seq,
 			   uint16_t bad_type, const char *msg)
 {
@@ -1187,5 +1461,5 @@ int kvc_proto_choose_version(uint16_t min, uint16_t max)
 
 int kvc_proto_is_request(uint16_t type)
 {
-	return type >= KVC_MSG_HELLO && type <= KVC_MSG_SEAL;
+	return type >= KVC_MSG_HELLO && type <= KVC_MSG_NS_LIST;
 }

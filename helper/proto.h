@@ -37,7 +37,9 @@
  * limit is what fits one message, capped at KVC_PROTO_MAX_BATCH (proto.c
  * checks the arithmetic). A STORE entry is 80 bytes, so only
  * KVC_PROTO_MAX_STORE of them fit, the smallest limit; a SEAL entry is 48
- * bytes, and 1364 would fit, so SEAL gets the full KVC_PROTO_MAX_BATCH.
+ * bytes, and 1364 would fit, so SEAL gets the full KVC_PROTO_MAX_BATCH;
+ * the other batches (keys, handles, 16- and 24-byte entries) fit at full
+ * size too.
  * The HELLO reply's max_batch, which the daemon sets to at most
  * KVC_PROTO_MAX_STORE, is the one number a client needs: every batched
  * request it sends may carry that many entries.
@@ -61,6 +63,9 @@
 #define KVC_MSG_NS_CREATE	0x0007	/* privileged peers only */
 #define KVC_MSG_ALLOC		0x0008	/* memfd mode only */
 #define KVC_MSG_SEAL		0x0009	/* memfd mode only */
+#define KVC_MSG_EVICT		0x000A	/* privileged peers only */
+#define KVC_MSG_FLUSH		0x000B	/* privileged peers only */
+#define KVC_MSG_NS_LIST		0x000C
 #define KVC_MSG_HELLO_REPLY	(KVC_MSG_HELLO | KVC_MSG_REPLY)
 #define KVC_MSG_LOOKUP_REPLY	(KVC_MSG_LOOKUP | KVC_MSG_REPLY)
 #define KVC_MSG_STORE_REPLY	(KVC_MSG_STORE | KVC_MSG_REPLY)
@@ -70,6 +75,9 @@
 #define KVC_MSG_NS_CREATE_REPLY	(KVC_MSG_NS_CREATE | KVC_MSG_REPLY)
 #define KVC_MSG_ALLOC_REPLY	(KVC_MSG_ALLOC | KVC_MSG_REPLY)
 #define KVC_MSG_SEAL_REPLY	(KVC_MSG_SEAL | KVC_MSG_REPLY)
+#define KVC_MSG_EVICT_REPLY	(KVC_MSG_EVICT | KVC_MSG_REPLY)
+#define KVC_MSG_FLUSH_REPLY	(KVC_MSG_FLUSH | KVC_MSG_REPLY)
+#define KVC_MSG_NS_LIST_REPLY	(KVC_MSG_NS_LIST | KVC_MSG_REPLY)
 #define KVC_MSG_ERROR		0x8000	/* a reply to any request */
 
 /*
@@ -110,8 +118,11 @@
 #define KVC_PROTO_SEAL_KEEP_PIN		(1u << 0)
 #define KVC_PROTO_SEAL_FLAGS_ALL	KVC_PROTO_SEAL_KEEP_PIN
 
-/* NS_CREATE: the permission bits a namespace's mode may have. */
+/* NS_CREATE, NS_LIST: the permission bits a namespace's mode may have. */
 #define KVC_PROTO_NS_MODE_MAX		0777u
+
+/* FLUSH: the ns_id that means every namespace. */
+#define KVC_PROTO_NS_ALL		0u
 
 /* ---- decoded messages ---------------------------------------------------
  *
@@ -169,7 +180,10 @@ struct kvc_store {
 	const uint8_t *raw;	/* read with kvc_proto_store_entry() */
 };
 
-/* STORE, RELEASE and SEAL replies: one status (0 or -errno) per entry. */
+/*
+ * STORE, RELEASE, SEAL and EVICT replies: one status (0 or -errno) per
+ * entry.
+ */
 struct kvc_status_list {
 	uint32_t count;		/* 0..KVC_PROTO_MAX_BATCH */
 	const uint8_t *raw;	/* read with kvc_proto_status() */
@@ -234,6 +248,56 @@ struct kvc_seal {
 };
 
 /*
+ * EVICT: drop these blocks from the cache, every tier (privileged peers
+ * only). Its reply is a status list, one per key.
+ */
+struct kvc_evict {
+	uint32_t ns_id;		/* 1..KVCACHE_NS_MAX */
+	uint32_t count;		/* 1..KVC_PROTO_MAX_BATCH */
+	const uint8_t *keys;	/* count keys, key i at keys + i * 32 */
+};
+
+/* FLUSH: evict everything evictable (privileged peers only). */
+struct kvc_flush {
+	uint32_t ns_id;		/* KVC_PROTO_NS_ALL, or 1..KVCACHE_NS_MAX */
+};
+
+struct kvc_flush_reply {
+	uint64_t evicted;	/* blocks dropped */
+	uint64_t busy;		/* blocks left: pinned or mapped */
+};
+
+/*
+ * NS_LIST: the namespaces with ns_id >= start, in ascending order, one
+ * page (at most KVC_PROTO_MAX_BATCH) at a time. 0 and 1 both list from
+ * the first; a page's reply says where the next one starts.
+ */
+struct kvc_ns_list {
+	uint32_t start;		/* 0..KVCACHE_NS_MAX */
+};
+
+/* One namespace of an NS_LIST reply. */
+struct kvc_ns_entry {
+	uint32_t ns_id;		/* 1..KVCACHE_NS_MAX */
+	uint32_t uid;
+	uint32_t gid;
+	uint32_t mode;		/* 0..KVC_PROTO_NS_MODE_MAX */
+	uint64_t blocks;	/* its blocks in the pool */
+};
+
+/*
+ * Entries in strictly ascending ns_id order. next: the start of the
+ * following page, 0 when the list is complete; else above the last
+ * entry's ns_id and at most KVCACHE_NS_MAX (so an empty reply has next 0,
+ * and a client paging with it always moves forward).
+ */
+struct kvc_ns_list_reply {
+	uint32_t count;		/* 0..KVC_PROTO_MAX_BATCH */
+	uint32_t next;		/* 0, or last ns_id + 1..KVCACHE_NS_MAX */
+	const uint8_t *raw;	/* read with kvc_proto_ns_entry() */
+};
+
+/*
  * A named counter. name is not NUL-terminated: name_len bytes of
  * [A-Za-z0-9_.-], 1..KVC_PROTO_NAME_MAX of them.
  */
@@ -287,6 +351,12 @@ struct kvc_msg {
 		struct kvc_alloc_reply alloc_reply;
 		struct kvc_seal seal;
 		struct kvc_status_list seal_reply;
+		struct kvc_evict evict;
+		struct kvc_status_list evict_reply;
+		struct kvc_flush flush;
+		struct kvc_flush_reply flush_reply;
+		struct kvc_ns_list ns_list;
+		struct kvc_ns_list_reply ns_list_reply;
 		struct kvc_error error;
 	};
 };
@@ -302,7 +372,10 @@ struct kvc_msg {
  *   -EINVAL           non-zero flags or reserved fields, unknown flag
  *                     bits, out-of-range values (namespace id, tiers,
  *                     statuses, names, mode, payload_len...), an empty
- *                     request batch or ALLOC reply
+ *                     request batch or ALLOC reply, NS_LIST entries not
+ *                     in ascending ns_id order, an NS_LIST start or next
+ *                     above KVCACHE_NS_MAX, a next not above the last
+ *                     entry (or non-zero with no entries)
  *   -EOPNOTSUPP       unknown type
  *   -E2BIG            a count above its limit
  * On failure out->reason says which check failed.
@@ -323,6 +396,8 @@ void kvc_proto_alloc_handle(const struct kvc_alloc_reply *r, uint32_t i,
 			    struct kvcache_handle *h);
 void kvc_proto_seal_entry(const struct kvc_seal *s, uint32_t i,
 			  struct kvc_seal_entry *e);
+void kvc_proto_ns_entry(const struct kvc_ns_list_reply *r, uint32_t i,
+			struct kvc_ns_entry *e);
 /*
  * Next counter of a stats reply: start with *pos = 0. Returns 1 with *st
  * filled, or 0 after the last one.
@@ -383,6 +458,28 @@ int kvc_proto_encode_seal(void *buf, size_t size, uint32_t seq,
 			  const struct kvc_seal_entry *e, uint32_t count);
 int kvc_proto_encode_seal_reply(void *buf, size_t size, uint32_t seq,
 				const int32_t *status, uint32_t count);
+int kvc_proto_encode_evict(void *buf, size_t size, uint32_t seq,
+			   uint32_t ns_id,
+			   const uint8_t *keys,
+			   uint32_t count);
+int kvc_proto_encode_evict_reply(void *buf, size_t size, uint32_t seq,
+				 const int32_t *status, uint32_t count);
+/* ns_id: KVC_PROTO_NS_ALL, or one namespace. */
+int kvc_proto_encode_flush(void *buf, size_t size, uint32_t seq,
+			   uint32_t ns_id);
+int kvc_proto_encode_flush_reply(void *buf, size_t size, uint32_t seq,
+				 const struct kvc_flush_reply *r);
+/* start: 0 or 1 for the first page, else a reply's next. */
+int kvc_proto_encode_ns_list(void *buf, size_t size, uint32_t seq,
+			     uint32_t start);
+/*
+ * e in strictly ascending ns_id order; next 0 (the list is complete), or
+ * above e[count - 1].ns_id and at most KVCACHE_NS_MAX; else -EINVAL.
+ */
+int kvc_proto_encode_ns_list_reply(void *buf, size_t size, uint32_t seq,
+				   uint32_t next,
+				   const struct kvc_ns_entry *e,
+				   uint32_t count);
 
 /*
  * An ERROR reply: err is a negative errno (-1..-KVC_PROTO_ERRNO_MAX, else

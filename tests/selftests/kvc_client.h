@@ -412,4 +412,35 @@ static inline int kvcc_seal(struct kvcc *c, const struct kvc_seal_entry *e,
 	return ret ? ret : kvcc_statuses(c, n, status);
 }
 
+/* EVICT n keys of ns; one status per key into st. */
+static inline int kvcc_evict(struct kvcc *c, uint32_t ns, const uint8_t *keys,
+			     uint32_t n, int32_t *st)
+{
+	int ret = kvcc_call(c, kvc_proto_encode_evict(KVCC_TX(c), ns, keys, n),
+			    KVC_MSG_EVICT_REPLY);
+
+	for (uint32_t i = 0; !ret && i < c->msg.evict_reply.count && i < n; i++)
+		st[i] = kvc_proto_status(&c->msg.evict_reply, i);
+	return ret;
+}
+
+/* FLUSH ns (KVC_PROTO_NS_ALL: every namespace); the counts into *r. */
+static inline int kvcc_flush(struct kvcc *c, uint32_t ns,
+			     struct kvc_flush_reply *r)
+{
+	int ret = kvcc_call(c, kvc_proto_encode_flush(KVCC_TX(c), ns),
+			    KVC_MSG_FLUSH_REPLY);
+
+	if (!ret)
+		*r = c->msg.flush_reply;
+	return ret;
+}
+
+/* One page of NS_LIST from start; the reply stays in c->msg. */
+static inline int kvcc_ns_list(struct kvcc *c, uint32_t start)
+{
+	return kvcc_call(c, kvc_proto_encode_ns_list(KVCC_TX(c), start),
+			 KVC_MSG_NS_LIST_REPLY);
+}
+
 #endif /* KVC_CLIENT_H */

@@ -1533,6 +1533,119 @@ TEST_F_TIMEOUT(kvcd, sealed_but_never_stored_blocks_are_reclaimed, 120)
 	free(h);
 }
 
+/*
+ * Admin EVICT and FLUSH: a chain's tail goes by key (deepest first), a
+ * block with cached descendants stays (-ENOTEMPTY), a pinned chain
+ * survives a flush until unpinned.
+ */
+TEST_F_TIMEOUT(kvcd, evict_and_flush, 60)
+{
+	struct kvcc *c = &self->c;
+	struct kvc_flush_reply fr;
+	struct kvcache_handle h[8];
+	kvc_key keys[8], unknown[1];
+	int32_t st[3];
+
+	chain_keys(self, 21, 8, keys);
+	chain_keys(self, 22, 1, unknown);
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, 8, false, h))
+		TH_LOG("%s", c->why);
+	/* The last three, given in chain order, go deepest first. */
+	ASSERT_EQ(0, kvcc_evict(c, self->ns, keys[5], 3, st)) TH_LOG("%s", c->why);
+	for (int i = 0; i < 3; i++) {
+		EXPECT_EQ(0, st[i]);
+	}
+	EXPECT_EQ(5, kvcc_lookup(c, self->ns, KVC_PROTO_TIERS_ALL, keys[0], 8,
+				 NULL));
+	/* A middle block would orphan its descendants; unknown keys are absent. */
+	ASSERT_EQ(0, kvcc_evict(c, self->ns, keys[2], 1, st));
+	EXPECT_EQ(-ENOTEMPTY, st[0]);
+	ASSERT_EQ(0, kvcc_evict(c, self->ns, unknown[0], 1, st));
+	EXPECT_EQ(-ENOENT, st[0]);
+	EXPECT_EQ(-ENOENT, kvcc_evict(c, self->ns + 5, keys[0], 1, st));
+	EXPECT_EQ(-ENOENT, kvcc_flush(c, self->ns + 5, &fr));
+
+	/* Only root evicts or flushes. */
+	if (geteuid() == 0) {
+		int pfd[2], wst;
+		int32_t r[2] = { KVCC_BROKEN, KVCC_BROKEN };
+		pid_t pid;
+
+		ASSERT_EQ(0, pipe2(pfd, O_CLOEXEC));
+		pid = fork();
+		ASSERT_LE(0, pid);
+		if (!pid) {
+			struct kvcc nc;
+
+			close(pfd[0]);
+			if (setgroups(0, NULL) || setgid(NOBODY) ||
+			    setuid(NOBODY) || kvcc_open(&nc, self->sock) ||
+			    kvcc_hello(&nc))
+				_exit(1);
+			r[0] = kvcc_evict(&nc, self->ns, keys[0], 1, st);
+			r[1] = kvcc_flush(&nc, self->ns, &fr);
+			_exit(write(pfd[1], r, sizeof(r)) == sizeof(r) ? 0 : 2);
+		}
+		close(pfd[1]);
+		EXPECT_EQ(sizeof(r), read(pfd[0], r, sizeof(r)));
+		close(pfd[0]);
+		waitpid(pid, &wst, 0);
+		EXPECT_EQ(-EPERM, r[0]);
+		EXPECT_EQ(-EPERM, r[1]);
+	}
+
+	/* FLUSH takes the rest, leaves first. */
+	ASSERT_EQ(0, kvcc_flush(c, self->ns, &fr)) TH_LOG("%s", c->why);
+	EXPECT_EQ(5, fr.evicted);
+	EXPECT_EQ(0, fr.busy);
+	EXPECT_EQ(0, kvcc_lookup(c, self->ns, KVC_PROTO_TIERS_ALL, keys[0], 8,
+				 NULL));
+
+	/* A pinned chain stays, leaf and ancestors, until unpinned. */
+	chain_keys(self, 23, 8, keys);
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, 8, true, h))
+		TH_LOG("%s", c->why);
+	ASSERT_EQ(0, kvcc_flush(c, KVC_PROTO_NS_ALL, &fr));
+	EXPECT_EQ(0, fr.evicted);
+	EXPECT_EQ(8, fr.busy);
+	ASSERT_EQ(0, unpin_blocks(self, h, 8));
+	ASSERT_EQ(0, kvcc_flush(c, KVC_PROTO_NS_ALL, &fr));
+	EXPECT_EQ(8, fr.evicted);
+	EXPECT_EQ(0, fr.busy);
+}
+
+/* NS_LIST: every namespace with its owner, mode and pool blocks. */
+TEST_F_TIMEOUT(kvcd, ns_list_shows_owners_and_blocks, 60)
+{
+	struct kvcc *c = &self->c;
+	struct kvcache_handle h[3];
+	struct kvc_ns_entry e;
+	bool seen = false;
+	kvc_key keys[3];
+
+	chain_keys(self, 31, 3, keys);
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, 3, false, h))
+		TH_LOG("%s", c->why);
+	ASSERT_EQ(0, kvcc_ns_list(c, 0)) TH_LOG("%s", c->why);
+	EXPECT_EQ(0, c->msg.ns_list_reply.next);
+	for (uint32_t i = 0; i < c->msg.ns_list_reply.count; i++) {
+		kvc_proto_ns_entry(&c->msg.ns_list_reply, i, &e);
+		if (e.ns_id != self->ns)
+			continue;
+		seen = true;
+		EXPECT_EQ(0, e.uid);
+		EXPECT_EQ(0700, e.mode);
+		EXPECT_EQ(3, e.blocks);
+	}
+	EXPECT_TRUE(seen);
+	/* Starting past it: not listed. */
+	ASSERT_EQ(0, kvcc_ns_list(c, self->ns + 1));
+	for (uint32_t i = 0; i < c->msg.ns_list_reply.count; i++) {
+		kvc_proto_ns_entry(&c->msg.ns_list_reply, i, &e);
+		EXPECT_LT(self->ns, e.ns_id);
+	}
+}
+
 /* ---- 8: restart ------------------------------------------------------------- */
 
 TEST_F_TIMEOUT(kvcd, restart_rebuilds_the_index, 90)

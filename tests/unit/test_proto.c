@@ -79,6 +79,7 @@ static int reencode(const struct kvc_msg *m, uint8_t *out, size_t size)
 	static struct kvcache_handle h[KVC_PROTO_MAX_BATCH];
 	static struct kvc_stat st[KVC_PROTO_MAX_BATCH];
 	static struct kvc_seal_entry sl[KVC_PROTO_MAX_SEAL];
+	static struct kvc_ns_entry ne[KVC_PROTO_MAX_BATCH];
 	static int32_t status[KVC_PROTO_MAX_BATCH];
 	size_t pos = 0;
 	uint32_t i;
@@ -164,6 +165,31 @@ static int reencode(const struct kvc_msg *m, uint8_t *out, size_t size)
 			status[i] = kvc_proto_status(&m->seal_reply, i);
 		return kvc_proto_encode_seal_reply(out, size, m->seq, status,
 						   m->seal_reply.count);
+	case KVC_MSG_EVICT:
+		return kvc_proto_encode_evict(out, size, m->seq,
+					      m->evict.ns_id, m->evict.keys,
+					      m->evict.count);
+	case KVC_MSG_EVICT_REPLY:
+		for (i = 0; i < m->evict_reply.count; i++)
+			status[i] = kvc_proto_status(&m->evict_reply, i);
+		return kvc_proto_encode_evict_reply(out, size, m->seq, status,
+						    m->evict_reply.count);
+	case KVC_MSG_FLUSH:
+		return kvc_proto_encode_flush(out, size, m->seq,
+					      m->flush.ns_id);
+	case KVC_MSG_FLUSH_REPLY:
+		return kvc_proto_encode_flush_reply(out, size, m->seq,
+						    &m->flush_reply);
+	case KVC_MSG_NS_LIST:
+		return kvc_proto_encode_ns_list(out, size, m->seq,
+						m->ns_list.start);
+	case KVC_MSG_NS_LIST_REPLY:
+		for (i = 0; i < m->ns_list_reply.count; i++)
+			kvc_proto_ns_entry(&m->ns_list_reply, i, &ne[i]);
+		return kvc_proto_encode_ns_list_reply(out, size, m->seq,
+						      m->ns_list_reply.next,
+						      ne,
+						      m->ns_list_reply.count);
 	case KVC_MSG_ERROR: {
 		/* The message is not NUL-terminated on the wire. */
 		char msg[KVC_PROTO_ERRMSG_MAX + 1];
@@ -517,6 +543,182 @@ static void ns_alloc_seal_roundtrip(void)
 	TAP_CHECK(same_after_roundtrip(buf, n));
 }
 
+static void admin_roundtrip(void)
+{
+	static uint8_t keys[KVC_PROTO_MAX_BATCH + 1][KVCACHE_KEY_SIZE];
+	static struct kvc_ns_entry ne[KVC_PROTO_MAX_BATCH + 1];
+	struct kvc_flush_reply fr = { .evicted = 0x123456789abcdefull,
+				      .busy = UINT64_MAX };
+	struct kvc_ns_entry got;
+	int32_t st[3] = { 0, -ENOENT, -EBUSY };
+	struct kvc_msg m;
+	int n;
+
+	for (uint32_t i = 0; i <= KVC_PROTO_MAX_BATCH; i++)
+		fill_key(keys[i], i + 300);
+	n = kvc_proto_encode_evict(buf, sizeof(buf), 31, KVCACHE_NS_MAX,
+				   keys[0], 3);
+	TAP_CHECK(n == 32 + 3 * 32);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.type == KVC_MSG_EVICT && m.seq == 31);
+	TAP_CHECK(m.evict.ns_id == KVCACHE_NS_MAX && m.evict.count == 3);
+	/* Keys are not copied: they point into the datagram. */
+	TAP_CHECK(m.evict.keys == buf + 32);
+	TAP_CHECK(!memcmp(m.evict.keys, keys, 3 * 32));
+	TAP_CHECK(same_after_roundtrip(buf, n));
+	/* The largest batch fits one message. */
+	n = kvc_proto_encode_evict(buf, sizeof(buf), 31, 1, keys[0],
+				   KVC_PROTO_MAX_BATCH);
+	TAP_CHECK(n == 32 + KVC_PROTO_MAX_BATCH * 32);
+	TAP_CHECK(same_after_roundtrip(buf, n));
+	TAP_CHECK(kvc_proto_encode_evict(buf, sizeof(buf), 31, 1, keys[0],
+					 KVC_PROTO_MAX_BATCH + 1) == -EINVAL);
+
+	n = kvc_proto_encode_evict_reply(buf, sizeof(buf), 31, st, 3);
+	TAP_CHECK(n == 32 + 3 * 4);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.type == KVC_MSG_EVICT_REPLY && m.evict_reply.count == 3);
+	for (uint32_t i = 0; i < 3; i++)
+		TAP_CHECK(kvc_proto_status(&m.evict_reply, i) == st[i]);
+	TAP_CHECK(same_after_roundtrip(buf, n));
+
+	/* FLUSH: one namespace, or all of them. */
+	n = kvc_proto_encode_flush(buf, sizeof(buf), 32, KVCACHE_NS_MAX);
+	TAP_CHECK(n == 32);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.type == KVC_MSG_FLUSH && m.seq == 32);
+	TAP_CHECK(m.flush.ns_id == KVCACHE_NS_MAX);
+	TAP_CHECK(same_after_roundtrip(buf, n));
+	n = kvc_proto_encode_flush(buf, sizeof(buf), 32, KVC_PROTO_NS_ALL);
+	TAP_CHECK(n == 32);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.flush.ns_id == KVC_PROTO_NS_ALL);
+	TAP_CHECK(same_after_roundtrip(buf, n));
+
+	n = kvc_proto_encode_flush_reply(buf, sizeof(buf), 32, &fr);
+	TAP_CHECK(n == 40);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.type == KVC_MSG_FLUSH_REPLY);
+	TAP_CHECK(m.flush_reply.evicted == fr.evicted);
+	TAP_CHECK(m.flush_reply.busy == fr.busy);
+	TAP_CHECK(same_after_roundtrip(buf, n));
+
+	/* NS_LIST: from the first (0 or 1), or from any id up to the last. */
+	for (uint32_t i = 0; i < 4; i++) {
+		static const uint32_t starts[] = { 0, 1, 12345,
+						   KVCACHE_NS_MAX };
+
+		n = kvc_proto_encode_ns_list(buf, sizeof(buf), 33, starts[i]);
+		TAP_CHECK(n == 32);
+		TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+		TAP_CHECK(m.type == KVC_MSG_NS_LIST && m.seq == 33);
+		TAP_CHECK(m.ns_list.start == starts[i]);
+		TAP_CHECK(same_after_roundtrip(buf, n));
+	}
+	TAP_CHECK(kvc_proto_encode_ns_list(buf, sizeof(buf), 33,
+					   KVCACHE_NS_MAX + 1) == -EINVAL);
+
+	for (uint32_t i = 0; i <= KVC_PROTO_MAX_BATCH; i++) {
+		ne[i].ns_id = 1 + i * 63;	/* ascending, up to 64513 */
+		ne[i].uid = 0xfffffff0u + i;
+		ne[i].gid = i;
+		ne[i].mode = i % (KVC_PROTO_NS_MODE_MAX + 1);
+		ne[i].blocks = (uint64_t)i << 40 | i;
+	}
+	n = kvc_proto_encode_ns_list_reply(buf, sizeof(buf), 33, 0, ne, 3);
+	TAP_CHECK(n == 32 + 3 * 24);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.type == KVC_MSG_NS_LIST_REPLY);
+	TAP_CHECK(m.ns_list_reply.count == 3 && m.ns_list_reply.next == 0);
+	for (uint32_t i = 0; i < 3; i++) {
+		kvc_proto_ns_entry(&m.ns_list_reply, i, &got);
+		TAP_CHECK(!memcmp(&got, &ne[i], sizeof(got)));
+	}
+	TAP_CHECK(same_after_roundtrip(buf, n));
+	/* A page with more to come: next is above the last entry. */
+	n = kvc_proto_encode_ns_list_reply(buf, sizeof(buf), 33,
+					   ne[2].ns_id + 1, ne, 3);
+	TAP_CHECK(n == 32 + 3 * 24);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.ns_list_reply.next == ne[2].ns_id + 1);
+	TAP_CHECK(same_after_roundtrip(buf, n));
+	n = kvc_proto_encode_ns_list_reply(buf, sizeof(buf), 33,
+					   KVCACHE_NS_MAX, ne, 3);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.ns_list_reply.next == KVCACHE_NS_MAX);
+	TAP_CHECK(same_after_roundtrip(buf, n));
+	/* No namespace at all is a valid answer, and a complete one. */
+	n = kvc_proto_encode_ns_list_reply(buf, sizeof(buf), 33, 0, NULL, 0);
+	TAP_CHECK(n == 32);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.ns_list_reply.count == 0 && m.ns_list_reply.next == 0);
+	TAP_CHECK(same_after_roundtrip(buf, n));
+	/* The largest NS_LIST reply fits one message. */
+	n = kvc_proto_encode_ns_list_reply(buf, sizeof(buf), 33,
+					   ne[KVC_PROTO_MAX_BATCH].ns_id, ne,
+					   KVC_PROTO_MAX_BATCH);
+	TAP_CHECK(n == 32 + KVC_PROTO_MAX_BATCH * 24);
+	TAP_CHECK(n <= KVC_PROTO_MSG_MAX);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.ns_list_reply.next == ne[KVC_PROTO_MAX_BATCH].ns_id);
+	TAP_CHECK(same_after_roundtrip(buf, n));
+	TAP_CHECK(kvc_proto_encode_ns_list_reply(buf, sizeof(buf), 33, 0, ne,
+						 KVC_PROTO_MAX_BATCH + 1) ==
+		  -EINVAL);
+}
+
+/*
+ * Paging: every namespace there can be, listed page by page the way a
+ * client does (start 0, then each reply's next), comes back exactly
+ * once and in order, in 65535 / 1024 rounded up = 64 replies.
+ */
+static void ns_list_paging(void)
+{
+	static struct kvc_ns_entry ne[KVC_PROTO_MAX_BATCH];
+	struct kvc_ns_entry got;
+	struct kvc_msg m;
+	uint32_t start = 0, seen = 0, pages = 0;
+	int n, ok = 1;
+
+	do {
+		uint32_t first, count, next;
+
+		/* The client's request. */
+		n = kvc_proto_encode_ns_list(buf, sizeof(buf), pages, start);
+		if (n != 32 || kvc_proto_decode(buf, (size_t)n, &m) ||
+		    m.ns_list.start != start) {
+			ok = 0;
+			break;
+		}
+		/* The daemon's page: ids from start, at most 1024. */
+		first = start ? start : 1;
+		count = KVCACHE_NS_MAX - first + 1;
+		if (count > KVC_PROTO_MAX_BATCH)
+			count = KVC_PROTO_MAX_BATCH;
+		for (uint32_t i = 0; i < count; i++)
+			ne[i] = (struct kvc_ns_entry){ .ns_id = first + i };
+		next = first + count <= KVCACHE_NS_MAX ? first + count : 0;
+		n = kvc_proto_encode_ns_list_reply(buf, sizeof(buf), pages,
+						   next, ne, count);
+		/* The client reads it and asks for the next page. */
+		if (n < 0 || kvc_proto_decode(buf, (size_t)n, &m)) {
+			ok = 0;
+			break;
+		}
+		for (uint32_t i = 0; i < m.ns_list_reply.count; i++) {
+			kvc_proto_ns_entry(&m.ns_list_reply, i, &got);
+			if (got.ns_id != ++seen)
+				ok = 0;
+		}
+		start = m.ns_list_reply.next;
+		pages++;
+	} while (start && ok && pages < 100);
+	TAP_CHECK(ok);
+	TAP_CHECK(seen == KVCACHE_NS_MAX);
+	TAP_CHECK(pages == (KVCACHE_NS_MAX + KVC_PROTO_MAX_BATCH - 1) /
+			   KVC_PROTO_MAX_BATCH);
+}
+
 /* ---- golden bytes ---------------------------------------------------- */
 
 static void golden_hello(void)
@@ -784,6 +986,148 @@ static void golden_seal(void)
 	TAP_CHECK(same_after_roundtrip(want_reply, sizeof(want_reply)));
 }
 
+static void golden_evict(void)
+{
+	static const uint8_t want[] = {
+		'K', 'V', 'C', 'P', 0x01, 0x00,
+		0x0a, 0x00,			/* type EVICT */
+		0x12, 0x00, 0x00, 0x00,		/* seq 18 */
+		0x60, 0x00, 0x00, 0x00,		/* length 96 */
+		0, 0, 0, 0, 0, 0, 0, 0,
+		0x34, 0x12, 0x00, 0x00,		/* ns_id 0x1234 */
+		0x02, 0x00, 0x00, 0x00,		/* count 2 */
+		/* key 0: 0x00..0x1f */
+		0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07,
+		0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f,
+		0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17,
+		0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f,
+		/* key 1: 0xff..0xe0 */
+		0xff, 0xfe, 0xfd, 0xfc, 0xfb, 0xfa, 0xf9, 0xf8,
+		0xf7, 0xf6, 0xf5, 0xf4, 0xf3, 0xf2, 0xf1, 0xf0,
+		0xef, 0xee, 0xed, 0xec, 0xeb, 0xea, 0xe9, 0xe8,
+		0xe7, 0xe6, 0xe5, 0xe4, 0xe3, 0xe2, 0xe1, 0xe0,
+	};
+	static const uint8_t want_reply[] = {
+		'K', 'V', 'C', 'P', 0x01, 0x00,
+		0x0a, 0x80,			/* type EVICT reply */
+		0x12, 0x00, 0x00, 0x00,		/* seq 18 */
+		0x28, 0x00, 0x00, 0x00,		/* length 40 */
+		0, 0, 0, 0, 0, 0, 0, 0,
+		0x02, 0x00, 0x00, 0x00,		/* count 2 */
+		0x00, 0x00, 0x00, 0x00,		/* reserved */
+		0xfe, 0xff, 0xff, 0xff,		/* -ENOENT (-2) */
+		0xf0, 0xff, 0xff, 0xff,		/* -EBUSY (-16) */
+	};
+	uint8_t keys[2][KVCACHE_KEY_SIZE];
+	int32_t st[2] = { -ENOENT, -EBUSY };
+	int n;
+
+	for (int i = 0; i < KVCACHE_KEY_SIZE; i++) {
+		keys[0][i] = (uint8_t)i;
+		keys[1][i] = (uint8_t)(0xff - i);
+	}
+	n = kvc_proto_encode_evict(buf, sizeof(buf), 18, 0x1234, keys[0], 2);
+	TAP_CHECK(n == (int)sizeof(want) && !memcmp(buf, want, sizeof(want)));
+	TAP_CHECK(same_after_roundtrip(want, sizeof(want)));
+
+	n = kvc_proto_encode_evict_reply(buf, sizeof(buf), 18, st, 2);
+	TAP_CHECK(n == (int)sizeof(want_reply) &&
+		  !memcmp(buf, want_reply, sizeof(want_reply)));
+	TAP_CHECK(same_after_roundtrip(want_reply, sizeof(want_reply)));
+}
+
+static void golden_flush(void)
+{
+	static const uint8_t want[] = {
+		'K', 'V', 'C', 'P', 0x01, 0x00,
+		0x0b, 0x00,			/* type FLUSH */
+		0x13, 0x00, 0x00, 0x00,		/* seq 19 */
+		0x20, 0x00, 0x00, 0x00,		/* length 32 */
+		0, 0, 0, 0, 0, 0, 0, 0,
+		0x00, 0x00, 0x00, 0x00,		/* ns_id 0: every one */
+		0x00, 0x00, 0x00, 0x00,		/* reserved */
+	};
+	static const uint8_t want_reply[] = {
+		'K', 'V', 'C', 'P', 0x01, 0x00,
+		0x0b, 0x80,			/* type FLUSH reply */
+		0x13, 0x00, 0x00, 0x00,		/* seq 19 */
+		0x28, 0x00, 0x00, 0x00,		/* length 40 */
+		0, 0, 0, 0, 0, 0, 0, 0,
+		0x78, 0x56, 0x34, 0x12,		/* evicted 0x112345678 */
+		0x01, 0x00, 0x00, 0x00,
+		0x03, 0x00, 0x00, 0x00,		/* busy 3 */
+		0x00, 0x00, 0x00, 0x00,
+	};
+	struct kvc_flush_reply r = { .evicted = 0x112345678ull, .busy = 3 };
+	int n;
+
+	n = kvc_proto_encode_flush(buf, sizeof(buf), 19, KVC_PROTO_NS_ALL);
+	TAP_CHECK(n == (int)sizeof(want) && !memcmp(buf, want, sizeof(want)));
+	TAP_CHECK(same_after_roundtrip(want, sizeof(want)));
+
+	n = kvc_proto_encode_flush_reply(buf, sizeof(buf), 19, &r);
+	TAP_CHECK(n == (int)sizeof(want_reply) &&
+		  !memcmp(buf, want_reply, sizeof(want_reply)));
+	TAP_CHECK(same_after_roundtrip(want_reply, sizeof(want_reply)));
+}
+
+static void golden_ns_list(void)
+{
+	static const uint8_t want[] = {
+		'K', 'V', 'C', 'P', 0x01, 0x00,
+		0x0c, 0x00,			/* type NS_LIST */
+		0x14, 0x00, 0x00, 0x00,		/* seq 20 */
+		0x20, 0x00, 0x00, 0x00,		/* length 32 */
+		0, 0, 0, 0, 0, 0, 0, 0,
+		0x07, 0x00, 0x00, 0x00,		/* start 7 */
+		0x00, 0x00, 0x00, 0x00,		/* reserved */
+	};
+	static const uint8_t want_reply[] = {
+		'K', 'V', 'C', 'P', 0x01, 0x00,
+		0x0c, 0x80,			/* type NS_LIST reply */
+		0x14, 0x00, 0x00, 0x00,		/* seq 20 */
+		0x50, 0x00, 0x00, 0x00,		/* length 80 */
+		0, 0, 0, 0, 0, 0, 0, 0,
+		0x02, 0x00, 0x00, 0x00,		/* count 2 */
+		0xff, 0xff, 0x00, 0x00,		/* next 65535: more to come */
+		/* entry 0 */
+		0x07, 0x00, 0x00, 0x00,		/* ns_id 7 */
+		0x00, 0x00, 0x00, 0x00,		/* uid 0 */
+		0xe8, 0x03, 0x00, 0x00,		/* gid 1000 */
+		0xa4, 0x01, 0x00, 0x00,		/* mode 0644 */
+		0x00, 0x00, 0x00, 0x00,		/* blocks 0 */
+		0x00, 0x00, 0x00, 0x00,
+		/* entry 1 */
+		0xfe, 0xff, 0x00, 0x00,		/* ns_id 65534 */
+		0x61, 0xea, 0x00, 0x00,		/* uid 60001 */
+		0xff, 0xff, 0xff, 0xff,		/* gid 0xffffffff */
+		0xff, 0x01, 0x00, 0x00,		/* mode 0777 */
+		0x0d, 0x0c, 0x0b, 0x0a,		/* blocks 0x1000000a0b0c0d */
+		0x00, 0x00, 0x10, 0x00,
+	};
+	struct kvc_ns_entry e[2] = {
+		{ 7, 0, 1000, 0644, 0 },
+		{ 65534, 60001, 0xffffffffu, 0777, 0x1000000a0b0c0dull },
+	};
+	struct kvc_msg m;
+	int n;
+
+	n = kvc_proto_encode_ns_list(buf, sizeof(buf), 20, 7);
+	TAP_CHECK(n == (int)sizeof(want) && !memcmp(buf, want, sizeof(want)));
+	TAP_CHECK(same_after_roundtrip(want, sizeof(want)));
+	TAP_CHECK(kvc_proto_decode(want, sizeof(want), &m) == 0);
+	TAP_CHECK(m.ns_list.start == 7);
+
+	n = kvc_proto_encode_ns_list_reply(buf, sizeof(buf), 20,
+					   KVCACHE_NS_MAX, e, 2);
+	TAP_CHECK(n == (int)sizeof(want_reply) &&
+		  !memcmp(buf, want_reply, sizeof(want_reply)));
+	TAP_CHECK(same_after_roundtrip(want_reply, sizeof(want_reply)));
+	TAP_CHECK(kvc_proto_decode(want_reply, sizeof(want_reply), &m) == 0);
+	TAP_CHECK(m.ns_list_reply.count == 2 &&
+		  m.ns_list_reply.next == KVCACHE_NS_MAX);
+}
+
 /* ---- malformed input ------------------------------------------------- */
 
 /* Decode len bytes of buf (exact-size copy); the errno. */
@@ -862,9 +1206,9 @@ static void bad_header(void)
 
 	put16(buf + 6, 0);
 	TAP_CHECK(dec(len) == -EOPNOTSUPP);
-	put16(buf + 6, KVC_MSG_SEAL + 1);
+	put16(buf + 6, KVC_MSG_NS_LIST + 1);
 	TAP_CHECK(dec(len) == -EOPNOTSUPP);
-	put16(buf + 6, KVC_MSG_SEAL_REPLY + 1);
+	put16(buf + 6, KVC_MSG_NS_LIST_REPLY + 1);
 	TAP_CHECK(dec(len) == -EOPNOTSUPP);
 	put16(buf + 6, 0x7fff);
 	TAP_CHECK(dec(len) == -EOPNOTSUPP);
@@ -1346,6 +1690,340 @@ static void bad_seal(void)
 	TAP_CHECK(kvc_proto_encode_seal(buf, sizeof(buf), 1, e, 2) == 128);
 }
 
+static void bad_evict(void)
+{
+	static uint8_t big[KVC_PROTO_MAX_BATCH + 1][KVCACHE_KEY_SIZE];
+	uint8_t keys[2][KVCACHE_KEY_SIZE];
+	int32_t status[2] = { 0, -EBUSY };
+	size_t len;
+
+	fill_key(keys[0], 1);
+	fill_key(keys[1], 2);
+	len = (size_t)kvc_proto_encode_evict(buf, sizeof(buf), 1, 5, keys[0],
+					     2);
+	TAP_CHECK(len == 32 + 64 && dec(len) == 0);
+
+	put32(buf + 24, 0);
+	TAP_CHECK(dec(len) == -EINVAL);		/* namespace 0 */
+	put32(buf + 24, KVCACHE_NS_MAX + 1);
+	TAP_CHECK(dec(len) == -EINVAL);
+	put32(buf + 24, 0xffffffffu);
+	TAP_CHECK(dec(len) == -EINVAL);
+	put32(buf + 24, KVCACHE_NS_MAX);
+	TAP_CHECK(dec(len) == 0);
+
+	/* Counts: empty, above the limit, not fitting either way. */
+	put32(buf + 28, 0);
+	TAP_CHECK(dec(len) == -EINVAL);
+	put32(buf + 28, KVC_PROTO_MAX_BATCH + 1);
+	TAP_CHECK(dec(len) == -E2BIG);
+	put32(buf + 28, 0xffffffffu);
+	TAP_CHECK(dec(len) == -E2BIG);
+	put32(buf + 28, 3);
+	TAP_CHECK(dec(len) == -EBADMSG);
+	put32(buf + 28, 1);
+	TAP_CHECK(dec(len) == -EBADMSG);	/* a key left over */
+	put32(buf + 28, 2);
+
+	/* Truncated, with a consistent length field. */
+	TAP_CHECK(dec(resize(len - 1)) == -EBADMSG);	/* inside a key */
+	TAP_CHECK(dec(resize(len - 32)) == -EBADMSG);
+	TAP_CHECK(dec(resize(31)) == -EBADMSG);	/* inside the fixed part */
+	TAP_CHECK(dec(resize(24)) == -EBADMSG);
+	/* Trailing bytes. */
+	buf[len] = 0;
+	TAP_CHECK(dec(resize(len + 1)) == -EBADMSG);
+	TAP_CHECK(dec(resize(len)) == 0);
+
+	/* At the limit it decodes; one more is -E2BIG though it fits. */
+	len = (size_t)kvc_proto_encode_evict(buf, sizeof(buf), 1, 5, big[0],
+					     KVC_PROTO_MAX_BATCH);
+	TAP_CHECK(len == 32 + KVC_PROTO_MAX_BATCH * 32 && dec(len) == 0);
+	memset(buf + len, 0, 32);
+	put32(buf + 28, KVC_PROTO_MAX_BATCH + 1);
+	TAP_CHECK(len + 32 <= KVC_PROTO_MSG_MAX);
+	TAP_CHECK(dec(resize(len + 32)) == -E2BIG);
+
+	/* The reply is a status list. */
+	len = (size_t)kvc_proto_encode_evict_reply(buf, sizeof(buf), 1,
+						   status, 2);
+	TAP_CHECK(len == 40 && dec(len) == 0);
+	put32(buf + 36, 1);
+	TAP_CHECK(dec(len) == -EINVAL);		/* positive status */
+	put32(buf + 36, (uint32_t)-(KVC_PROTO_ERRNO_MAX + 1));
+	TAP_CHECK(dec(len) == -EINVAL);
+	put32(buf + 36, (uint32_t)-ENOENT);
+	put32(buf + 24, 3);
+	TAP_CHECK(dec(len) == -EBADMSG);
+	put32(buf + 24, 1);
+	TAP_CHECK(dec(len) == -EBADMSG);	/* a status left over */
+	put32(buf + 24, KVC_PROTO_MAX_BATCH + 1);
+	TAP_CHECK(dec(len) == -E2BIG);
+	put32(buf + 24, 2);
+	buf[30] = 1;
+	TAP_CHECK(dec(len) == -EINVAL);		/* reserved */
+	buf[30] = 0;
+	TAP_CHECK(dec(resize(len - 1)) == -EBADMSG);
+	TAP_CHECK(dec(resize(31)) == -EBADMSG);
+	buf[len] = 0;
+	TAP_CHECK(dec(resize(len + 1)) == -EBADMSG);
+	TAP_CHECK(dec(resize(len)) == 0);
+
+	/* The encoders refuse the same things. */
+	TAP_CHECK(kvc_proto_encode_evict(buf, sizeof(buf), 1, 0, keys[0],
+					 1) == -EINVAL);
+	TAP_CHECK(kvc_proto_encode_evict(buf, sizeof(buf), 1,
+					 KVCACHE_NS_MAX + 1, keys[0], 1) ==
+		  -EINVAL);
+	TAP_CHECK(kvc_proto_encode_evict(buf, sizeof(buf), 1, 1, keys[0],
+					 0) == -EINVAL);
+	TAP_CHECK(kvc_proto_encode_evict(buf, sizeof(buf), 1, 1, NULL, 1) ==
+		  -EINVAL);
+	TAP_CHECK(kvc_proto_encode_evict(buf, sizeof(buf), 1, 1, big[0],
+					 KVC_PROTO_MAX_BATCH + 1) == -EINVAL);
+	status[1] = 7;
+	TAP_CHECK(kvc_proto_encode_evict_reply(buf, sizeof(buf), 1, status,
+					       2) == -EINVAL);
+	TAP_CHECK(kvc_proto_encode_evict_reply(buf, sizeof(buf), 1, NULL,
+					       1) == -EINVAL);
+	TAP_CHECK(kvc_proto_encode_evict_reply(buf, sizeof(buf), 1, status,
+					       KVC_PROTO_MAX_BATCH + 1) ==
+		  -EINVAL);
+}
+
+static void bad_flush(void)
+{
+	struct kvc_flush_reply r = { 5, 6 };
+	size_t len;
+
+	len = (size_t)kvc_proto_encode_flush(buf, sizeof(buf), 1, 9);
+	TAP_CHECK(len == 32 && dec(len) == 0);
+
+	/* Fixed size: truncated or trailing bytes, length field honest. */
+	TAP_CHECK(dec(resize(31)) == -EBADMSG);
+	TAP_CHECK(dec(resize(28)) == -EBADMSG);
+	TAP_CHECK(dec(resize(24)) == -EBADMSG);		/* no body at all */
+	memset(buf + 32, 0, 8);
+	TAP_CHECK(dec(resize(33)) == -EBADMSG);
+	TAP_CHECK(dec(resize(40)) == -EBADMSG);
+	TAP_CHECK(dec(resize(32)) == 0);
+
+	buf[31] = 1;
+	TAP_CHECK(dec(len) == -EINVAL);		/* reserved */
+	buf[31] = 0;
+	put32(buf + 28, 0x80000000u);
+	TAP_CHECK(dec(len) == -EINVAL);
+	put32(buf + 28, 0);
+	/* 0 is every namespace; 1..65535 one of them; nothing else. */
+	put32(buf + 24, KVC_PROTO_NS_ALL);
+	TAP_CHECK(dec(len) == 0);
+	put32(buf + 24, KVCACHE_NS_MAX);
+	TAP_CHECK(dec(len) == 0);
+	put32(buf + 24, KVCACHE_NS_MAX + 1);
+	TAP_CHECK(dec(len) == -EINVAL);
+	put32(buf + 24, 0xffffffffu);
+	TAP_CHECK(dec(len) == -EINVAL);
+	/* A bad namespace in a truncated body: the size is named first. */
+	TAP_CHECK(dec(resize(28)) == -EBADMSG);
+	resize(32);
+	put32(buf + 24, 1);
+	TAP_CHECK(dec(len) == 0);
+
+	/* The reply: exactly 16 bytes, any counts. */
+	len = (size_t)kvc_proto_encode_flush_reply(buf, sizeof(buf), 1, &r);
+	TAP_CHECK(len == 40 && dec(len) == 0);
+	TAP_CHECK(dec(resize(39)) == -EBADMSG);
+	TAP_CHECK(dec(resize(32)) == -EBADMSG);
+	TAP_CHECK(dec(resize(24)) == -EBADMSG);
+	memset(buf + 40, 0, 8);
+	TAP_CHECK(dec(resize(41)) == -EBADMSG);
+	TAP_CHECK(dec(resize(48)) == -EBADMSG);
+	resize(40);
+	memset(buf + 24, 0xff, 16);
+	TAP_CHECK(dec(len) == 0);
+
+	/* The encoders refuse the same things. */
+	TAP_CHECK(kvc_proto_encode_flush(buf, sizeof(buf), 1,
+					 KVCACHE_NS_MAX + 1) == -EINVAL);
+	TAP_CHECK(kvc_proto_encode_flush(buf, sizeof(buf), 1, 0xffffffffu) ==
+		  -EINVAL);
+	TAP_CHECK(kvc_proto_encode_flush_reply(buf, sizeof(buf), 1, NULL) ==
+		  -EINVAL);
+}
+
+static void bad_ns_list(void)
+{
+	struct kvc_ns_entry e[2] = {
+		{ 3, 1000, 1000, 0750, 12 },
+		{ 4, 0, 0, 0, 0 },
+	};
+	size_t len;
+
+	/* The request: start and reserved, exactly 8 bytes. */
+	len = (size_t)kvc_proto_encode_ns_list(buf, sizeof(buf), 1, 9);
+	TAP_CHECK(len == 32 && dec(len) == 0);
+	TAP_CHECK(dec(resize(31)) == -EBADMSG);
+	TAP_CHECK(dec(resize(28)) == -EBADMSG);
+	TAP_CHECK(dec(resize(24)) == -EBADMSG);		/* no body at all */
+	memset(buf + 32, 0, 8);
+	TAP_CHECK(dec(resize(33)) == -EBADMSG);
+	TAP_CHECK(dec(resize(40)) == -EBADMSG);
+	TAP_CHECK(dec(resize(32)) == 0);
+
+	buf[31] = 1;
+	TAP_CHECK(dec(len) == -EINVAL);		/* reserved */
+	buf[31] = 0;
+	put32(buf + 28, 0x80000000u);
+	TAP_CHECK(dec(len) == -EINVAL);
+	put32(buf + 28, 0);
+	/* 0 and 1 both start at the first; up to 65535; nothing else. */
+	put32(buf + 24, 0);
+	TAP_CHECK(dec(len) == 0);
+	put32(buf + 24, 1);
+	TAP_CHECK(dec(len) == 0);
+	put32(buf + 24, KVCACHE_NS_MAX);
+	TAP_CHECK(dec(len) == 0);
+	put32(buf + 24, KVCACHE_NS_MAX + 1);
+	TAP_CHECK(dec(len) == -EINVAL);
+	put32(buf + 24, 0xffffffffu);
+	TAP_CHECK(dec(len) == -EINVAL);
+	/* A bad start in a truncated body: the size is named first. */
+	TAP_CHECK(dec(resize(28)) == -EBADMSG);
+	resize(32);
+	put32(buf + 24, 9);
+	TAP_CHECK(dec(len) == 0);
+
+	len = (size_t)kvc_proto_encode_ns_list_reply(buf, sizeof(buf), 1, 0,
+						     e, 2);
+	TAP_CHECK(len == 32 + 48 && dec(len) == 0);
+
+	/* Counts: above the limit, not fitting either way. */
+	put32(buf + 24, KVC_PROTO_MAX_BATCH + 1);
+	TAP_CHECK(dec(len) == -E2BIG);
+	put32(buf + 24, 0xffffffffu);
+	TAP_CHECK(dec(len) == -E2BIG);
+	put32(buf + 24, 3);
+	TAP_CHECK(dec(len) == -EBADMSG);
+	put32(buf + 24, 1);
+	TAP_CHECK(dec(len) == -EBADMSG);	/* an entry left over */
+	put32(buf + 24, 0);
+	TAP_CHECK(dec(len) == -EBADMSG);	/* two left over */
+	TAP_CHECK(dec(resize(32)) == 0);	/* empty is valid */
+	resize(len);
+	put32(buf + 24, 2);
+
+	/* next: 0, or above the last entry (4) and at most 65535. */
+	put32(buf + 28, 5);
+	TAP_CHECK(dec(len) == 0);
+	put32(buf + 28, KVCACHE_NS_MAX);
+	TAP_CHECK(dec(len) == 0);
+	put32(buf + 28, 4);
+	TAP_CHECK(dec(len) == -EINVAL);		/* the last entry again */
+	put32(buf + 28, 3);
+	TAP_CHECK(dec(len) == -EINVAL);		/* backwards */
+	put32(buf + 28, 1);
+	TAP_CHECK(dec(len) == -EINVAL);
+	put32(buf + 28, KVCACHE_NS_MAX + 1);
+	TAP_CHECK(dec(len) == -EINVAL);
+	put32(buf + 28, 0x80000000u);
+	TAP_CHECK(dec(len) == -EINVAL);
+	/* Out of range, it is a fixed-part field: named before the count. */
+	put32(buf + 24, 3);
+	TAP_CHECK(dec(len) == -EINVAL);
+	put32(buf + 24, KVC_PROTO_MAX_BATCH + 1);
+	TAP_CHECK(dec(len) == -EINVAL);
+	/* In range, it is checked against the entries, so after them. */
+	put32(buf + 28, 5);
+	TAP_CHECK(dec(len) == -E2BIG);
+	put32(buf + 24, 3);
+	TAP_CHECK(dec(len) == -EBADMSG);
+	/* No entries: nothing to be above, so the list is complete. */
+	put32(buf + 24, 0);
+	TAP_CHECK(dec(resize(32)) == -EINVAL);
+	put32(buf + 28, 0);
+	TAP_CHECK(dec(resize(32)) == 0);
+	resize(len);
+	put32(buf + 24, 2);
+	TAP_CHECK(dec(len) == 0);
+
+	/* Truncated, with a consistent length field. */
+	TAP_CHECK(dec(resize(len - 1)) == -EBADMSG);	/* inside blocks */
+	TAP_CHECK(dec(resize(len - 24)) == -EBADMSG);
+	TAP_CHECK(dec(resize(31)) == -EBADMSG);	/* inside the fixed part */
+	TAP_CHECK(dec(resize(24)) == -EBADMSG);
+	/* Trailing bytes. */
+	buf[len] = 0;
+	TAP_CHECK(dec(resize(len + 1)) == -EBADMSG);
+	TAP_CHECK(dec(resize(len)) == 0);
+
+	/* Entry 1 starts at 32 + 24 = 56: ns_id +0, mode +12. */
+	put32(buf + 56, 0);
+	TAP_CHECK(dec(len) == -EINVAL);		/* namespace 0 */
+	put32(buf + 56, KVCACHE_NS_MAX + 1);
+	TAP_CHECK(dec(len) == -EINVAL);
+	put32(buf + 56, 3);
+	TAP_CHECK(dec(len) == -EINVAL);		/* a duplicate id */
+	put32(buf + 56, 2);
+	TAP_CHECK(dec(len) == -EINVAL);		/* ids out of order */
+	put32(buf + 56, KVCACHE_NS_MAX);
+	TAP_CHECK(dec(len) == 0);
+	put32(buf + 56 + 12, 01000);
+	TAP_CHECK(dec(len) == -EINVAL);		/* mode > 0777 */
+	put32(buf + 56 + 12, 0x80000000u);
+	TAP_CHECK(dec(len) == -EINVAL);
+	put32(buf + 56 + 12, 0777);
+	TAP_CHECK(dec(len) == 0);
+	put32(buf + 32, 0);
+	TAP_CHECK(dec(len) == -EINVAL);		/* the first entry too */
+	put32(buf + 32, 1);
+	/* Any uid, gid and block count. */
+	memset(buf + 56 + 4, 0xff, 8);
+	memset(buf + 56 + 16, 0xff, 8);
+	TAP_CHECK(dec(len) == 0);
+
+	/* The encoders refuse the same things. */
+	TAP_CHECK(kvc_proto_encode_ns_list(buf, sizeof(buf), 1,
+					   KVCACHE_NS_MAX + 1) == -EINVAL);
+	TAP_CHECK(kvc_proto_encode_ns_list(buf, sizeof(buf), 1,
+					   0xffffffffu) == -EINVAL);
+	e[1].ns_id = 3;
+	TAP_CHECK(kvc_proto_encode_ns_list_reply(buf, sizeof(buf), 1, 0, e,
+						 2) == -EINVAL);
+	e[1].ns_id = 2;
+	TAP_CHECK(kvc_proto_encode_ns_list_reply(buf, sizeof(buf), 1, 0, e,
+						 2) == -EINVAL);
+	e[1].ns_id = KVCACHE_NS_MAX + 1;
+	TAP_CHECK(kvc_proto_encode_ns_list_reply(buf, sizeof(buf), 1, 0, e,
+						 2) == -EINVAL);
+	e[1].ns_id = 4;
+	e[0].ns_id = 0;
+	TAP_CHECK(kvc_proto_encode_ns_list_reply(buf, sizeof(buf), 1, 0, e,
+						 1) == -EINVAL);
+	e[0].ns_id = 3;
+	e[0].mode = 01777;
+	TAP_CHECK(kvc_proto_encode_ns_list_reply(buf, sizeof(buf), 1, 0, e,
+						 2) == -EINVAL);
+	e[0].mode = 0777;
+	TAP_CHECK(kvc_proto_encode_ns_list_reply(buf, sizeof(buf), 1, 0, NULL,
+						 1) == -EINVAL);
+	TAP_CHECK(kvc_proto_encode_ns_list_reply(buf, sizeof(buf), 1, 4, e,
+						 2) == -EINVAL);
+	TAP_CHECK(kvc_proto_encode_ns_list_reply(buf, sizeof(buf), 1, 3, e,
+						 2) == -EINVAL);
+	TAP_CHECK(kvc_proto_encode_ns_list_reply(buf, sizeof(buf), 1,
+						 KVCACHE_NS_MAX + 1, e, 2) ==
+		  -EINVAL);
+	/* next is checked against the entries given, not the array. */
+	TAP_CHECK(kvc_proto_encode_ns_list_reply(buf, sizeof(buf), 1, 4, e,
+						 1) == 56);
+	TAP_CHECK(kvc_proto_encode_ns_list_reply(buf, sizeof(buf), 1, 5, NULL,
+						 0) == -EINVAL);
+	TAP_CHECK(kvc_proto_encode_ns_list_reply(buf, sizeof(buf), 1, 0, NULL,
+						 0) == 32);
+	TAP_CHECK(kvc_proto_encode_ns_list_reply(buf, sizeof(buf), 1, 5, e,
+						 2) == 80);
+}
+
 static void encoder_limits(void)
 {
 	static uint8_t keys[KVC_PROTO_MAX_BATCH + 1][KVCACHE_KEY_SIZE];
@@ -1392,6 +2070,20 @@ static void encoder_limits(void)
 	n = kvc_proto_encode_ns_create_reply(small, 23, 1);
 	TAP_CHECK(n == -ENOSPC);
 	n = kvc_proto_encode_alloc(small, 31, 1, 1, 1);
+	TAP_CHECK(n == -ENOSPC);
+	n = kvc_proto_encode_evict(small, 32 + 31, 1, 1, keys[0], 1);
+	TAP_CHECK(n == -ENOSPC);
+	n = kvc_proto_encode_flush(small, 31, 1, 1);
+	TAP_CHECK(n == -ENOSPC);
+	n = kvc_proto_encode_flush_reply(small, 39, 1,
+					 &(struct kvc_flush_reply){ 1, 2 });
+	TAP_CHECK(n == -ENOSPC);
+	n = kvc_proto_encode_ns_list(small, 31, 1, 1);
+	TAP_CHECK(n == -ENOSPC);
+	n = kvc_proto_encode_ns_list_reply(small, 55, 1, 0,
+					   &(struct kvc_ns_entry){ 1, 0, 0,
+								   0, 0 },
+					   1);
 	TAP_CHECK(n == -ENOSPC);
 	for (size_t i = 0; i < sizeof(small); i++)
 		TAP_CHECK(small[i] == 0xa5);
@@ -1454,8 +2146,14 @@ static void versions(void)
 	TAP_CHECK(kvc_proto_is_request(KVC_MSG_NS_CREATE));
 	TAP_CHECK(kvc_proto_is_request(KVC_MSG_ALLOC));
 	TAP_CHECK(kvc_proto_is_request(KVC_MSG_SEAL));
-	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_SEAL + 1));
+	TAP_CHECK(kvc_proto_is_request(KVC_MSG_EVICT));
+	TAP_CHECK(kvc_proto_is_request(KVC_MSG_FLUSH));
+	TAP_CHECK(kvc_proto_is_request(KVC_MSG_NS_LIST));
+	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_NS_LIST + 1));
 	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_SEAL_REPLY));
+	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_EVICT_REPLY));
+	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_FLUSH_REPLY));
+	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_NS_LIST_REPLY));
 	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_ERROR));
 	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_LOOKUP_REPLY));
 	TAP_CHECK(!kvc_proto_is_request(0));
@@ -1475,8 +2173,10 @@ static size_t random_valid(uint8_t *p, size_t size)
 	struct kvcache_handle h[8];
 	struct kvc_stat st[8];
 	struct kvc_seal_entry sl[8];
+	struct kvc_ns_entry ne[8];
 	int32_t status[8];
 	uint32_t n = rnd_below(8), seq = (uint32_t)rnd();
+	uint32_t next_ns = 1 + rnd_below(KVCACHE_NS_MAX - 8 * 256);
 	uint32_t ns = 1 + rnd_below(KVCACHE_NS_MAX);
 	int len = -1;
 
@@ -1506,8 +2206,15 @@ static size_t random_valid(uint8_t *p, size_t size)
 		sl[i].handle = h[i];
 		sl[i].payload_len = 1 + (uint32_t)(rnd() % 0xffffffffu);
 		sl[i].flags = (uint32_t)(rnd() & KVC_PROTO_SEAL_FLAGS_ALL);
+		/* Ascending ids, as NS_LIST replies need them. */
+		ne[i].ns_id = next_ns;
+		next_ns += 1 + rnd_below(256);
+		ne[i].uid = (uint32_t)rnd();
+		ne[i].gid = (uint32_t)rnd();
+		ne[i].mode = rnd_below(KVC_PROTO_NS_MODE_MAX + 1);
+		ne[i].blocks = rnd() >> rnd_below(64);
 	}
-	switch (rnd_below(19)) {
+	switch (rnd_below(25)) {
 	/*
 	 * One rnd() per statement: the order of evaluation inside an
 	 * initializer list is unspecified, and the sequence must not depend
@@ -1596,6 +2303,40 @@ static size_t random_valid(uint8_t *p, size_t size)
 	case 18:
 		len = kvc_proto_encode_seal_reply(p, size, seq, status, n);
 		break;
+	case 19:
+		len = kvc_proto_encode_evict(p, size, seq, ns, keys[0],
+					     n + 1);
+		break;
+	case 20:
+		len = kvc_proto_encode_evict_reply(p, size, seq, status, n);
+		break;
+	case 21:
+		len = kvc_proto_encode_flush(p, size, seq,
+					     rnd() & 1 ? KVC_PROTO_NS_ALL : ns);
+		break;
+	case 22: {
+		struct kvc_flush_reply r;
+
+		r.evicted = rnd() >> rnd_below(64);
+		r.busy = rnd() >> rnd_below(64);
+		len = kvc_proto_encode_flush_reply(p, size, seq, &r);
+		break;
+	}
+	case 23:
+		len = kvc_proto_encode_ns_list(p, size, seq,
+					       rnd_below(KVCACHE_NS_MAX + 1));
+		break;
+	case 24: {
+		/* next: 0 (complete), or anywhere above the last entry. */
+		uint32_t next = 0;
+
+		if (n && (rnd() & 1))
+			next = ne[n - 1].ns_id + 1 +
+			       rnd_below(KVCACHE_NS_MAX - ne[n - 1].ns_id);
+		len = kvc_proto_encode_ns_list_reply(p, size, seq, next, ne,
+						     n);
+		break;
+	}
 	}
 	if (len < 0)
 		abort();	/* the generator builds valid messages only */
@@ -1666,7 +2407,7 @@ static void fuzz(void)
 				put16(msg + 4, KVC_PROTO_VERSION);
 				put32(msg + 12, (uint32_t)len);
 				memset(msg + 16, 0, 8);
-				put16(msg + 6, (uint16_t)(1 + rnd_below(9)) |
+				put16(msg + 6, (uint16_t)(1 + rnd_below(12)) |
 					       (rnd() & 1 ? KVC_MSG_REPLY : 0));
 			}
 			break;
@@ -1723,12 +2464,17 @@ int main(void)
 	TAP_RUN(load_release_roundtrip);
 	TAP_RUN(stats_error_roundtrip);
 	TAP_RUN(ns_alloc_seal_roundtrip);
+	TAP_RUN(admin_roundtrip);
+	TAP_RUN(ns_list_paging);
 	TAP_RUN(golden_hello);
 	TAP_RUN(golden_lookup);
 	TAP_RUN(golden_error);
 	TAP_RUN(golden_ns_create);
 	TAP_RUN(golden_alloc);
 	TAP_RUN(golden_seal);
+	TAP_RUN(golden_evict);
+	TAP_RUN(golden_flush);
+	TAP_RUN(golden_ns_list);
 	TAP_RUN(bad_header);
 	TAP_RUN(bad_counts);
 	TAP_RUN(bad_store);
@@ -1736,6 +2482,9 @@ int main(void)
 	TAP_RUN(bad_ns_create);
 	TAP_RUN(bad_alloc);
 	TAP_RUN(bad_seal);
+	TAP_RUN(bad_evict);
+	TAP_RUN(bad_flush);
+	TAP_RUN(bad_ns_list);
 	TAP_RUN(encoder_limits);
 	TAP_RUN(error_replies);
 	TAP_RUN(versions);
