@@ -68,6 +68,7 @@ struct kvcd {
 
 	struct kvc_index *index;
 	struct kvc_policy *policy;	/* the pool tier */
+	struct kvc_admit *admit;	/* the pool tier's admission filter */
 	uint32_t *by_block;		/* pool block index -> entry id */
 	uint8_t *orphan_seen;		/* kernel mode: sealed, not stored */
 
@@ -573,6 +574,16 @@ static int kvcd_lookup(struct kvcd *d, struct kvc_peer *p,
 			out[i].handle = match[i].loc[KVC_TIER_POOL].pool;
 		kvc_policy_on_access(d->policy, match[i].id);
 	}
+	/*
+	 * A missed block was asked for: one access for the admission filter,
+	 * so its STORE is admitted once it has been wanted pool_admit times.
+	 * Only the first miss: the rest of the chain follows it anyway.
+	 */
+	if (d->cfg.eviction.pool_admit > 1 && (uint32_t)n < l->count)
+		kvc_admit_access(d->admit,
+				 kvc_index_hash(d->index, l->ns_id,
+						l->keys + (size_t)n *
+						KVCACHE_KEY_SIZE));
 	d->lookups++;
 	d->lookup_keys += l->count;
 	d->hit_keys += (uint64_t)n;
@@ -608,8 +619,9 @@ static int kvcd_check_sealed(struct kvcd *d, uint32_t ns,
 	return 0;
 }
 
+/* follows: e's parent is the entry before it in this STORE, just stored. */
 static int kvcd_store_one(struct kvcd *d, uint32_t ns,
-			  const struct kvc_store_entry *e)
+			  const struct kvc_store_entry *e, bool follows)
 {
 	bool first = e->flags & KVC_PROTO_STORE_FIRST;
 	const struct kvc_entry *ent;
@@ -620,6 +632,18 @@ static int kvcd_store_one(struct kvcd *d, uint32_t ns,
 	ret = kvcd_check_sealed(d, ns, e->handle, e->key);
 	if (ret)
 		return ret;
+	/*
+	 * Admission (pool_admit = k): the first new block of a chain segment
+	 * enters once it has been wanted k times (LOOKUP misses and STOREs
+	 * count); until then it is left to be reclaimed as an orphan. The
+	 * blocks after it in the same STORE follow it in.
+	 */
+	if (!first && kvc_index_find(d->index, ns, e->parent, &id))
+		return -ENOENT;	/* no chain to hang it on */
+	if (d->cfg.eviction.pool_admit > 1 && !follows &&
+	    kvc_index_find(d->index, ns, e->key, &id) &&
+	    !kvc_admit_access(d->admit, kvc_index_hash(d->index, ns, e->key)))
+		return -EAGAIN;
 	ret = kvc_index_insert(d->index, ns, e->key, first ? NULL : e->parent,
 			       &id);
 	if (ret == -EEXIST) {
@@ -646,13 +670,21 @@ static int kvcd_store(struct kvcd *d, struct kvc_peer *p,
 		      const struct kvc_msg *m, uint8_t *reply)
 {
 	static int32_t status[KVC_PROTO_MAX_BATCH];
+	uint8_t prev[KVCACHE_KEY_SIZE];
 	struct kvc_store_entry e;
+	bool stored = false;
 
 	if (!kvcd_may(d, p, m->store.ns_id, 2))
 		return kvcd_error(reply, m, -EACCES, "namespace not writable");
+
 	for (uint32_t i = 0; i < m->store.count; i++) {
 		kvc_proto_store_entry(&m->store, i, &e);
-		status[i] = kvcd_store_one(d, m->store.ns_id, &e);
+		status[i] = kvcd_store_one(d, m->store.ns_id, &e, stored &&
+					   !(e.flags & KVC_PROTO_STORE_FIRST) &&
+					   !memcmp(e.parent, prev,
+						   KVCACHE_KEY_SIZE));
+		stored = !status[i];
+		memcpy(prev, e.key, KVCACHE_KEY_SIZE);
 	}
 	return kvc_proto_encode_store_reply(reply, KVC_PROTO_MSG_MAX, m->seq,
 					    status, m->store.count);
@@ -1247,6 +1279,9 @@ int kvcd_create(struct kvcd **out, const struct kvcd_options *opt)
 					kvcd_policy_name(d->cfg.eviction.policy),
 					d->index, KVC_TIER_POOL, d->nr_blocks);
 	if (!ret)
+		ret = kvc_admit_create(&d->admit, d->cfg.eviction.pool_admit,
+				       d->nr_blocks);
+	if (!ret)
 		ret = kvc_metrics_register_daemon(d->metrics, &d->dm);
 	if (ret)
 		goto err;
@@ -1302,6 +1337,7 @@ void kvcd_destroy(struct kvcd *d)
 			unlink(d->cfg.daemon.metrics.path);
 	}
 	free(d->metrics_buf);
+	kvc_admit_destroy(d->admit);
 	kvc_policy_destroy(d->policy);
 	kvc_index_destroy(d->index);
 	kvc_metrics_free(d->metrics);

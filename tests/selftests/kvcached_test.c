@@ -1646,6 +1646,53 @@ TEST_F_TIMEOUT(kvcd, ns_list_shows_owners_and_blocks, 60)
 	}
 }
 
+/*
+ * pool_admit = 2: a chain segment enters the index once its first new
+ * block has been wanted twice (a LOOKUP miss, then the STORE); the blocks
+ * after it in the same STORE follow it in.
+ */
+TEST_F_TIMEOUT(kvcd, admission_wants_a_block_twice, 90)
+{
+	struct kvcache_handle h[8];
+	kvc_key a[8], b[8];
+	int32_t st[8];
+	char why[512] = "";
+	FILE *f;
+
+	kvcc_close(&self->c);
+	daemon_stop(self);
+	f = fopen(self->conf, "ae");	/* [eviction] is the last section */
+	ASSERT_NE(NULL, f);
+	fprintf(f, "pool_admit = 2\n");
+	ASSERT_EQ(0, fclose(f));
+	ASSERT_EQ(0, daemon_start(self, why, sizeof(why))) TH_LOG("%s", why);
+	ASSERT_EQ(0, kvcc_open(&self->c, self->sock));
+	ASSERT_EQ(0, kvcc_hello(&self->c)) TH_LOG("%s", self->c.why);
+
+	/* Never asked for: not admitted, and its children have no parent. */
+	chain_keys(self, 41, 8, a);
+	ASSERT_EQ(0, make_blocks(self, &self->c, self->dev, self->ns, a, 8,
+				 false, h));
+	EXPECT_EQ(-EAGAIN, store_blocks(&self->c, self->ns, a, NULL, h, 8, st));
+	EXPECT_EQ(-EAGAIN, st[0]);
+	for (int i = 1; i < 8; i++) {
+		EXPECT_EQ(-ENOENT, st[i]);
+	}
+	EXPECT_EQ(0, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIERS_ALL, a[0],
+				 8, NULL));
+
+	/* Asked for once (a miss), then stored: in, the whole chain. */
+	chain_keys(self, 42, 8, b);
+	EXPECT_EQ(0, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIERS_ALL, b[0],
+				 8, NULL));
+	ASSERT_EQ(0, make_blocks(self, &self->c, self->dev, self->ns, b, 8,
+				 false, h));
+	EXPECT_EQ(0, store_blocks(&self->c, self->ns, b, NULL, h, 8, st))
+		TH_LOG("%s", self->c.why);
+	EXPECT_EQ(8, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIERS_ALL, b[0],
+				 8, NULL));
+}
+
 /* ---- 8: restart ------------------------------------------------------------- */
 
 TEST_F_TIMEOUT(kvcd, restart_rebuilds_the_index, 90)
