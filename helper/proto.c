@@ -410,23 +410,36 @@ static int decode_status_list(struct kvc_msg *m, struct kvc_status_list *l,
 	return 0;
 }
 
-static int decode_load(struct kvc_msg *m, const uint8_t *b, size_t blen)
+/*
+ * The body LOAD and EVICT share: ns_id, count, then count keys. The
+ * fields land in *ns, *count and *keys of the caller's union member.
+ */
+static int decode_ns_keys(struct kvc_msg *m, const uint8_t *b, size_t blen,
+			  const char *truncated, uint32_t *ns, uint32_t *count,
+			  const uint8_t **keys)
 {
-	struct kvc_load *l = &m->load;
 	int ret;
 
 	if (blen < BATCH_FIXED)
-		return fail(m, -EBADMSG, "truncated LOAD");
-	l->ns_id = get32(b);
-	l->count = get32(b + 4);
-	if (!ns_ok(l->ns_id))
+		return fail(m, -EBADMSG, truncated);
+	*ns = get32(b);
+	*count = get32(b + 4);
+	if (!ns_ok(*ns))
 		return fail(m, -EINVAL, "namespace id out of range");
-	ret = batch_size(m, blen, BATCH_FIXED, l->count, 1,
+	ret = batch_size(m, blen, BATCH_FIXED, *count, 1,
 			 KVC_PROTO_MAX_BATCH, KVCACHE_KEY_SIZE);
 	if (ret)
 		return ret;
-	l->keys = b + BATCH_FIXED;
+	*keys = b + BATCH_FIXED;
 	return 0;
+}
+
+static int decode_load(struct kvc_msg *m, const uint8_t *b, size_t blen)
+{
+	struct kvc_load *l = &m->load;
+
+	return decode_ns_keys(m, b, blen, "truncated LOAD", &l->ns_id,
+			      &l->count, &l->keys);
 }
 
 static int decode_load_reply(struct kvc_msg *m, const uint8_t *b,
@@ -558,20 +571,9 @@ static int decode_seal(struct kvc_msg *m, const uint8_t *b, size_t blen)
 static int decode_evict(struct kvc_msg *m, const uint8_t *b, size_t blen)
 {
 	struct kvc_evict *v = &m->evict;
-	int ret;
 
-	if (blen < BATCH_FIXED)
-		return fail(m, -EBADMSG, "truncated EVICT");
-	v->ns_id = get32(b);
-	v->count = get32(b + 4);
-	if (!ns_ok(v->ns_id))
-		return fail(m, -EINVAL, "namespace id out of range");
-	ret = batch_size(m, blen, BATCH_FIXED, v->count, 1,
-			 KVC_PROTO_MAX_BATCH, KVCACHE_KEY_SIZE);
-	if (ret)
-		return ret;
-	v->keys = b + BATCH_FIXED;
-	return 0;
+	return decode_ns_keys(m, b, blen, "truncated EVICT", &v->ns_id,
+			      &v->count, &v->keys);
 }
 
 static int decode_flush(struct kvc_msg *m, const uint8_t *b, size_t blen)
@@ -1087,10 +1089,9 @@ int kvc_proto_encode_store_reply(void *buf, size_t size, uint32_t seq,
 				  count);
 }
 
-int kvc_proto_encode_load(void *buf, size_t size, uint32_t seq,
-			  uint32_t ns_id,
-			  const uint8_t *keys,
-			  uint32_t count)
+/* LOAD and EVICT: ns_id, count, then the keys. */
+static int encode_ns_keys(void *buf, size_t size, uint16_t type, uint32_t seq,
+			  uint32_t ns_id, const uint8_t *keys, uint32_t count)
 {
 	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
 	size_t total;
@@ -1100,13 +1101,22 @@ int kvc_proto_encode_load(void *buf, size_t size, uint32_t seq,
 		return -EINVAL;
 	total = KVC_PROTO_HDR_SIZE + BATCH_FIXED +
 		(size_t)count * KVCACHE_KEY_SIZE;
-	ret = begin(buf, size, total, KVC_MSG_LOAD, seq);
+	ret = begin(buf, size, total, type, seq);
 	if (ret)
 		return ret;
 	put32(b, ns_id);
 	put32(b + 4, count);
 	memcpy(b + BATCH_FIXED, keys, (size_t)count * KVCACHE_KEY_SIZE);
 	return (int)total;
+}
+
+int kvc_proto_encode_load(void *buf, size_t size, uint32_t seq,
+			  uint32_t ns_id,
+			  const uint8_t *keys,
+			  uint32_t count)
+{
+	return encode_ns_keys(buf, size, KVC_MSG_LOAD, seq, ns_id, keys,
+			      count);
 }
 
 int kvc_proto_encode_load_reply(void *buf, size_t size, uint32_t seq,
@@ -1309,21 +1319,8 @@ int kvc_proto_encode_evict(void *buf, size_t size, uint32_t seq,
 			   const uint8_t *keys,
 			   uint32_t count)
 {
-	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
-	size_t total;
-	int ret;
-
-	if (!ns_ok(ns_id) || !count || count > KVC_PROTO_MAX_BATCH || !keys)
-		return -EINVAL;
-	total = KVC_PROTO_HDR_SIZE + BATCH_FIXED +
-		(size_t)count * KVCACHE_KEY_SIZE;
-	ret = begin(buf, size, total, KVC_MSG_EVICT, seq);
-	if (ret)
-		return ret;
-	put32(b, ns_id);
-	put32(b + 4, count);
-	memcpy(b + BATCH_FIXED, keys, (size_t)count * KVCACHE_KEY_SIZE);
-	return (int)total;
+	return encode_ns_keys(buf, size, KVC_MSG_EVICT, seq, ns_id, keys,
+			      count);
 }
 
 int kvc_proto_encode_evict_reply(void *buf, size_t size, uint32_t seq,
