@@ -12,7 +12,13 @@
  *
  * Output: CSV "metric,run,kvcache_ns,baseline_ns,ratio" for the median
  * and the 99th percentile of each run (ratio: kvcached over the socket
- * alone). Usage (as root): socket_bench [RUNS] [KVCACHED]
+ * alone), the metric names ending in LABEL when one is given.
+ * Usage (as root): socket_bench [RUNS] [KVCACHED] [LABEL]
+ *
+ * Where the processes run matters more than anything the daemon does: a
+ * request that must wake a sleeping CPU pays that CPU's wake-up latency
+ * (tens of microseconds for an idle virtual CPU). scripts/bench runs it
+ * twice: every process on one CPU, and free to spread.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -165,6 +171,7 @@ int main(int argc, char **argv)
 {
 	int runs = argc > 1 ? atoi(argv[1]) : 5;
 	const char *bin = argc > 2 ? argv[2] : "build/helper/kvcached";
+	const char *label = argc > 3 ? argv[3] : "";
 	static uint8_t req[KVC_PROTO_MSG_MAX], reply[KVC_PROTO_MSG_MAX];
 	static uint64_t kv[ITERS], base[ITERS];
 	uint8_t keys[CHAIN][32], seed[32];
@@ -218,11 +225,11 @@ int main(int argc, char **argv)
 		}
 		qsort(kv, ITERS, sizeof(kv[0]), cmp_u64);
 		qsort(base, ITERS, sizeof(base[0]), cmp_u64);
-		printf("lookup128_socket_median,%d,%llu,%llu,%.3f\n", r,
+		printf("lookup128_socket_median%s,%d,%llu,%llu,%.3f\n", label, r,
 		       (unsigned long long)kv[ITERS / 2],
 		       (unsigned long long)base[ITERS / 2],
 		       (double)kv[ITERS / 2] / (double)base[ITERS / 2]);
-		printf("lookup128_socket_p99,%d,%llu,%llu,%.3f\n", r,
+		printf("lookup128_socket_p99%s,%d,%llu,%llu,%.3f\n", label, r,
 		       (unsigned long long)kv[ITERS * 99 / 100],
 		       (unsigned long long)base[ITERS * 99 / 100],
 		       (double)kv[ITERS * 99 / 100] /
