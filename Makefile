@@ -42,12 +42,13 @@ KDIR ?= $(KSRC)
 HELPER_SRCS := helper/devinfo.c helper/keys.c helper/proto.c helper/config.c \
 	       helper/client.c \
 	       helper/metrics.c helper/mpool.c helper/kevents.c helper/index.c \
-	       helper/policy.c
+	       helper/policy.c helper/blockfile.c
 HELPER_LIBS := -lcrypto -lnl-genl-3 -lnl-3 -luring
 # The daemon's own modules (the unit tests do not link them).
 DAEMON_SRCS := helper/daemon.c helper/server.c helper/kdev.c
 UNIT_TESTS := test_uapi test_devinfo test_keys test_proto test_config \
-	      test_metrics test_mpool test_kevents test_index test_policy
+	      test_metrics test_mpool test_kevents test_index test_policy \
+	      test_blockfile
 SELFTESTS := kvcache_dev_test bench_test pool_test pool_fuzz_test p2p_test \
 	     kvcached_test
 

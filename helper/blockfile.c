@@ -1,0 +1,625 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * blockfile: one KV block per file in the persistent tiers (see
+ * blockfile.h and Documentation/blockfile.md).
+ *
+ * The header is encoded field by field at fixed little-endian offsets,
+ * never by copying a struct, so the format does not depend on the
+ * compiler's padding or the host's byte order. Writes go through an
+ * aligned bounce buffer of at most KVC_BF_CHUNK bytes with O_DIRECT where
+ * the filesystem takes it (a 64 MiB block then does not evict the page
+ * cache the DRAM tier lives in), buffered otherwise.
+ */
+#include "blockfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Header field offsets (Documentation/blockfile.md has the table). */
+enum {
+	OFF_MAGIC = 0,
+	OFF_VERSION = 8,
+	OFF_HDR_SIZE = 12,
+	OFF_FLAGS = 16,
+	OFF_RESERVED = 20,
+	OFF_KEY = 24,
+	OFF_PARENT = 56,
+	OFF_NS_SEED = 88,
+	OFF_PAYLOAD_LEN = 120,
+	OFF_PAYLOAD_CRC = 128,
+	OFF_CTIME = 132,
+	OFF_NODE_ID = 140,
+	OFF_HDR_CRC = 204,
+	OFF_TAIL = 208,
+};
+
+static const uint8_t kvc_bf_magic[8] = { 'K', 'V', 'C', 'B', 'L', 'K', 0, 1 };
+
+#define KVC_BF_ALIGN	4096
+/* Bounce buffer: a multiple of KVC_BF_ALIGN, big enough to stream. */
+#define KVC_BF_CHUNK	(4U << 20)
+
+/* ---- CRC32C ------------------------------------------------------------ */
+
+/*
+ * Slicing-by-8: eight 256-entry tables, one load per input byte but eight
+ * bytes per step with no dependency between the lookups, several times
+ * the speed of the byte-at-a-time table. The tables
+ * are built once; pthread_once makes that safe from any thread.
+ */
+static uint32_t crc_tab[8][256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_init(void)
+{
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+
+		for (int k = 0; k < 8; k++)
+			c = (c >> 1) ^ (0x82F63B78U & (0U - (c & 1)));
+		crc_tab[0][i] = c;
+	}
+	for (uint32_t i = 0; i < 256; i++)
+		for (int t = 1; t < 8; t++)
+			crc_tab[t][i] = (crc_tab[t - 1][i] >> 8) ^
+					crc_tab[0][crc_tab[t - 1][i] & 0xff];
+}
+
+uint32_t kvc_crc32c(uint32_t crc, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	pthread_once(&crc_once, crc_init);
+	crc = ~crc;
+	while (len >= 8) {
+		/* Assemble little-endian words byte by byte: no alignment
+		 * or byte-order assumption, and compilers turn it into one
+		 * load on x86 and arm64. */
+		uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 |
+				     (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+		uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 |
+			      (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
+
+		crc = crc_tab[7][lo & 0xff] ^ crc_tab[6][(lo >> 8) & 0xff] ^
+		      crc_tab[5][(lo >> 16) & 0xff] ^ crc_tab[4][lo >> 24] ^
+		      crc_tab[3][hi & 0xff] ^ crc_tab[2][(hi >> 8) & 0xff] ^
+		      crc_tab[1][(hi >> 16) & 0xff] ^ crc_tab[0][hi >> 24];
+		p += 8;
+		len -= 8;
+	}
+	while (len--)
+		crc = (crc >> 8) ^ crc_tab[0][(crc ^ *p++) & 0xff];
+	return ~crc;
+}
+
+/* ---- header ------------------------------------------------------------ */
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+	uint32_t v = 0;
+
+	for (int i = 3; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+/*
+ * The rules both directions share. A later block with an all-zero parent
+ * is refused too: a SHA-256 output is never all zero in practice, so it
+ * can only be a writer that forgot the parent or lost the flag.
+ */
+static int check_fields(uint32_t flags, const uint8_t *parent,
+			uint64_t payload_len)
+{
+	if (flags & ~KVC_BF_F_FIRST)
+		return -EINVAL;
+	if (payload_len < 1 || payload_len > KVC_BF_MAX_PAYLOAD)
+		return -EINVAL;
+	if (!!(flags & KVC_BF_F_FIRST) != all_zero(parent, KVC_BF_KEY_SIZE))
+		return -EINVAL;
+	return 0;
+}
+
+int kvc_bf_encode_header(const struct kvc_bf_header *h,
+			 uint8_t out[KVC_BF_HEADER_SIZE])
+{
+	size_t node_len;
+	int err;
+
+	err = check_fields(h->flags, h->parent, h->payload_len);
+	if (err)
+		return err;
+	node_len = strnlen(h->node_id, sizeof(h->node_id));
+	if (node_len > KVC_BF_NODE_ID_SIZE)
+		return -EINVAL;
+
+	memset(out, 0, KVC_BF_HEADER_SIZE);
+	memcpy(out + OFF_MAGIC, kvc_bf_magic, sizeof(kvc_bf_magic));
+	put_u32(out + OFF_VERSION, KVC_BF_VERSION);
+	put_u32(out + OFF_HDR_SIZE, KVC_BF_HEADER_SIZE);
+	put_u32(out + OFF_FLAGS, h->flags);
+	put_u32(out + OFF_RESERVED, 0);
+	memcpy(out + OFF_KEY, h->key, KVC_BF_KEY_SIZE);
+	memcpy(out + OFF_PARENT, h->parent, KVC_BF_KEY_SIZE);
+	memcpy(out + OFF_NS_SEED, h->ns_seed, KVC_BF_KEY_SIZE);
+	put_u64(out + OFF_PAYLOAD_LEN, h->payload_len);
+	put_u32(out + OFF_PAYLOAD_CRC, h->payload_crc);
+	put_u64(out + OFF_CTIME, h->ctime_ns);
+	memcpy(out + OFF_NODE_ID, h->node_id, node_len);	/* NUL-padded */
+	put_u32(out + OFF_HDR_CRC, kvc_crc32c(0, out, OFF_HDR_CRC));
+	return 0;
+}
+
+int kvc_bf_decode_header(const uint8_t in[KVC_BF_HEADER_SIZE],
+			 struct kvc_bf_header *h)
+{
+	size_t node_len;
+	int err;
+
+	/* Cheapest and most telling first: is it a block file at all, of
+	 * a version we know, intact? Only then do field values mean
+	 * anything. */
+	if (memcmp(in + OFF_MAGIC, kvc_bf_magic, sizeof(kvc_bf_magic)))
+		return -EPROTO;
+	if (get_u32(in + OFF_VERSION) != KVC_BF_VERSION)
+		return -EPROTONOSUPPORT;
+	if (get_u32(in + OFF_HDR_CRC) != kvc_crc32c(0, in, OFF_HDR_CRC))
+		return -EBADMSG;
+	if (get_u32(in + OFF_HDR_SIZE) != KVC_BF_HEADER_SIZE ||
+	    get_u32(in + OFF_RESERVED) != 0)
+		return -EINVAL;
+	err = check_fields(get_u32(in + OFF_FLAGS), in + OFF_PARENT,
+			   get_u64(in + OFF_PAYLOAD_LEN));
+	if (err)
+		return err;
+	/* Zero tail: so a later version can use it, and a version 1 reader
+	 * never silently ignores what a writer meant. */
+	if (!all_zero(in + OFF_TAIL, KVC_BF_HEADER_SIZE - OFF_TAIL))
+		return -EINVAL;
+	node_len = strnlen((const char *)in + OFF_NODE_ID,
+			   KVC_BF_NODE_ID_SIZE);
+	if (!all_zero(in + OFF_NODE_ID + node_len,
+		      KVC_BF_NODE_ID_SIZE - node_len))
+		return -EINVAL;
+
+	memset(h, 0, sizeof(*h));
+	h->flags = get_u32(in + OFF_FLAGS);
+	memcpy(h->key, in + OFF_KEY, KVC_BF_KEY_SIZE);
+	memcpy(h->parent, in + OFF_PARENT, KVC_BF_KEY_SIZE);
+	memcpy(h->ns_seed, in + OFF_NS_SEED, KVC_BF_KEY_SIZE);
+	h->payload_len = get_u64(in + OFF_PAYLOAD_LEN);
+	h->payload_crc = get_u32(in + OFF_PAYLOAD_CRC);
+	h->ctime_ns = get_u64(in + OFF_CTIME);
+	memcpy(h->node_id, in + OFF_NODE_ID, node_len);
+	return 0;
+}
+
+/* ---- paths ------------------------------------------------------------- */
+
+static void hex(const uint8_t *b, size_t n, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = digits[b[i] >> 4];
+		out[2 * i + 1] = digits[b[i] & 0xf];
+	}
+	out[2 * n] = '\0';
+}
+
+static int fits(int n, size_t len)
+{
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+int kvc_bf_path(const char *dir, const uint8_t key[KVC_BF_KEY_SIZE],
+		char *out, size_t len)
+{
+	char kh[2 * KVC_BF_KEY_SIZE + 1];
+
+	hex(key, KVC_BF_KEY_SIZE, kh);
+	return fits(snprintf(out, len, "%s/%.2s/%.2s/%s.kvb", dir, kh,
+			     kh + 2, kh), len);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * fsync a directory, so that the entries created or removed in it
+ * survive a crash. Some FUSE filesystems refuse fsync on a directory with
+ * EINVAL: nothing more can be done there, so that is not an error.
+ */
+static int fsync_dir(const char *path)
+{
+	int fd, err = 0;
+
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) && errno != EINVAL)
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+/* mkdir that accepts an existing directory; a new one is made durable
+ * in its parent. */
+static int mkdir_one(const char *path, const char *parent)
+{
+	if (mkdir(path, 0755) == 0)
+		return fsync_dir(parent);
+	return errno == EEXIST ? 0 : -errno;
+}
+
+/* ---- publish ----------------------------------------------------------- */
+
+static int write_all(int fd, const uint8_t *buf, size_t n, uint64_t off)
+{
+	while (n) {
+		ssize_t w = pwrite(fd, buf, n, (off_t)off);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (w == 0)
+			return -EIO;
+		buf += w;
+		n -= (size_t)w;
+		off += (uint64_t)w;
+	}
+	return 0;
+}
+
+/*
+ * Header, then payload, through the aligned buffer @buf of @bufsz bytes
+ * (a multiple of KVC_BF_ALIGN). With O_DIRECT every write is a whole
+ * number of 4 KiB units at an aligned offset, so the last one is padded
+ * with zeros and the file cut back to its length afterwards.
+ */
+static int write_block(int fd, bool direct, const uint8_t *hdr,
+		       const uint8_t *payload, uint64_t len, uint8_t *buf,
+		       size_t bufsz)
+{
+	uint64_t total = KVC_BF_HEADER_SIZE + len, off = 0;
+	int err;
+
+	while (off < total) {
+		size_t n = total - off < bufsz ? (size_t)(total - off) : bufsz;
+		size_t filled = 0, wn = n;
+
+		if (off == 0) {
+			memcpy(buf, hdr, KVC_BF_HEADER_SIZE);
+			filled = KVC_BF_HEADER_SIZE;
+		}
+		memcpy(buf + filled, payload + (off + filled - KVC_BF_HEADER_SIZE),
+		       n - filled);
+		if (direct && n % KVC_BF_ALIGN) {
+			wn = (n + KVC_BF_ALIGN - 1) & ~(size_t)(KVC_BF_ALIGN - 1);
+			memset(buf + n, 0, wn - n);
+		}
+		err = write_all(fd, buf, wn, off);
+		if (err)
+			return err;
+		off += n;
+	}
+	if (direct && total % KVC_BF_ALIGN && ftruncate(fd, (off_t)total))
+		return -errno;
+	return 0;
+}
+
+/*
+ * Create the temp file. O_EXCL: a name already there is a leftover of a
+ * crashed writer with the same tag, pid and counter (a name is ours by
+ * construction), so it is removed and the create tried once more.
+ */
+static int open_tmp(const char *path, bool *direct)
+{
+	int base = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+
+	for (int tries = 0; tries < 2; tries++) {
+		int fd = open(path, base | O_DIRECT, 0644);
+
+		if (fd < 0 && errno == EINVAL)	/* no O_DIRECT here */
+			fd = open(path, base, 0644);
+		else if (fd >= 0)
+			*direct = true;
+		if (fd >= 0)
+			return fd;
+		if (errno != EEXIST || tries)
+			return -errno;
+		if (unlink(path) && errno != ENOENT)
+			return -errno;
+	}
+	return -EEXIST;
+}
+
+static int write_tmp(const char *tmp, const uint8_t *hdr,
+		     const uint8_t *payload, uint64_t len)
+{
+	uint64_t total = KVC_BF_HEADER_SIZE + len;
+	size_t bufsz = KVC_BF_CHUNK;
+	bool direct = false;
+	void *buf;
+	int fd, err;
+
+	if (total < bufsz)
+		bufsz = (size_t)((total + KVC_BF_ALIGN - 1) &
+				 ~(uint64_t)(KVC_BF_ALIGN - 1));
+	if (posix_memalign(&buf, KVC_BF_ALIGN, bufsz))
+		return -ENOMEM;
+	fd = open_tmp(tmp, &direct);
+	if (fd < 0) {
+		free(buf);
+		return fd;
+	}
+	err = write_block(fd, direct, hdr, payload, len, buf, bufsz);
+	if (err == -EINVAL && direct) {
+		/* The open took O_DIRECT but the write did not (a device
+		 * with larger sectors, a filesystem that checks late):
+		 * start over buffered. */
+		direct = false;
+		if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_DIRECT) ||
+		    ftruncate(fd, 0))
+			err = -errno;
+		else
+			err = write_block(fd, false, hdr, payload, len, buf,
+					  bufsz);
+	}
+	if (!err && fsync(fd))
+		err = -errno;
+	/* Closed before the link: on NFS, an open file that gets unlinked
+	 * is renamed to .nfsXXXX instead of going away. */
+	if (close(fd) && !err)
+		err = -errno;
+	free(buf);
+	if (err)
+		unlink(tmp);
+	return err;
+}
+
+/*
+ * Make the temp file the final one without ever replacing a file there.
+ * Returns 0 when @tmp is at @final (and, with link, still at @tmp),
+ * -EEXIST, or -errno.
+ */
+static int install(const char *tmp, const char *final, bool *linked)
+{
+	struct stat st;
+	int err;
+
+	*linked = false;
+	if (link(tmp, final) == 0) {
+		*linked = true;
+		return 0;
+	}
+	err = -errno;
+	if (err == -EEXIST)
+		return err;
+	/* NFS: a retransmitted LINK whose first try succeeded answers with
+	 * an error; the link count tells the truth (open(2)'s advice). */
+	if (stat(tmp, &st) == 0 && st.st_nlink == 2) {
+		*linked = true;
+		return 0;
+	}
+	/* No hard links here (some FUSE and object-store gateways):
+	 * a rename that refuses to replace is as good. */
+	if (err == -EPERM || err == -EOPNOTSUPP || err == -ENOSYS ||
+	    err == -EMLINK) {
+		if (renameat2(AT_FDCWD, tmp, AT_FDCWD, final,
+			      RENAME_NOREPLACE) == 0)
+			return 0;
+		err = -errno;
+	}
+	return err;
+}
+
+int kvc_bf_publish(const char *dir, const struct kvc_bf_header *h,
+		   const void *payload, const char *tmp_tag)
+{
+	static atomic_uint tmp_seq;
+	char kh[2 * KVC_BF_KEY_SIZE + 1];
+	char d1[PATH_MAX], d2[PATH_MAX], final[PATH_MAX], tmp[PATH_MAX];
+	uint8_t hdr[KVC_BF_HEADER_SIZE];
+	struct kvc_bf_header copy = *h;
+	struct stat st;
+	size_t tag_len;
+	bool linked;
+	int err;
+
+	tag_len = tmp_tag ? strnlen(tmp_tag, KVC_BF_MAX_TAG + 1) : 0;
+	if (!payload || tag_len < 1 || tag_len > KVC_BF_MAX_TAG ||
+	    strchr(tmp_tag, '/'))
+		return -EINVAL;
+	if (copy.payload_len >= 1 && copy.payload_len <= KVC_BF_MAX_PAYLOAD)
+		copy.payload_crc = kvc_crc32c(0, payload,
+					      (size_t)copy.payload_len);
+	if (!copy.ctime_ns)
+		copy.ctime_ns = now_ns();
+	err = kvc_bf_encode_header(&copy, hdr);
+	if (err)
+		return err;
+
+	hex(h->key, KVC_BF_KEY_SIZE, kh);
+	err = fits(snprintf(d1, sizeof(d1), "%s/%.2s", dir, kh), sizeof(d1));
+	if (!err)
+		err = fits(snprintf(d2, sizeof(d2), "%s/%.2s", d1, kh + 2),
+			   sizeof(d2));
+	if (!err)
+		err = fits(snprintf(final, sizeof(final), "%s/%s.kvb", d2,
+				    kh), sizeof(final));
+	/* Tag (the node), pid and a counter: unique across nodes, processes
+	 * and threads; the key makes a leftover easy to attribute. */
+	if (!err)
+		err = fits(snprintf(tmp, sizeof(tmp), "%s/.tmp.%s.%ld.%u.%s",
+				    d2, tmp_tag, (long)getpid(),
+				    atomic_fetch_add(&tmp_seq, 1), kh),
+			   sizeof(tmp));
+	if (err)
+		return err;
+
+	err = mkdir_one(d1, dir);
+	if (!err)
+		err = mkdir_one(d2, d1);
+	if (err)
+		return err;
+	/* Already there: skip writing up to 4 GiB to find out at link. */
+	if (lstat(final, &st) == 0)
+		return -EEXIST;
+
+	err = write_tmp(tmp, hdr, payload, copy.payload_len);
+	if (err)
+		return err;
+	err = install(tmp, final, &linked);
+	if (err || linked)
+		unlink(tmp);
+	if (err)
+		return err;
+	/* Both the new name and the temp's removal must survive a crash. */
+	return fsync_dir(d2);
+}
+
+/* ---- read -------------------------------------------------------------- */
+
+/* Read exactly @n bytes; end of file before that is a short file. */
+static int read_all(int fd, uint8_t *buf, size_t n, uint64_t off)
+{
+	while (n) {
+		ssize_t r = pread(fd, buf, n, (off_t)off);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -EBADMSG;
+		buf += r;
+		n -= (size_t)r;
+		off += (uint64_t)r;
+	}
+	return 0;
+}
+
+int kvc_bf_read(const char *dir, const uint8_t key[KVC_BF_KEY_SIZE],
+		struct kvc_bf_header *h, void *payload, size_t cap)
+{
+	char path[PATH_MAX];
+	uint8_t hdr[KVC_BF_HEADER_SIZE];
+	struct stat st;
+	int fd, err;
+
+	err = kvc_bf_path(dir, key, path, sizeof(path));
+	if (err)
+		return err;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st)) {
+		err = -errno;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size < KVC_BF_HEADER_SIZE) {
+		err = -EBADMSG;
+		goto out;
+	}
+	err = read_all(fd, hdr, sizeof(hdr), 0);
+	if (!err)
+		err = kvc_bf_decode_header(hdr, h);
+	if (err)
+		goto out;
+	/* A file under another key's name: a bug or a misplaced copy. */
+	if (memcmp(h->key, key, KVC_BF_KEY_SIZE) ||
+	    (uint64_t)st.st_size != KVC_BF_HEADER_SIZE + h->payload_len) {
+		err = -EBADMSG;
+		goto out;
+	}
+	if (h->payload_len > cap) {
+		err = -ENOSPC;
+		goto out;
+	}
+	err = read_all(fd, payload, (size_t)h->payload_len,
+		       KVC_BF_HEADER_SIZE);
+	if (!err && kvc_crc32c(0, payload, (size_t)h->payload_len) !=
+		    h->payload_crc)
+		err = -EBADMSG;
+out:
+	close(fd);
+	return err;
+}
+
+int kvc_bf_quarantine(const char *dir, const uint8_t key[KVC_BF_KEY_SIZE])
+{
+	char kh[2 * KVC_BF_KEY_SIZE + 1];
+	char path[PATH_MAX], qdir[PATH_MAX], qpath[PATH_MAX], *slash;
+	int err;
+
+	hex(key, KVC_BF_KEY_SIZE, kh);
+	err = kvc_bf_path(dir, key, path, sizeof(path));
+	if (!err)
+		err = fits(snprintf(qdir, sizeof(qdir), "%s/quarantine", dir),
+			   sizeof(qdir));
+	if (!err)
+		err = fits(snprintf(qpath, sizeof(qpath), "%s/%s.%llu", qdir,
+				    kh, (unsigned long long)now_ns()),
+			   sizeof(qpath));
+	if (err)
+		return err;
+	err = mkdir_one(qdir, dir);
+	if (err)
+		return err;
+	if (rename(path, qpath))
+		return -errno;
+	/* The removal from the fan-out directory matters most: a crash
+	 * must not bring the corrupt file back at its final path. */
+	slash = strrchr(path, '/');
+	*slash = '\0';
+	err = fsync_dir(path);
+	return err ? err : fsync_dir(qdir);
+}

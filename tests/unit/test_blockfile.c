@@ -1,0 +1,601 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Host tests for helper/blockfile.c: CRC32C against the standard vectors
+ * (the check value and RFC 3720's iSCSI vectors), the header's golden
+ * bytes (its checksum computed independently, with a bit-at-a-time
+ * CRC32C in Python), every decode error, the path scheme, and the file
+ * protocol in a temporary directory: publish then read, idempotent
+ * publication, truncation, bit flips, a file under the wrong name,
+ * quarantine, and a directory the writer may not write.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <grp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "blockfile.h"
+#include "tap.h"
+
+static char tmpdir[64];
+
+static void fill_key(uint8_t *k, uint8_t start)
+{
+	for (int i = 0; i < KVC_BF_KEY_SIZE; i++)
+		k[i] = (uint8_t)(start + i);
+}
+
+/* The fixed header of the golden test: every field distinct. */
+static void fixed_header(struct kvc_bf_header *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->flags = 0;
+	fill_key(h->key, 0x00);
+	fill_key(h->parent, 0x20);
+	fill_key(h->ns_seed, 0x40);
+	h->payload_len = 0x10000;
+	h->payload_crc = 0xdeadbeef;
+	h->ctime_ns = 0x0102030405060708ULL;
+	strcpy(h->node_id, "node-a");
+}
+
+/* Recompute the header checksum after editing a field behind its back. */
+static void reseal(uint8_t *b)
+{
+	uint32_t c = kvc_crc32c(0, b, 204);
+
+	for (int i = 0; i < 4; i++)
+		b[204 + i] = (uint8_t)(c >> (8 * i));
+}
+
+static void crc32c_vectors(void)
+{
+	uint8_t buf[32];
+
+	TAP_CHECK(kvc_crc32c(0, "123456789", 9) == 0xE3069283);
+	TAP_CHECK(kvc_crc32c(0, "", 0) == 0);
+	/* Continuing from a previous value equals one pass. */
+	TAP_CHECK(kvc_crc32c(kvc_crc32c(0, "12345", 5), "6789", 4) ==
+		  0xE3069283);
+	/* RFC 3720, B.4. */
+	memset(buf, 0, sizeof(buf));
+	TAP_CHECK(kvc_crc32c(0, buf, 32) == 0x8A9136AA);
+	memset(buf, 0xff, sizeof(buf));
+	TAP_CHECK(kvc_crc32c(0, buf, 32) == 0x62A8AB43);
+	for (int i = 0; i < 32; i++)
+		buf[i] = (uint8_t)i;
+	TAP_CHECK(kvc_crc32c(0, buf, 32) == 0x46DD794E);
+	for (int i = 0; i < 32; i++)
+		buf[i] = (uint8_t)(31 - i);
+	TAP_CHECK(kvc_crc32c(0, buf, 32) == 0x113FDB5C);
+	/* Unaligned start and odd lengths go through the same tables. */
+	for (int i = 0; i < 32; i++)
+		buf[i] = (uint8_t)i;
+	for (size_t off = 0; off < 8; off++)
+		TAP_CHECK(kvc_crc32c(kvc_crc32c(0, buf, off), buf + off,
+				     32 - off) == 0x46DD794E);
+}
+
+static void header_golden_and_round_trip(void)
+{
+	static const uint8_t golden[64] = {
+		'K', 'V', 'C', 'B', 'L', 'K', 0x00, 0x01,	/* magic */
+		0x01, 0x00, 0x00, 0x00,				/* version */
+		0x00, 0x10, 0x00, 0x00,				/* 4096 */
+		0x00, 0x00, 0x00, 0x00,				/* flags */
+		0x00, 0x00, 0x00, 0x00,				/* reserved */
+		0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07,	/* key */
+		0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f,
+		0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17,
+		0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f,
+		0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27,	/* parent */
+	};
+	static const uint8_t golden_tail[] = {	/* bytes 120..139 */
+		0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00,	/* len */
+		0xef, 0xbe, 0xad, 0xde,				/* crc */
+		0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01,	/* ctime */
+	};
+	struct kvc_bf_header h, back;
+	uint8_t b[KVC_BF_HEADER_SIZE];
+	int zero_tail = 1;
+
+	fixed_header(&h);
+	TAP_CHECK(kvc_bf_encode_header(&h, b) == 0);
+	TAP_CHECK(memcmp(b, golden, sizeof(golden)) == 0);
+	TAP_CHECK(b[88] == 0x40 && b[119] == 0x5f);	/* namespace seed */
+	TAP_CHECK(memcmp(b + 120, golden_tail, sizeof(golden_tail)) == 0);
+	TAP_CHECK(memcmp(b + 140, "node-a", 7) == 0 && b[203] == 0);
+	/* Header checksum, little-endian at 204 (computed in Python). */
+	TAP_CHECK(b[204] == 0x45 && b[205] == 0x5e && b[206] == 0xb0 &&
+		  b[207] == 0x8a);
+	for (int i = 208; i < KVC_BF_HEADER_SIZE; i++)
+		if (b[i])
+			zero_tail = 0;
+	TAP_CHECK(zero_tail);
+
+	memset(&back, 0xaa, sizeof(back));
+	TAP_CHECK(kvc_bf_decode_header(b, &back) == 0);
+	TAP_CHECK(back.flags == h.flags);
+	TAP_CHECK(memcmp(back.key, h.key, 32) == 0);
+	TAP_CHECK(memcmp(back.parent, h.parent, 32) == 0);
+	TAP_CHECK(memcmp(back.ns_seed, h.ns_seed, 32) == 0);
+	TAP_CHECK(back.payload_len == h.payload_len);
+	TAP_CHECK(back.payload_crc == h.payload_crc);
+	TAP_CHECK(back.ctime_ns == h.ctime_ns);
+	TAP_CHECK(strcmp(back.node_id, "node-a") == 0);
+
+	/* A first block, the largest payload, a 64-character node name. */
+	h.flags = KVC_BF_F_FIRST;
+	memset(h.parent, 0, sizeof(h.parent));
+	h.payload_len = KVC_BF_MAX_PAYLOAD;
+	memset(h.node_id, 'n', KVC_BF_NODE_ID_SIZE);
+	TAP_CHECK(kvc_bf_encode_header(&h, b) == 0);
+	TAP_CHECK(kvc_bf_decode_header(b, &back) == 0);
+	TAP_CHECK(back.flags == KVC_BF_F_FIRST);
+	TAP_CHECK(back.payload_len == KVC_BF_MAX_PAYLOAD);
+	TAP_CHECK(strlen(back.node_id) == KVC_BF_NODE_ID_SIZE);
+}
+
+static void encode_errors(void)
+{
+	struct kvc_bf_header h;
+	uint8_t b[KVC_BF_HEADER_SIZE];
+
+	fixed_header(&h);
+	h.flags = 2;
+	TAP_CHECK(kvc_bf_encode_header(&h, b) == -EINVAL);
+	fixed_header(&h);
+	h.payload_len = 0;
+	TAP_CHECK(kvc_bf_encode_header(&h, b) == -EINVAL);
+	h.payload_len = KVC_BF_MAX_PAYLOAD + 1;
+	TAP_CHECK(kvc_bf_encode_header(&h, b) == -EINVAL);
+	fixed_header(&h);
+	h.flags = KVC_BF_F_FIRST;	/* with a parent */
+	TAP_CHECK(kvc_bf_encode_header(&h, b) == -EINVAL);
+	fixed_header(&h);
+	memset(h.parent, 0, sizeof(h.parent));	/* later block, no parent */
+	TAP_CHECK(kvc_bf_encode_header(&h, b) == -EINVAL);
+	fixed_header(&h);
+	memset(h.node_id, 'n', sizeof(h.node_id));	/* no NUL */
+	TAP_CHECK(kvc_bf_encode_header(&h, b) == -EINVAL);
+}
+
+static void decode_errors(void)
+{
+	struct kvc_bf_header h;
+	uint8_t good[KVC_BF_HEADER_SIZE], b[KVC_BF_HEADER_SIZE];
+
+	fixed_header(&h);
+	TAP_CHECK(kvc_bf_encode_header(&h, good) == 0);
+
+	memcpy(b, good, sizeof(b));
+	b[0] = 'X';
+	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EPROTO);
+	memcpy(b, good, sizeof(b));
+	b[7] = 2;		/* the magic's last byte is part of it */
+	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EPROTO);
+
+	memcpy(b, good, sizeof(b));
+	b[8] = 2;
+	reseal(b);
+	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EPROTONOSUPPORT);
+	b[8] = 2;		/* even without a valid checksum */
+	b[30] ^= 1;
+	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EPROTONOSUPPORT);
+
+	/* Any bit of the checked range, and the checksum itself. */
+	for (int i = 8 * 8 + 32; i < 204 * 8; i += 37) {
+		memcpy(b, good, sizeof(b));
+		b[i / 8] ^= (uint8_t)(1 << (i % 8));
+		if (kvc_bf_decode_header(b, &h) != -EBADMSG) {
+			TAP_CHECK(!"bit flip not caught");
+			printf("# bit %d\n", i);
+			break;
+		}
+	}
+	memcpy(b, good, sizeof(b));
+	b[207] ^= 0x80;
+	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EBADMSG);
+
+	memcpy(b, good, sizeof(b));
+	b[13] = 0x20;		/* header size 8192 */
+	reseal(b);
+	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	memcpy(b, good, sizeof(b));
+	b[20] = 1;		/* reserved */
+	reseal(b);
+	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	memcpy(b, good, sizeof(b));
+	b[16] = 2;		/* unknown flag */
+	reseal(b);
+	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	memcpy(b, good, sizeof(b));
+	b[19] = 0x80;
+	reseal(b);
+	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	memcpy(b, good, sizeof(b));
+	b[16] = 1;		/* first block, parent not zero */
+	reseal(b);
+	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	memcpy(b, good, sizeof(b));
+	memset(b + 56, 0, 32);	/* later block, parent zero */
+	reseal(b);
+	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	memcpy(b, good, sizeof(b));
+	memset(b + 120, 0, 8);	/* payload length 0 */
+	reseal(b);
+	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	memcpy(b, good, sizeof(b));
+	memset(b + 120, 0, 8);
+	b[124] = 1;		/* 2^32 is the largest */
+	reseal(b);
+	TAP_CHECK(kvc_bf_decode_header(b, &h) == 0);
+	b[120] = 1;		/* 2^32 + 1 */
+	reseal(b);
+	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	memcpy(b, good, sizeof(b));
+	b[127] = 0x80;
+	reseal(b);
+	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	memcpy(b, good, sizeof(b));
+	b[150] = 'x';		/* after the node id's NUL */
+	reseal(b);
+	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	/* The tail is outside the checksum but must be zero. */
+	memcpy(b, good, sizeof(b));
+	b[208] = 1;
+	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	memcpy(b, good, sizeof(b));
+	b[KVC_BF_HEADER_SIZE - 1] = 0x40;
+	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+}
+
+static void path_format(void)
+{
+	uint8_t key[32];
+	char out[256], small[80];
+	const char *want = "/d/ab/cd/abcdef00000000000000000000000000"
+			   "000000000000000000000000000000ff.kvb";
+
+	memset(key, 0, sizeof(key));
+	key[0] = 0xab;
+	key[1] = 0xcd;
+	key[2] = 0xef;
+	key[31] = 0xff;
+	TAP_CHECK(kvc_bf_path("/d", key, out, sizeof(out)) == 0);
+	TAP_CHECK(strcmp(out, want) == 0);
+	TAP_CHECK(strlen(want) == 2 + 6 + 64 + 4 + 1);
+	/* Exactly fits (with its NUL), one byte short. */
+	TAP_CHECK(kvc_bf_path("/d", key, small, strlen(want) + 1) == 0);
+	TAP_CHECK(kvc_bf_path("/d", key, small, strlen(want)) ==
+		  -ENAMETOOLONG);
+	TAP_CHECK(kvc_bf_path("/d", key, small, 0) == -ENAMETOOLONG);
+}
+
+/* ---- files ------------------------------------------------------------- */
+
+static void make_header(struct kvc_bf_header *h, uint8_t keystart,
+			uint64_t len)
+{
+	memset(h, 0, sizeof(*h));
+	fill_key(h->key, keystart);
+	h->flags = KVC_BF_F_FIRST;
+	fill_key(h->ns_seed, 0x99);
+	h->payload_len = len;
+	strcpy(h->node_id, "test-node");
+}
+
+static uint8_t *pattern(size_t len, unsigned int seed)
+{
+	uint8_t *p = malloc(len);
+
+	for (size_t i = 0; p && i < len; i++)
+		p[i] = (uint8_t)((i * 2654435761U + seed) >> 7);
+	return p;
+}
+
+/* Entries of @d whose names start with ".tmp.". */
+static int count_tmp(const char *d)
+{
+	DIR *dp = opendir(d);
+	struct dirent *e;
+	int n = 0;
+
+	if (!dp)
+		return -1;
+	while ((e = readdir(dp)))
+		if (!strncmp(e->d_name, ".tmp.", 5))
+			n++;
+	closedir(dp);
+	return n;
+}
+
+static int count_entries(const char *d)
+{
+	DIR *dp = opendir(d);
+	struct dirent *e;
+	int n = 0;
+
+	if (!dp)
+		return -1;
+	while ((e = readdir(dp)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			n++;
+	closedir(dp);
+	return n;
+}
+
+static void fan_dir(const uint8_t *key, char *out, size_t len)
+{
+	snprintf(out, len, "%s/%02x/%02x", tmpdir, key[0], key[1]);
+}
+
+static void publish_then_read(void)
+{
+	static const size_t sizes[] = { 1, 4095, 4096, 65536 + 3 };
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		struct kvc_bf_header h, got;
+		size_t len = sizes[i];
+		uint8_t *p = pattern(len, (unsigned int)i);
+		uint8_t *q = malloc(len + 1);
+		char path[512];
+		struct stat st;
+
+		TAP_CHECK(p && q);
+		if (!p || !q) {
+			free(p);
+			free(q);
+			return;
+		}
+		make_header(&h, (uint8_t)(0x10 * i), len);
+		if (i == 3) {	/* a later block of a chain */
+			h.flags = 0;
+			fill_key(h.parent, 0x77);
+		}
+		TAP_CHECK(kvc_bf_publish(tmpdir, &h, p, "node-a") == 0);
+		TAP_CHECK(kvc_bf_path(tmpdir, h.key, path, sizeof(path)) == 0);
+		TAP_CHECK(stat(path, &st) == 0);
+		TAP_CHECK((size_t)st.st_size == KVC_BF_HEADER_SIZE + len);
+
+		memset(q, 0, len + 1);
+		TAP_CHECK(kvc_bf_read(tmpdir, h.key, &got, q, len) == 0);
+		TAP_CHECK(memcmp(p, q, len) == 0);
+		TAP_CHECK(q[len] == 0);
+		TAP_CHECK(got.payload_len == len);
+		TAP_CHECK(got.payload_crc == kvc_crc32c(0, p, len));
+		TAP_CHECK(got.flags == h.flags);
+		TAP_CHECK(memcmp(got.parent, h.parent, 32) == 0);
+		TAP_CHECK(memcmp(got.ns_seed, h.ns_seed, 32) == 0);
+		TAP_CHECK(got.ctime_ns != 0);	/* filled in */
+		TAP_CHECK(strcmp(got.node_id, "test-node") == 0);
+
+		/* Too small a buffer: -ENOSPC, and the length to retry. */
+		memset(&got, 0, sizeof(got));
+		TAP_CHECK(kvc_bf_read(tmpdir, h.key, &got, q, len - 1) ==
+			  -ENOSPC);
+		TAP_CHECK(got.payload_len == len);
+		free(p);
+		free(q);
+	}
+}
+
+static void publish_is_idempotent(void)
+{
+	struct kvc_bf_header h, got;
+	uint8_t p[100], q[100];
+	char d2[512];
+
+	make_header(&h, 0xa0, sizeof(p));
+	memset(p, 1, sizeof(p));
+	TAP_CHECK(kvc_bf_publish(tmpdir, &h, p, "node-a") == 0);
+	/* Another node publishes different bytes: the first copy stays. */
+	memset(p, 2, sizeof(p));
+	TAP_CHECK(kvc_bf_publish(tmpdir, &h, p, "node-b") == -EEXIST);
+	TAP_CHECK(kvc_bf_publish(tmpdir, &h, p, "node-a") == -EEXIST);
+	TAP_CHECK(kvc_bf_read(tmpdir, h.key, &got, q, sizeof(q)) == 0);
+	TAP_CHECK(q[0] == 1 && q[99] == 1);
+	fan_dir(h.key, d2, sizeof(d2));
+	TAP_CHECK(count_tmp(d2) == 0);
+	TAP_CHECK(count_entries(d2) == 1);
+
+	/* Bad arguments. */
+	TAP_CHECK(kvc_bf_publish(tmpdir, &h, p, "") == -EINVAL);
+	TAP_CHECK(kvc_bf_publish(tmpdir, &h, p, NULL) == -EINVAL);
+	TAP_CHECK(kvc_bf_publish(tmpdir, &h, p, "a/b") == -EINVAL);
+	h.payload_len = 0;
+	TAP_CHECK(kvc_bf_publish(tmpdir, &h, p, "node-a") == -EINVAL);
+	TAP_CHECK(count_tmp(d2) == 0);
+	/* The base directory is not created. */
+	make_header(&h, 0xb0, sizeof(p));
+	TAP_CHECK(kvc_bf_publish("/nonexistent-kvc-dir", &h, p, "n") ==
+		  -ENOENT);
+}
+
+/* Publish a block of @len bytes with key @ks; return its path in @path. */
+static int put(uint8_t ks, size_t len, char *path, size_t plen)
+{
+	struct kvc_bf_header h;
+	uint8_t *p = pattern(len, ks);
+	int err;
+
+	if (!p)
+		return -ENOMEM;
+	make_header(&h, ks, len);
+	err = kvc_bf_publish(tmpdir, &h, p, "node-a");
+	free(p);
+	if (!err)
+		err = kvc_bf_path(tmpdir, h.key, path, plen);
+	return err;
+}
+
+static void flip(const char *path, off_t off)
+{
+	int fd = open(path, O_RDWR);
+	uint8_t c = 0;
+
+	TAP_CHECK(fd >= 0);
+	if (fd < 0)
+		return;
+	TAP_CHECK(pread(fd, &c, 1, off) == 1);
+	c ^= 0x10;
+	TAP_CHECK(pwrite(fd, &c, 1, off) == 1);
+	close(fd);
+}
+
+static void corruption_is_detected(void)
+{
+	struct kvc_bf_header h;
+	uint8_t key[32], buf[5000];
+	char path[512], other[512], qdir[512];
+	const size_t len = 5000;
+
+	/* Truncated by one byte. */
+	TAP_CHECK(put(0xc0, len, path, sizeof(path)) == 0);
+	TAP_CHECK(truncate(path, KVC_BF_HEADER_SIZE + len - 1) == 0);
+	fill_key(key, 0xc0);
+	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -EBADMSG);
+	/* Longer than its header says. */
+	TAP_CHECK(truncate(path, KVC_BF_HEADER_SIZE + len + 1) == 0);
+	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -EBADMSG);
+	/* Shorter than a header. */
+	TAP_CHECK(truncate(path, 100) == 0);
+	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -EBADMSG);
+
+	/* A bit flip in the payload, then in the header. */
+	TAP_CHECK(put(0xc1, len, path, sizeof(path)) == 0);
+	fill_key(key, 0xc1);
+	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == 0);
+	flip(path, KVC_BF_HEADER_SIZE + 1234);
+	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -EBADMSG);
+	TAP_CHECK(put(0xc2, len, path, sizeof(path)) == 0);
+	fill_key(key, 0xc2);
+	flip(path, 100);	/* in the namespace seed */
+	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -EBADMSG);
+	/* Not a block file at all. */
+	flip(path, 0);
+	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -EPROTO);
+
+	/* A valid file under another key's name. */
+	TAP_CHECK(put(0xc3, len, path, sizeof(path)) == 0);
+	fill_key(key, 0xc4);
+	TAP_CHECK(kvc_bf_path(tmpdir, key, other, sizeof(other)) == 0);
+	/* Same fan-out directory? Not with these keys: make it. */
+	snprintf(qdir, sizeof(qdir), "%s/%02x", tmpdir, key[0]);
+	mkdir(qdir, 0755);
+	snprintf(qdir, sizeof(qdir), "%s/%02x/%02x", tmpdir, key[0], key[1]);
+	mkdir(qdir, 0755);
+	TAP_CHECK(rename(path, other) == 0);
+	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -EBADMSG);
+
+	/* Quarantine: moved aside, then a miss. */
+	TAP_CHECK(kvc_bf_quarantine(tmpdir, key) == 0);
+	TAP_CHECK(access(other, F_OK) == -1 && errno == ENOENT);
+	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -ENOENT);
+	snprintf(qdir, sizeof(qdir), "%s/quarantine", tmpdir);
+	TAP_CHECK(count_entries(qdir) == 1);
+	TAP_CHECK(kvc_bf_quarantine(tmpdir, key) == -ENOENT);
+	/* The slot is free again: a good copy can be published. */
+	TAP_CHECK(put(0xc4, len, path, sizeof(path)) == 0);
+	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == 0);
+
+	/* Never published. */
+	fill_key(key, 0xee);
+	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -ENOENT);
+}
+
+/* The checks of read_only_directory(), as the owner of the directory ro. */
+static void read_only_body(const char *ro)
+{
+	struct kvc_bf_header h;
+	uint8_t p[64];
+	char d2[256];
+
+	TAP_CHECK(chmod(ro, 0500) == 0);
+	make_header(&h, 0x50, sizeof(p));
+	memset(p, 3, sizeof(p));
+	TAP_CHECK(kvc_bf_publish(ro, &h, p, "node-a") == -EACCES);
+	TAP_CHECK(count_entries(ro) == 0);
+
+	/* Fan-out directories exist but the leaf is read-only: the temp
+	 * file cannot be created, and nothing is left. */
+	TAP_CHECK(chmod(ro, 0700) == 0);
+	TAP_CHECK(kvc_bf_publish(ro, &h, p, "node-a") == 0);
+	h.key[2] ^= 1;	/* same aa/bb */
+	snprintf(d2, sizeof(d2), "%s/%02x/%02x", ro, h.key[0], h.key[1]);
+	TAP_CHECK(chmod(d2, 0500) == 0);
+	TAP_CHECK(kvc_bf_publish(ro, &h, p, "node-a") == -EACCES);
+	TAP_CHECK(count_entries(d2) == 1);
+	TAP_CHECK(chmod(d2, 0700) == 0);
+}
+
+/*
+ * Permission denied: clear errors and nothing left behind. Root ignores
+ * directory permissions, so as root the checks run in a child that has
+ * dropped to nobody, in a directory nobody owns.
+ */
+static void read_only_directory(void)
+{
+	const uid_t nobody = 65534;
+	char ro[128];
+	pid_t pid;
+	int st;
+
+	snprintf(ro, sizeof(ro), "%s/ro", tmpdir);
+	TAP_CHECK(mkdir(ro, 0700) == 0);
+	if (geteuid() != 0) {
+		read_only_body(ro);
+		return;
+	}
+	TAP_CHECK(chown(ro, nobody, nobody) == 0);
+	TAP_CHECK(chmod(tmpdir, 0711) == 0);	/* nobody may pass through */
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		if (setgroups(0, NULL) || setgid(nobody) || setuid(nobody))
+			_exit(2);
+		read_only_body(ro);
+		fflush(stdout);
+		_exit(tap_cur_failed ? 1 : 0);
+	}
+	TAP_CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+		  WEXITSTATUS(st) == 0);
+	TAP_CHECK(chmod(tmpdir, 0700) == 0);
+}
+
+static int rm_one(const char *path, const struct stat *st, int type,
+		  struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if (type == FTW_DP)
+		return rmdir(path);
+	return unlink(path);
+}
+
+int main(void)
+{
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/kvc-bf-XXXXXX");
+	if (!mkdtemp(tmpdir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	TAP_RUN(crc32c_vectors);
+	TAP_RUN(header_golden_and_round_trip);
+	TAP_RUN(encode_errors);
+	TAP_RUN(decode_errors);
+	TAP_RUN(path_format);
+	TAP_RUN(publish_then_read);
+	TAP_RUN(publish_is_idempotent);
+	TAP_RUN(corruption_is_detected);
+	TAP_RUN(read_only_directory);
+	if (nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS))
+		perror("cleanup");
+	return tap_done();
+}
