@@ -1021,8 +1021,8 @@ static int kvcd_request(void *ctx, struct kvc_peer *p, const uint8_t *msg,
 		return kvcd_flush(d, p, &m, reply);
 	case KVC_MSG_NS_LIST:
 		return kvcd_ns_list(d, &m, reply);
-	default:
-		return kvcd_error(reply, &m, -EOPNOTSUPP, "not implemented");
+	default:	/* a request type newer than this daemon */
+		return kvcd_error(reply, &m, -EOPNOTSUPP, "unknown request type");
 	}
 }
 

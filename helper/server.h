@@ -36,7 +36,6 @@ struct kvc_peer {
 	gid_t gid;
 	gid_t *groups;		/* SO_PEERGROUPS: supplementary groups */
 	uint32_t ngroups;
-	void *priv;		/* the daemon's */
 };
 
 struct kvc_server_ops {

@@ -358,8 +358,11 @@ TEST_F_TIMEOUT(p2p, pool_block_to_file_and_back, 600)
 TEST_F_TIMEOUT(p2p, bad_input_gets_its_documented_error, 600)
 {
 	struct kvcache_xfer x = { .size = sizeof(x), .eventfd = -1 };
+	struct kvcache_xfer_reap rp;
+	struct kvcache_region rr;
 	struct kvcache_xfer_entry e;
 	uint32_t h, h2, failed;
+	int ret;
 	int f = pattern_file("bad", 1 << 20, 1, O_RDONLY);
 	int buffered = open(MNT "/bad", O_RDONLY | O_CLOEXEC);
 	int wronly = open(MNT "/bad", O_WRONLY | O_DIRECT | O_CLOEXEC);
@@ -382,6 +385,24 @@ TEST_F_TIMEOUT(p2p, bad_input_gets_its_documented_error, 600)
 	ASSERT_EQ(0, region_reg(self->fd, self->prov, 0, 1 << 20, &h));
 	EXPECT_EQ(-EBUSY, region_reg(self->fd, self->prov, 4096, 4096, &h2));
 	EXPECT_EQ(-ENOENT, region_unreg(self->fd, h + 1000));
+	/* Flags, reserved bytes and outputs must be zero. */
+	rr = (struct kvcache_region){
+		.size = sizeof(rr), .provider = (uint32_t)self->prov,
+		.offset = 1 << 20, .length = 4096, .flags = 1,
+	};
+	ret = kvc_ioc(self->fd, KVCACHE_IOC_REGION_REGISTER, &rr);
+	EXPECT_EQ(-EINVAL, ret);
+	rr.flags = 0;
+	rr.reserved[1] = 1;
+	ret = kvc_ioc(self->fd, KVCACHE_IOC_REGION_REGISTER, &rr);
+	EXPECT_EQ(-EINVAL, ret);
+	rr.reserved[1] = 0;
+	rr.handle = h;
+	ret = kvc_ioc(self->fd, KVCACHE_IOC_REGION_REGISTER, &rr);
+	EXPECT_EQ(-EINVAL, ret);
+	/* UNREGISTER takes the handle and nothing else. */
+	ret = kvc_ioc(self->fd, KVCACHE_IOC_REGION_UNREGISTER, &rr);
+	EXPECT_EQ(-EINVAL, ret);
 
 	/* Entries: each fails alone, with its own result. */
 	struct { struct kvcache_xfer_entry e; int64_t want; } c[] = {
@@ -442,6 +463,20 @@ TEST_F_TIMEOUT(p2p, bad_input_gets_its_documented_error, 600)
 	x.eventfd = -2;
 	EXPECT_EQ(-EINVAL, kvc_ioc(self->fd, KVCACHE_IOC_XFER, &x));
 	EXPECT_EQ(-ENOENT, reap(self->fd, 12345, &e, 1, 0));
+	rp = (struct kvcache_xfer_reap){
+		.size = sizeof(rp), .flags = 2, .count = 1, .id = 1,
+		.entries = (uintptr_t)&e,
+	};
+	ret = kvc_ioc(self->fd, KVCACHE_IOC_XFER_REAP, &rp);
+	EXPECT_EQ(-EINVAL, ret);
+	rp.flags = 0;
+	rp.failed = 1;		/* an output */
+	ret = kvc_ioc(self->fd, KVCACHE_IOC_XFER_REAP, &rp);
+	EXPECT_EQ(-EINVAL, ret);
+	rp.failed = 0;
+	rp.id = 1ULL << 32;	/* no id is that large */
+	ret = kvc_ioc(self->fd, KVCACHE_IOC_XFER_REAP, &rp);
+	EXPECT_EQ(-EINVAL, ret);
 
 	EXPECT_EQ(0, region_unreg(self->fd, h));
 	EXPECT_EQ(-ENOENT, region_unreg(self->fd, h));
@@ -576,6 +611,8 @@ TEST_F_TIMEOUT(p2p, nvme_cmb_as_a_p2pmem_provider, 600)
 	EXPECT_EQ(-EOPNOTSUPP, write_str(PROVIDERS "/add", self->gpu));
 	EXPECT_EQ(-EINVAL, write_str(PROVIDERS "/add", "not-a-device"));
 	EXPECT_EQ(-ENODEV, write_str(PROVIDERS "/add", "0000:7f:1f.7"));
+	EXPECT_EQ(-EINVAL, write_str(PROVIDERS "/remove", "not-a-number"));
+	EXPECT_EQ(-ENOENT, write_str(PROVIDERS "/remove", "99999"));
 	cmb = provider_of(self->nvme);
 	ASSERT_LE(0, cmb);
 	snprintf(path, sizeof(path), PROVIDERS "/%d/kind", cmb);
