@@ -38,7 +38,7 @@ static void fixed_header(struct kvc_bf_header *h)
 	h->flags = 0;
 	fill_key(h->key, 0x00);
 	fill_key(h->parent, 0x20);
-	fill_key(h->ns_seed, 0x40);
+	h->ns_id = 0x44434241;
 	h->payload_len = 0x10000;
 	h->payload_crc = 0xdeadbeef;
 	h->ctime_ns = 0x0102030405060708ULL;
@@ -82,6 +82,43 @@ static void crc32c_vectors(void)
 				     32 - off) == 0x46DD794E);
 }
 
+/* The SSE 4.2 path and the tables agree, at every length and offset. */
+static void crc32c_hw_matches_sw(void)
+{
+	uint8_t buf[4096 + 64];
+
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(i * 2654435761U >> 13);
+	for (size_t off = 0; off < 16; off++)
+		for (size_t len = 0; len < sizeof(buf) - 16; len += 1 + len / 3)
+			if (kvc_crc32c(0x1234, buf + off, len) !=
+			    kvc_crc32c_sw(0x1234, buf + off, len)) {
+				TAP_CHECK(!"hardware and table CRC differ");
+				printf("# off %zu len %zu\n", off, len);
+				return;
+			}
+	TAP_CHECK(kvc_crc32c_sw(0, "123456789", 9) == 0xE3069283);
+}
+
+static void names_parse(void)
+{
+	uint8_t key[32], back[32];
+	char path[256];
+
+	fill_key(key, 0xf0);
+	TAP_CHECK(kvc_bf_path("/d", key, path, sizeof(path)) == 0);
+	TAP_CHECK(kvc_bf_parse_name(strrchr(path, '/') + 1, back) == 0);
+	TAP_CHECK(memcmp(key, back, 32) == 0);
+	TAP_CHECK(kvc_bf_parse_name(".tmp.a.1.2.f0f1", back) == -EINVAL);
+	TAP_CHECK(kvc_bf_parse_name("quarantine", back) == -EINVAL);
+	path[strlen(path) - 5] = 'G';	/* not hex */
+	TAP_CHECK(kvc_bf_parse_name(strrchr(path, '/') + 1, back) == -EINVAL);
+	TAP_CHECK(kvc_bf_parse_name("", back) == -EINVAL);
+	TAP_CHECK(kvc_bf_file_size(1) == 8192);
+	TAP_CHECK(kvc_bf_file_size(4096) == 8192);
+	TAP_CHECK(kvc_bf_file_size(4097) == 12288);
+}
+
 static void header_golden_and_round_trip(void)
 {
 	static const uint8_t golden[64] = {
@@ -108,12 +145,15 @@ static void header_golden_and_round_trip(void)
 	fixed_header(&h);
 	TAP_CHECK(kvc_bf_encode_header(&h, b) == 0);
 	TAP_CHECK(memcmp(b, golden, sizeof(golden)) == 0);
-	TAP_CHECK(b[88] == 0x40 && b[119] == 0x5f);	/* namespace seed */
+	TAP_CHECK(b[88] == 0x41 && b[91] == 0x44);	/* namespace id */
+	for (int i = 92; i < 120; i++)			/* reserved */
+		if (b[i])
+			zero_tail = 0;
 	TAP_CHECK(memcmp(b + 120, golden_tail, sizeof(golden_tail)) == 0);
 	TAP_CHECK(memcmp(b + 140, "node-a", 7) == 0 && b[203] == 0);
 	/* Header checksum, little-endian at 204 (computed in Python). */
-	TAP_CHECK(b[204] == 0x45 && b[205] == 0x5e && b[206] == 0xb0 &&
-		  b[207] == 0x8a);
+	TAP_CHECK(b[204] == 0x8d && b[205] == 0xf7 && b[206] == 0x05 &&
+		  b[207] == 0x3f);
 	for (int i = 208; i < KVC_BF_HEADER_SIZE; i++)
 		if (b[i])
 			zero_tail = 0;
@@ -124,7 +164,7 @@ static void header_golden_and_round_trip(void)
 	TAP_CHECK(back.flags == h.flags);
 	TAP_CHECK(memcmp(back.key, h.key, 32) == 0);
 	TAP_CHECK(memcmp(back.parent, h.parent, 32) == 0);
-	TAP_CHECK(memcmp(back.ns_seed, h.ns_seed, 32) == 0);
+	TAP_CHECK(back.ns_id == h.ns_id);
 	TAP_CHECK(back.payload_len == h.payload_len);
 	TAP_CHECK(back.payload_crc == h.payload_crc);
 	TAP_CHECK(back.ctime_ns == h.ctime_ns);
@@ -212,6 +252,10 @@ static void decode_errors(void)
 	reseal(b);
 	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
 	memcpy(b, good, sizeof(b));
+	b[100] = 1;		/* reserved, after the namespace id */
+	reseal(b);
+	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	memcpy(b, good, sizeof(b));
 	b[16] = 2;		/* unknown flag */
 	reseal(b);
 	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
@@ -286,7 +330,7 @@ static void make_header(struct kvc_bf_header *h, uint8_t keystart,
 	memset(h, 0, sizeof(*h));
 	fill_key(h->key, keystart);
 	h->flags = KVC_BF_F_FIRST;
-	fill_key(h->ns_seed, 0x99);
+	h->ns_id = 7;
 	h->payload_len = len;
 	strcpy(h->node_id, "test-node");
 }
@@ -362,7 +406,8 @@ static void publish_then_read(void)
 		TAP_CHECK(kvc_bf_publish(tmpdir, &h, p, "node-a") == 0);
 		TAP_CHECK(kvc_bf_path(tmpdir, h.key, path, sizeof(path)) == 0);
 		TAP_CHECK(stat(path, &st) == 0);
-		TAP_CHECK((size_t)st.st_size == KVC_BF_HEADER_SIZE + len);
+		TAP_CHECK((uint64_t)st.st_size == kvc_bf_file_size(len));
+		TAP_CHECK(st.st_size % 4096 == 0);
 
 		memset(q, 0, len + 1);
 		TAP_CHECK(kvc_bf_read(tmpdir, h.key, &got, q, len) == 0);
@@ -372,7 +417,7 @@ static void publish_then_read(void)
 		TAP_CHECK(got.payload_crc == kvc_crc32c(0, p, len));
 		TAP_CHECK(got.flags == h.flags);
 		TAP_CHECK(memcmp(got.parent, h.parent, 32) == 0);
-		TAP_CHECK(memcmp(got.ns_seed, h.ns_seed, 32) == 0);
+		TAP_CHECK(got.ns_id == 7);
 		TAP_CHECK(got.ctime_ns != 0);	/* filled in */
 		TAP_CHECK(strcmp(got.node_id, "test-node") == 0);
 
@@ -458,11 +503,14 @@ static void corruption_is_detected(void)
 
 	/* Truncated by one byte. */
 	TAP_CHECK(put(0xc0, len, path, sizeof(path)) == 0);
-	TAP_CHECK(truncate(path, KVC_BF_HEADER_SIZE + len - 1) == 0);
+	TAP_CHECK(truncate(path, (off_t)kvc_bf_file_size(len) - 1) == 0);
 	fill_key(key, 0xc0);
 	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -EBADMSG);
+	/* Cut to the end of the payload, before the padding. */
+	TAP_CHECK(truncate(path, KVC_BF_HEADER_SIZE + len) == 0);
+	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -EBADMSG);
 	/* Longer than its header says. */
-	TAP_CHECK(truncate(path, KVC_BF_HEADER_SIZE + len + 1) == 0);
+	TAP_CHECK(truncate(path, (off_t)kvc_bf_file_size(len) + 4096) == 0);
 	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -EBADMSG);
 	/* Shorter than a header. */
 	TAP_CHECK(truncate(path, 100) == 0);
@@ -474,9 +522,14 @@ static void corruption_is_detected(void)
 	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == 0);
 	flip(path, KVC_BF_HEADER_SIZE + 1234);
 	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -EBADMSG);
+	/* In the padding, which the CRC does not cover. */
+	TAP_CHECK(put(0xc5, len, path, sizeof(path)) == 0);
+	fill_key(key, 0xc5);
+	flip(path, KVC_BF_HEADER_SIZE + len + 7);
+	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -EBADMSG);
 	TAP_CHECK(put(0xc2, len, path, sizeof(path)) == 0);
 	fill_key(key, 0xc2);
-	flip(path, 100);	/* in the namespace seed */
+	flip(path, 100);	/* in the reserved bytes */
 	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -EBADMSG);
 	/* Not a block file at all. */
 	flip(path, 0);
@@ -587,6 +640,8 @@ int main(void)
 		return 1;
 	}
 	TAP_RUN(crc32c_vectors);
+	TAP_RUN(crc32c_hw_matches_sw);
+	TAP_RUN(names_parse);
 	TAP_RUN(header_golden_and_round_trip);
 	TAP_RUN(encode_errors);
 	TAP_RUN(decode_errors);
