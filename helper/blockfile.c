@@ -10,6 +10,10 @@
  * the filesystem takes it (a 64 MiB block then does not evict the page
  * cache the DRAM tier lives in), buffered otherwise.
  */
+/* O_DIRECT and renameat2(): also when a test builds this file alone. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include "blockfile.h"
 
 #include <errno.h>
@@ -647,25 +651,24 @@ static int read_all(int fd, uint8_t *buf, size_t n, uint64_t off)
 }
 
 int kvc_bf_read_header(const char *path, struct kvc_bf_header *h,
-		       uint64_t *size)
+		       struct stat *st)
 {
 	uint8_t hdr[KVC_BF_HEADER_SIZE];
-	struct stat st;
 	int fd, err;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st)) {
+		return errno == ELOOP ? -EBADMSG : -errno;
+	if (fstat(fd, st)) {
 		err = -errno;
-	} else if (!S_ISREG(st.st_mode) || st.st_size < KVC_BF_HEADER_SIZE) {
+	} else if (!S_ISREG(st->st_mode) || st->st_size < KVC_BF_HEADER_SIZE) {
 		err = -EBADMSG;
 	} else {
-		*size = (uint64_t)st.st_size;
 		err = read_all(fd, hdr, sizeof(hdr), 0);
 		if (!err)
 			err = kvc_bf_decode_header(hdr, h);
-		if (!err && *size != kvc_bf_file_size(h->payload_len))
+		if (!err && (uint64_t)st->st_size !=
+			    kvc_bf_file_size(h->payload_len))
 			err = -EBADMSG;
 	}
 	close(fd);
@@ -676,6 +679,7 @@ int kvc_bf_read(const char *dir, const uint8_t key[KVC_BF_KEY_SIZE],
 		struct kvc_bf_header *h, void *payload, size_t cap)
 {
 	char path[PATH_MAX];
+	struct stat st;
 	uint64_t size;
 	void *mem = NULL;
 	int fd, err;
@@ -683,7 +687,8 @@ int kvc_bf_read(const char *dir, const uint8_t key[KVC_BF_KEY_SIZE],
 	err = kvc_bf_path(dir, key, path, sizeof(path));
 	if (err)
 		return err;
-	err = kvc_bf_read_header(path, h, &size);
+	err = kvc_bf_read_header(path, h, &st);
+	size = (uint64_t)st.st_size;
 	if (err)
 		return err;
 	if (memcmp(h->key, key, KVC_BF_KEY_SIZE))

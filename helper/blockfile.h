@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #define KVC_BF_HEADER_SIZE	4096
 #define KVC_BF_ALIGN		4096	/* payload padding, O_DIRECT unit */
@@ -172,13 +173,14 @@ int kvc_bf_publish(const char *dir, const struct kvc_bf_header *h,
 		   const void *payload, const char *tmp_tag);
 
 /*
- * Read the header of the block file at @path, and its size into *@size.
+ * Read the header of the block file at @path, and its attributes into
+ * *@st.
  * Returns 0, or -EBADMSG when the file is not a regular file or its size
  * does not match the header, the errors of kvc_bf_decode_header(), or
  * -errno of open/read. The payload is not read (a recovery scan).
  */
 int kvc_bf_read_header(const char *path, struct kvc_bf_header *h,
-		       uint64_t *size);
+		       struct stat *st);
 
 /*
  * Read and verify @key's block under @dir into @h and @payload (@cap

@@ -474,3 +474,17 @@ uint64_t kvc_index_fingerprint(const struct kvc_index *idx, uint32_t id)
 
 	return e ? kvc_index_hash(idx, e->ns, e->key) : 0;
 }
+
+void kvc_index_prune(struct kvc_index *idx, uint32_t id)
+{
+	while (id != KVC_ID_NONE) {
+		const struct kvc_entry *e = kvc_index_entry(idx, id);
+		uint32_t parent;
+
+		if (!e || e->tiers || e->nchild)
+			return;
+		parent = e->parent;
+		kvc_index_remove(idx, id);
+		id = parent;
+	}
+}

@@ -145,6 +145,13 @@ int kvc_index_clear(struct kvc_index *idx, uint32_t id, unsigned int tier);
 int kvc_index_remove(struct kvc_index *idx, uint32_t id);
 
 /*
+ * Remove id if it is present in no tier and has no children, then its
+ * parent on the same terms, and so on up the chain: what is left of a
+ * chain once its last copies are gone. A no-op for any other entry.
+ */
+void kvc_index_prune(struct kvc_index *idx, uint32_t id);
+
+/*
  * Iteration in id order: the first entry with id >= from, or KVC_ID_NONE.
  *   for (id = kvc_index_next(idx, 0); id != KVC_ID_NONE;
  *        id = kvc_index_next(idx, id + 1))

@@ -1,0 +1,1031 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * tier: a persistent tier's directory, accounting, GC and rescans (see
+ * tier.h and Documentation/tiers.md).
+ *
+ * Per-entry state lives in arrays indexed by index id, grown on demand:
+ *   mark[id]      the rescan pass that last saw (or wrote) the file
+ *   touched[id]   when this node last renewed the file's lease, seconds
+ *   spilling[id]  a write of the block is in flight
+ * Ids are reused after an entry leaves the index, so these are hints
+ * (a stale one costs at most a skipped spill or an early lease renewal);
+ * what a finished request applies to is found again by (ns, key).
+ *
+ * A request in flight has a pend record (one per I/O slot) holding its
+ * namespace, key and size; its index is the tierio cookie.
+ */
+#include "tier.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "policy.h"
+
+#define TIER_GC_SLACK		32	/* GC tries past one per block */
+#define TIER_TMP_MAX_AGE	3600	/* s: any write is done by then */
+
+struct pend {
+	bool used;
+	bool write;
+	bool first;			/* write: no parent */
+	uint32_t ns;
+	uint32_t id;
+	uint8_t key[KVC_BF_KEY_SIZE];
+	uint8_t parent[KVC_BF_KEY_SIZE];	/* write */
+	uint64_t size;			/* file bytes */
+	uint64_t cookie;
+};
+
+/* A block file a scan found and the index does not have yet. */
+struct rec {
+	uint32_t ns;
+	bool first;
+	uint8_t key[KVC_BF_KEY_SIZE];
+	uint8_t parent[KVC_BF_KEY_SIZE];
+	uint64_t size;
+	int64_t mtime;
+};
+
+struct kvc_tier {
+	struct kvc_tier_config cfg;
+	char dir[PATH_MAX - 64];	/* room for ns<id>/aa/bb/<key>.kvb */
+	char node[KVC_BF_MAX_TAG + 1];
+	struct kvc_index *idx;
+	struct kvc_policy *policy;
+	struct kvc_tio *tio;
+	bool writable;
+	int write_err;			/* why not writable */
+	struct kvc_tier_stats st;
+
+	uint32_t *mark, *touched;
+	uint8_t *spilling;
+	size_t nids;			/* length of the arrays */
+
+	struct pend *pend;		/* cfg.depth records */
+
+	/* The rescan in progress (shared tiers). */
+	uint32_t pass;			/* number of the pass, from 1 */
+	bool in_pass;
+	uint32_t *scan_ns;		/* namespaces of this pass */
+	size_t scan_nns, scan_pos;	/* position: ns index * 256 + aa */
+	struct rec *recs;
+	size_t nrecs, caprecs;
+	size_t *chain, capchain;	/* insert_rec()'s stack */
+	uint64_t pass_bytes;		/* bytes of files seen this pass */
+	uint64_t orphan_bytes;		/* unreachable files' bytes */
+	struct timespec pass_start, last_step;
+};
+
+static int64_t now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec;
+}
+
+static double mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The namespace's directory: dir/ns<id> (t->dir leaves room for it). */
+static void ns_dir(const struct kvc_tier *t, uint32_t ns, char *out,
+		   size_t len)
+{
+	if (snprintf(out, len, "%s/ns%u", t->dir, ns) >= (int)len)
+		out[0] = '\0';
+}
+
+static int ensure_ids(struct kvc_tier *t, uint32_t id)
+{
+	size_t n = t->nids ? t->nids : 1024;
+	uint32_t *m, *tc;
+	uint8_t *sp;
+
+	if (id < t->nids)
+		return 0;
+	while (n <= id)
+		n *= 2;
+	m = realloc(t->mark, n * sizeof(*m));
+	if (m)
+		t->mark = m;
+	tc = realloc(t->touched, n * sizeof(*tc));
+	if (tc)
+		t->touched = tc;
+	sp = realloc(t->spilling, n);
+	if (sp)
+		t->spilling = sp;
+	if (!m || !tc || !sp)
+		return -ENOMEM;
+	memset(m + t->nids, 0, (n - t->nids) * sizeof(*m));
+	memset(tc + t->nids, 0, (n - t->nids) * sizeof(*tc));
+	memset(sp + t->nids, 0, n - t->nids);
+	t->nids = n;
+	return 0;
+}
+
+/* ---- presence ------------------------------------------------------------ */
+
+static bool is_present(const struct kvc_tier *t, uint32_t id)
+{
+	const struct kvc_entry *e = kvc_index_entry(t->idx, id);
+
+	return e && (e->tiers & (1u << t->cfg.tier));
+}
+
+static int set_present(struct kvc_tier *t, uint32_t id, uint64_t size)
+{
+	union kvc_loc loc = { .u64 = size };
+	int ret;
+
+	if (is_present(t, id))
+		return 0;
+	ret = ensure_ids(t, id);
+	if (!ret)
+		ret = kvc_index_set(t->idx, id, t->cfg.tier, loc);
+	if (ret)
+		return ret;
+	kvc_policy_on_insert(t->policy, id);
+	t->mark[id] = t->pass;
+	t->st.usage += size;
+	t->st.blocks++;
+	return 0;
+}
+
+/* The file is gone (or going): the entry is no longer in this tier. */
+static void set_absent(struct kvc_tier *t, uint32_t id)
+{
+	const struct kvc_entry *e = kvc_index_entry(t->idx, id);
+	uint64_t size;
+
+	if (!e || !(e->tiers & (1u << t->cfg.tier)))
+		return;
+	size = e->loc[t->cfg.tier].u64;
+	kvc_index_clear(t->idx, id, t->cfg.tier);
+	kvc_policy_on_remove(t->policy, id);
+	t->st.usage -= size < t->st.usage ? size : t->st.usage;
+	t->st.blocks--;
+	kvc_index_prune(t->idx, id);
+}
+
+static int file_path(const struct kvc_tier *t, uint32_t ns,
+		     const uint8_t *key, char *out, size_t len)
+{
+	char d[PATH_MAX];
+
+	ns_dir(t, ns, d, sizeof(d));
+	return kvc_bf_path(d, key, out, len);
+}
+
+/* Move a corrupt file aside for examination; count it. */
+static void quarantine(struct kvc_tier *t, uint32_t ns, const uint8_t *key)
+{
+	char d[PATH_MAX];
+
+	ns_dir(t, ns, d, sizeof(d));
+	t->st.corrupt++;
+	if (kvc_bf_quarantine(d, key) && t->writable)
+		fprintf(stderr, "kvcached: %s: cannot quarantine a corrupt block\n",
+			d);
+}
+
+static bool corrupt_err(int err)
+{
+	return err == -EBADMSG || err == -EPROTO || err == -EPROTONOSUPPORT ||
+	       err == -EINVAL;
+}
+
+/* ---- open and close ------------------------------------------------------- */
+
+int kvc_tier_open(struct kvc_tier **out, const struct kvc_tier_config *cfg,
+		  struct kvc_index *idx)
+{
+	struct kvc_tio_config tc = {
+		.depth = cfg->depth, .max_payload = cfg->max_payload,
+		.fsync = cfg->fsync, .tag = cfg->node,
+	};
+	struct kvc_tier *t;
+	struct stat st;
+	int ret;
+
+	if ((cfg->tier != KVC_TIER_G3 && cfg->tier != KVC_TIER_G4) ||
+	    !cfg->dir || cfg->dir[0] != '/' || !cfg->node ||
+	    strlen(cfg->node) > KVC_BF_MAX_TAG)
+		return -EINVAL;
+	if (strlen(cfg->dir) >= sizeof(t->dir))
+		return -ENAMETOOLONG;
+	if (stat(cfg->dir, &st))
+		return -errno;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->cfg = *cfg;
+	strcpy(t->dir, cfg->dir);
+	strcpy(t->node, cfg->node);
+	t->cfg.dir = t->dir;
+	t->cfg.node = t->node;
+	t->idx = idx;
+	t->pass = 1;
+	t->writable = access(t->dir, W_OK) == 0;
+	t->write_err = t->writable ? 0 : -errno;
+	t->st.last_error = t->write_err;
+	t->pend = calloc(cfg->depth ? cfg->depth : 1, sizeof(*t->pend));
+	ret = t->pend ? 0 : -ENOMEM;
+	if (!ret)
+		ret = kvc_policy_create(&t->policy, "lru", idx, cfg->tier, 1024);
+	if (!ret)
+		ret = kvc_tio_create(&t->tio, &tc);
+	if (ret) {
+		kvc_tier_close(t);
+		return ret;
+	}
+	*out = t;
+	return 0;
+}
+
+void kvc_tier_close(struct kvc_tier *t)
+{
+	if (!t)
+		return;
+	kvc_tio_destroy(t->tio);
+	kvc_policy_destroy(t->policy);
+	free(t->pend);
+	free(t->mark);
+	free(t->touched);
+	free(t->spilling);
+	free(t->scan_ns);
+	free(t->recs);
+	free(t->chain);
+	free(t);
+}
+
+/* ---- scanning ------------------------------------------------------------- */
+
+static int rec_cmp(const void *a, const void *b)
+{
+	const struct rec *x = a, *y = b;
+
+	if (x->ns != y->ns)
+		return x->ns < y->ns ? -1 : 1;
+	return memcmp(x->key, y->key, KVC_BF_KEY_SIZE);
+}
+
+static int push_rec(struct kvc_tier *t, const struct rec *r)
+{
+	if (t->nrecs == t->caprecs) {
+		size_t cap = t->caprecs ? t->caprecs * 2 : 1024;
+		struct rec *n = realloc(t->recs, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		t->recs = n;
+		t->caprecs = cap;
+	}
+	t->recs[t->nrecs++] = *r;
+	return 0;
+}
+
+/*
+ * A temp file: ours from an earlier run of this node (the pid differs:
+ * it crashed mid-write) goes now; anyone's older than an hour goes too.
+ */
+static void scan_tmp(struct kvc_tier *t, const char *path, const char *name,
+		     int64_t now)
+{
+	char mine[KVC_BF_MAX_TAG + 32];
+	size_t n = (size_t)snprintf(mine, sizeof(mine), ".tmp.%s.", t->node);
+	struct stat st;
+
+	if (!t->writable || lstat(path, &st))
+		return;
+	if (!strncmp(name, mine, n)) {
+		if (atol(name + n) != (long)getpid())
+			unlink(path);
+	} else if (now - st.st_mtime > TIER_TMP_MAX_AGE) {
+		unlink(path);
+	}
+}
+
+/* One leaf directory (ns<id>/aa/bb) of a scan. */
+static void scan_leaf(struct kvc_tier *t, uint32_t ns, const char *leaf,
+		      int64_t now)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *dp = opendir(leaf);
+
+	if (!dp)
+		return;
+	while ((de = readdir(dp))) {
+		struct kvc_bf_header h;
+		struct stat st;
+		struct rec r;
+		uint32_t id;
+		int err;
+
+		if (de->d_name[0] == '.' && strncmp(de->d_name, ".tmp.", 5))
+			continue;
+		if (snprintf(path, sizeof(path), "%s/%s", leaf, de->d_name) >=
+		    (int)sizeof(path))
+			continue;
+		if (!strncmp(de->d_name, ".tmp.", 5)) {
+			scan_tmp(t, path, de->d_name, now);
+			continue;
+		}
+		if (kvc_bf_parse_name(de->d_name, r.key))
+			continue;	/* not ours: left alone */
+		if (!kvc_index_find(t->idx, ns, r.key, &id) &&
+		    is_present(t, id)) {
+			t->mark[id] = t->pass;
+			t->pass_bytes +=
+				kvc_index_entry(t->idx, id)->loc[t->cfg.tier].u64;
+			continue;
+		}
+		err = kvc_bf_read_header(path, &h, &st);
+		if (corrupt_err(err) ||
+		    (!err && (h.ns_id != ns ||
+			      memcmp(h.key, r.key, KVC_BF_KEY_SIZE)))) {
+			quarantine(t, ns, r.key);
+			continue;
+		}
+		if (err)
+			continue;	/* gone meanwhile, or unreadable */
+		r.ns = ns;
+		r.first = h.flags & KVC_BF_F_FIRST;
+		memcpy(r.parent, h.parent, KVC_BF_KEY_SIZE);
+		r.size = (uint64_t)st.st_size;
+		r.mtime = st.st_mtime;
+		t->pass_bytes += r.size;
+		push_rec(t, &r);
+	}
+	closedir(dp);
+}
+
+/* ns<id>/aa: its up to 256 leaves. */
+static void scan_step(struct kvc_tier *t, uint32_t ns, unsigned int aa,
+		      int64_t now)
+{
+	char d[PATH_MAX], leaf[PATH_MAX];
+	struct dirent *de;
+	DIR *dp;
+
+	ns_dir(t, ns, d, sizeof(d));
+	if (snprintf(leaf, sizeof(leaf), "%s/%02x", d, aa & 0xff) >=
+	    (int)sizeof(leaf))
+		return;
+	dp = opendir(leaf);
+	if (!dp)
+		return;
+	while ((de = readdir(dp))) {
+		char sub[PATH_MAX];
+
+		if (strlen(de->d_name) != 2 || de->d_name[0] == '.')
+			continue;
+		if (snprintf(sub, sizeof(sub), "%s/%s", leaf, de->d_name) >=
+		    (int)sizeof(sub))
+			continue;
+		scan_leaf(t, ns, sub, now);
+	}
+	closedir(dp);
+}
+
+/*
+ * A file whose parent is nowhere, nor any ancestor's: another node may be
+ * publishing its chain; past the grace it goes.
+ */
+static void unreachable(struct kvc_tier *t, struct rec *r, int64_t now)
+{
+	char path[PATH_MAX];
+
+	if (r->size == 0)	/* already counted: a cycle */
+		return;
+	t->st.unreachable++;
+	if (t->writable &&
+	    now - r->mtime > (int64_t)(t->cfg.grace_ms / 1000)) {
+		if (!file_path(t, r->ns, r->key, path, sizeof(path)))
+			unlink(path);
+	} else {
+		t->orphan_bytes += r->size;
+	}
+	r->size = 0;
+}
+
+/*
+ * Insert record i, its parents first (they may be later records): climb
+ * to a record whose parent is in the index, stacking the way, then insert
+ * on the way down. The stack is as deep as a prompt is long, so it grows;
+ * it is deeper than there are records only around a cycle, which only a
+ * forged file can make.
+ */
+static int insert_rec(struct kvc_tier *t, size_t i, int64_t now)
+{
+	struct rec probe;
+	size_t depth = 0;
+	uint32_t id;
+
+	for (;;) {
+		struct rec *r = &t->recs[i], *p;
+
+		if (r->size == 0)	/* already handled */
+			break;
+		if (depth == t->capchain) {
+			size_t cap = t->capchain ? t->capchain * 2 : 64;
+			size_t *n = realloc(t->chain, cap * sizeof(*n));
+
+			if (!n)
+				return -ENOMEM;
+			t->chain = n;
+			t->capchain = cap;
+		}
+		t->chain[depth++] = i;
+		if (r->first ||
+		    !kvc_index_find(t->idx, r->ns, r->parent, &id))
+			break;
+		probe.ns = r->ns;
+		memcpy(probe.key, r->parent, KVC_BF_KEY_SIZE);
+		p = bsearch(&probe, t->recs, t->nrecs, sizeof(*p), rec_cmp);
+		if (!p || p->size == 0 || depth > t->nrecs) {
+			/* Unreachable, and so is every chain ending here. */
+			while (depth)
+				unreachable(t, &t->recs[t->chain[--depth]],
+					    now);
+			return 0;
+		}
+		i = (size_t)(p - t->recs);
+	}
+	while (depth) {
+		struct rec *r = &t->recs[t->chain[--depth]];
+		int ret = kvc_index_insert(t->idx, r->ns, r->key,
+					   r->first ? NULL : r->parent, &id);
+
+		if (ret && ret != -EEXIST)
+			return ret;
+		if (!set_present(t, id, r->size))
+			t->st.found++;
+		r->size = 0;
+	}
+	return 0;
+}
+
+/* The namespaces of a new pass: ns<id> directories ns_ok() accepts. */
+static int pass_begin(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg)
+{
+	struct dirent *de;
+	size_t cap = 0;
+	DIR *dp = opendir(t->dir);
+
+	if (!dp)
+		return -errno;
+	t->in_pass = true;
+	t->scan_nns = 0;
+	t->scan_pos = 0;
+	t->nrecs = 0;
+	t->pass_bytes = 0;
+	t->orphan_bytes = 0;
+	clock_gettime(CLOCK_MONOTONIC, &t->pass_start);
+	while ((de = readdir(dp))) {
+		char *end;
+		unsigned long ns;
+
+		if (strncmp(de->d_name, "ns", 2))
+			continue;
+		ns = strtoul(de->d_name + 2, &end, 10);
+		if (*end || ns < 1 || ns > KVCACHE_NS_MAX || !ns_ok(arg, (uint32_t)ns))
+			continue;
+		if (t->scan_nns == cap) {
+			uint32_t *n;
+
+			cap = cap ? cap * 2 : 16;
+			n = realloc(t->scan_ns, cap * sizeof(*n));
+			if (!n)
+				break;
+			t->scan_ns = n;
+		}
+		t->scan_ns[t->scan_nns++] = (uint32_t)ns;
+	}
+	closedir(dp);
+	return 0;
+}
+
+/*
+ * The pass is over: add what it found, forget what it did not see
+ * (another node removed it), and take the measured usage.
+ */
+static void pass_end(struct kvc_tier *t)
+{
+	int64_t now = now_s();
+	uint64_t usage = 0;
+
+	if (t->nrecs)	/* recs is NULL until a first one */
+		qsort(t->recs, t->nrecs, sizeof(*t->recs), rec_cmp);
+	t->st.unreachable = 0;
+	for (size_t i = 0; i < t->nrecs; i++)
+		insert_rec(t, i, now);
+	for (uint32_t id = kvc_index_next(t->idx, 0); id != KVC_ID_NONE;
+	     id = kvc_index_next(t->idx, id + 1)) {
+		const struct kvc_entry *e;
+
+		if (!is_present(t, id))
+			continue;
+		if (t->mark[id] != t->pass) {
+			set_absent(t, id);
+			t->st.lost++;
+			continue;
+		}
+		e = kvc_index_entry(t->idx, id);
+		usage += e->loc[t->cfg.tier].u64;
+	}
+	/* Spills in flight keep their reservation (see write_finished). */
+	for (unsigned int i = 0; i < t->cfg.depth; i++)
+		if (t->pend[i].used && t->pend[i].write)
+			usage += t->pend[i].size;
+	t->st.usage = usage + t->orphan_bytes;
+	t->st.scans++;
+	t->nrecs = 0;
+	t->pass++;
+	t->in_pass = false;
+}
+
+long kvc_tier_scan(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg)
+{
+	uint64_t found = t->st.found;
+	int64_t now = now_s();
+	int ret;
+
+	ret = pass_begin(t, ns_ok, arg);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < t->scan_nns; i++)
+		for (unsigned int aa = 0; aa < 256; aa++)
+			scan_step(t, t->scan_ns[i], aa, now);
+	pass_end(t);
+	return (long)(t->st.found - found);
+}
+
+/* ---- GC -------------------------------------------------------------------- */
+
+/* Delete collected files whose grace is over (shared tiers). */
+static void gc_trash(struct kvc_tier *t)
+{
+	char d[PATH_MAX], path[PATH_MAX];
+	int64_t now = now_s();
+	struct dirent *de;
+	struct stat st;
+	DIR *dp;
+
+	if (snprintf(d, sizeof(d), "%s/.gc", t->dir) >= (int)sizeof(d))
+		return;
+	dp = opendir(d);
+	if (!dp)
+		return;
+	while ((de = readdir(dp))) {
+		if (de->d_name[0] == '.')
+			continue;
+		if (snprintf(path, sizeof(path), "%s/%s", d, de->d_name) >=
+		    (int)sizeof(path))
+			continue;
+		/* rename() updates ctime: the time it was collected. */
+		if (!lstat(path, &st) &&
+		    now - st.st_ctime > (int64_t)(t->cfg.grace_ms / 1000))
+			unlink(path);
+	}
+	closedir(dp);
+}
+
+/*
+ * Remove one victim's file. Shared: skip it when another node read it
+ * within the grace (its lease), else move it to .gc/. 0 when it went,
+ * -EBUSY when leased, -errno.
+ */
+static int gc_one(struct kvc_tier *t, uint32_t id)
+{
+	const struct kvc_entry *e = kvc_index_entry(t->idx, id);
+	char path[PATH_MAX], trash[PATH_MAX];
+	struct stat st;
+
+	if (file_path(t, e->ns, e->key, path, sizeof(path)))
+		return -ENAMETOOLONG;
+	if (!t->cfg.shared)
+		return unlink(path) && errno != ENOENT ? -errno : 0;
+	if (stat(path, &st))
+		return errno == ENOENT ? 0 : -errno;
+	if (now_s() - st.st_mtime < (int64_t)(t->cfg.grace_ms / 1000))
+		return -EBUSY;
+	if (snprintf(trash, sizeof(trash), "%s/.gc", t->dir) >=
+	    (int)sizeof(trash))
+		return -ENAMETOOLONG;
+	if (mkdir(trash, 0755) && errno != EEXIST)
+		return -errno;
+	if (snprintf(trash, sizeof(trash), "%s/.gc/%s.%u.%s", t->dir, t->node,
+		     e->ns, strrchr(path, '/') + 1) >= (int)sizeof(trash))
+		return -ENAMETOOLONG;
+	if (rename(path, trash))
+		return errno == ENOENT ? 0 : -errno;
+	return 0;
+}
+
+/* Evict until @need more bytes fit under the capacity. */
+static void gc(struct kvc_tier *t, uint64_t need)
+{
+	size_t budget = kvc_policy_count(t->policy) + TIER_GC_SLACK;
+	uint32_t v;
+
+	if (!t->writable)
+		return;
+	/*
+	 * One victim at a time, so that no more go than needed: a picked
+	 * victim is detached, and one given back counts as just used.
+	 */
+	while (t->st.usage + need > t->cfg.capacity && budget-- &&
+	       kvc_policy_pick(t->policy, &v, 1)) {
+		int ret = gc_one(t, v);
+
+		if (ret) {
+			/* Leased by a reader, or not removable now: back in
+			 * as if just used. */
+			if (ret == -EBUSY)
+				t->st.lease_skips++;
+			kvc_policy_on_insert(t->policy, v);
+			continue;
+		}
+		set_absent(t, v);
+		t->st.evictions++;
+	}
+}
+
+/* ---- spill --------------------------------------------------------------- */
+
+int kvc_tier_spill_begin(struct kvc_tier *t, uint8_t **payload)
+{
+	if (!t->writable) {
+		/* Said once at open; counted every time. */
+		t->st.spill_errors++;
+		return t->write_err ? t->write_err : -EROFS;
+	}
+	return kvc_tio_write_begin(t->tio, payload);
+}
+
+void kvc_tier_spill_cancel(struct kvc_tier *t, int slot)
+{
+	kvc_tio_write_cancel(t->tio, slot);
+}
+
+static int pend_get(struct kvc_tier *t)
+{
+	for (unsigned int i = 0; i < t->cfg.depth; i++)
+		if (!t->pend[i].used) {
+			memset(&t->pend[i], 0, sizeof(t->pend[i]));
+			t->pend[i].used = true;
+			return (int)i;
+		}
+	return -EBUSY;
+}
+
+/* Create dir/ns<id> (and make it durable) when it is not there. */
+static int ensure_ns_dir(struct kvc_tier *t, uint32_t ns, char *d,
+			 size_t len)
+{
+	ns_dir(t, ns, d, len);
+	if (mkdir(d, 0755) == 0)
+		return kvc_bf_fsync_dir(t->dir);
+	return errno == EEXIST ? 0 : -errno;
+}
+
+static void spill_failed(struct kvc_tier *t, int err)
+{
+	if (err == -EEXIST) {
+		t->st.spill_exists++;
+		return;
+	}
+	t->st.spill_errors++;
+	if (err != t->st.last_error)
+		fprintf(stderr, "kvcached: g%u %s: spill failed: %s\n",
+			t->cfg.tier + 2, t->dir, strerror(-err));
+	t->st.last_error = err;
+}
+
+int kvc_tier_spill_submit(struct kvc_tier *t, int slot, uint32_t id,
+			  uint64_t payload_len)
+{
+	const struct kvc_entry *e = kvc_index_entry(t->idx, id);
+	uint64_t size = kvc_bf_file_size(payload_len);
+	struct kvc_bf_header h;
+	char d[PATH_MAX];
+	int p, ret;
+
+	ret = !e ? -ENOENT : is_present(t, id) ? -EEXIST :
+	      ensure_ids(t, id);
+	if (!ret && t->spilling[id])
+		ret = -EALREADY;
+	if (ret)
+		goto out;
+	/* Larger than the whole tier: evicting everything would not help. */
+	if (size > t->cfg.capacity) {
+		ret = -ENOSPC;
+		goto out;
+	}
+	gc(t, size);
+	if (t->st.usage + size > t->cfg.capacity) {
+		ret = -ENOSPC;
+		goto out;
+	}
+	ret = ensure_ns_dir(t, e->ns, d, sizeof(d));
+	if (ret)
+		goto out;
+	memset(&h, 0, sizeof(h));
+	memcpy(h.key, e->key, KVC_BF_KEY_SIZE);
+	if (e->parent == KVC_ID_NONE)
+		h.flags = KVC_BF_F_FIRST;
+	else
+		memcpy(h.parent, kvc_index_entry(t->idx, e->parent)->key,
+		       KVC_BF_KEY_SIZE);
+	h.ns_id = e->ns;
+	h.payload_len = payload_len;
+	snprintf(h.node_id, sizeof(h.node_id), "%s", t->node);
+	p = pend_get(t);
+	if (p < 0) {
+		ret = p;
+		goto out;
+	}
+	ret = kvc_tio_write_submit(t->tio, slot, d, &h, (uint64_t)p);
+	slot = -1;	/* submit frees the slot on failure */
+	if (ret) {
+		t->pend[p].used = false;
+		goto out;
+	}
+	t->pend[p] = (struct pend){
+		.used = true, .write = true, .ns = e->ns, .id = id,
+		.size = size, .first = h.flags & KVC_BF_F_FIRST,
+	};
+	memcpy(t->pend[p].key, e->key, KVC_BF_KEY_SIZE);
+	memcpy(t->pend[p].parent, h.parent, KVC_BF_KEY_SIZE);
+	t->spilling[id] = 1;
+	/* Reserved now, so concurrent spills cannot overshoot together. */
+	t->st.usage += size;
+	return 0;
+out:
+	if (slot >= 0)
+		kvc_tio_write_cancel(t->tio, slot);
+	if (ret == -EEXIST && e)
+		t->st.spill_exists++;
+	else if (ret != -EALREADY)
+		spill_failed(t, ret);
+	return ret;
+}
+
+bool kvc_tier_spilling(const struct kvc_tier *t, uint32_t id)
+{
+	return id < t->nids && t->spilling[id];
+}
+
+/* ---- fetch ----------------------------------------------------------------- */
+
+int kvc_tier_fetch(struct kvc_tier *t, uint32_t id, uint64_t cookie)
+{
+	const struct kvc_entry *e = kvc_index_entry(t->idx, id);
+	char d[PATH_MAX], path[PATH_MAX];
+	int64_t now = now_s();
+	int p, ret;
+
+	if (!e || !(e->tiers & (1u << t->cfg.tier)))
+		return -ENOENT;
+	p = pend_get(t);
+	if (p < 0)
+		return p;
+	ns_dir(t, e->ns, d, sizeof(d));
+	/*
+	 * Renew the lease: GC on any node skips a file read within the
+	 * grace period. Every grace/4 at most, so reads do not turn into
+	 * metadata writes on the shared filesystem.
+	 */
+	if (t->cfg.shared && t->writable &&
+	    now - (int64_t)t->touched[id] >
+	    (int64_t)(t->cfg.grace_ms / 4000) &&
+	    !file_path(t, e->ns, e->key, path, sizeof(path)) &&
+	    !utimensat(AT_FDCWD, path, NULL, 0))
+		t->touched[id] = (uint32_t)now;
+	ret = kvc_tio_read(t->tio, d, e->key, (uint64_t)p);
+	if (ret) {
+		t->pend[p].used = false;
+		if (ret == -EBUSY)
+			return ret;
+		if (corrupt_err(ret))
+			quarantine(t, e->ns, e->key);
+		if (ret == -ENOENT)
+			t->st.misses++;
+		else
+			t->st.read_errors++;
+		if (ret != -EFBIG)
+			set_absent(t, id);
+		return ret;
+	}
+	t->pend[p] = (struct pend){
+		.used = true, .ns = e->ns, .id = id, .cookie = cookie,
+	};
+	memcpy(t->pend[p].key, e->key, KVC_BF_KEY_SIZE);
+	kvc_policy_on_access(t->policy, id);
+	return 0;
+}
+
+/* ---- completions ----------------------------------------------------------- */
+
+struct reap_ctx {
+	struct kvc_tier *t;
+	kvc_tier_done_fn fn;
+	void *arg;
+};
+
+static void write_finished(struct kvc_tier *t, struct pend *p,
+			   const struct kvc_tio_done *d, struct kvc_tier_done *o)
+{
+	uint32_t id;
+	int ret;
+
+	t->st.usage -= p->size <= t->st.usage ? p->size : t->st.usage;
+	if (p->id < t->nids)
+		t->spilling[p->id] = 0;
+	o->status = d->status;
+	ret = kvc_index_find(t->idx, p->ns, p->key, &id);
+	if (d->status) {
+		spill_failed(t, d->status);
+		/* Kept for the spill (daemon_tiers.c); nothing holds it now. */
+		if (!ret)
+			kvc_index_prune(t->idx, id);
+		return;
+	}
+	t->st.spills++;
+	t->st.spill_bytes += d->file_size;
+	/*
+	 * The entry may have left the index meanwhile (its parent's pool
+	 * copy was evicted and nothing held it): the block is on disk, so
+	 * it comes back, under its parent if that is still known.
+	 */
+	if (ret)
+		ret = kvc_index_insert(t->idx, p->ns, p->key,
+				       p->first ? NULL : p->parent, &id);
+	if (ret && ret != -EEXIST) {
+		t->st.usage += d->file_size;	/* on disk, unindexed */
+		t->orphan_bytes += d->file_size;
+		return;
+	}
+	set_present(t, id, d->file_size);
+	o->id = id;
+}
+
+static void read_finished(struct kvc_tier *t, struct pend *p,
+			  const struct kvc_tio_done *d, struct kvc_tier_done *o)
+{
+	uint32_t id;
+	bool same = !kvc_index_find(t->idx, p->ns, p->key, &id);
+
+	o->id = same ? id : KVC_ID_NONE;
+	o->status = d->status;
+	if (!d->status && d->h->ns_id != p->ns)
+		o->status = -EBADMSG;	/* a file of another namespace */
+	if (!o->status) {
+		t->st.reads++;
+		t->st.read_bytes += d->file_size;
+		o->payload = d->payload;
+		o->payload_len = d->h->payload_len;
+		return;
+	}
+	if (corrupt_err(o->status)) {
+		quarantine(t, p->ns, p->key);
+		o->status = -EBADMSG;
+	} else if (o->status == -ENOENT) {
+		t->st.misses++;
+	} else {
+		t->st.read_errors++;
+	}
+	if (same && o->status != -EFBIG)
+		set_absent(t, id);
+	/* set_absent may have pruned it from the index. */
+	o->id = kvc_index_find(t->idx, p->ns, p->key, &id) ? KVC_ID_NONE : id;
+}
+
+static void tio_done(void *arg, const struct kvc_tio_done *d)
+{
+	struct reap_ctx *c = arg;
+	struct kvc_tier *t = c->t;
+	struct pend *p;
+	struct kvc_tier_done o;
+
+	if (d->cookie >= t->cfg.depth || !t->pend[d->cookie].used)
+		return;
+	p = &t->pend[d->cookie];
+	memset(&o, 0, sizeof(o));
+	o.op = d->op;
+	o.ns = p->ns;
+	o.key = p->key;
+	o.id = KVC_ID_NONE;
+	o.cookie = p->cookie;
+	o.bytes = d->file_size;
+	if (d->op == KVC_TIO_WRITE)
+		write_finished(t, p, d, &o);
+	else
+		read_finished(t, p, d, &o);
+	if (c->fn)
+		c->fn(c->arg, &o);
+	p->used = false;
+}
+
+int kvc_tier_reap(struct kvc_tier *t, bool wait, kvc_tier_done_fn fn,
+		  void *arg)
+{
+	struct reap_ctx c = { t, fn, arg };
+
+	return kvc_tio_reap(t->tio, wait, tio_done, &c);
+}
+
+int kvc_tier_fd(const struct kvc_tier *t)
+{
+	return kvc_tio_fd(t->tio);
+}
+
+/* ---- periodic work ----------------------------------------------------------- */
+
+void kvc_tier_tick(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg)
+{
+	if (t->cfg.shared) {
+		double now = mono(), begun = (double)t->pass_start.tv_sec +
+			(double)t->pass_start.tv_nsec / 1e9;
+		double frac, interval = (double)t->cfg.scan_interval_ms / 1e3;
+		size_t total, want;
+		int64_t wall = now_s();
+
+		if (!t->in_pass && pass_begin(t, ns_ok, arg))
+			return;
+		/* Steps so far should match the share of the interval. */
+		total = t->scan_nns * 256;
+		frac = (now - begun) / interval;
+		want = frac >= 1 ? total : (size_t)(frac * (double)total) + 1;
+		while (t->scan_pos < total && t->scan_pos < want) {
+			scan_step(t, t->scan_ns[t->scan_pos / 256],
+				  (unsigned int)(t->scan_pos % 256), wall);
+			t->scan_pos++;
+		}
+		if (t->scan_pos >= total && frac >= 1)
+			pass_end(t);
+		gc_trash(t);
+	}
+	if (t->st.usage > t->cfg.capacity)
+		gc(t, 0);
+}
+
+int kvc_tier_drop(struct kvc_tier *t, uint32_t id)
+{
+	const struct kvc_entry *e = kvc_index_entry(t->idx, id);
+	char path[PATH_MAX];
+
+	if (!e || !(e->tiers & (1u << t->cfg.tier)))
+		return -ENOENT;
+	if (!t->writable)
+		return t->write_err ? t->write_err : -EROFS;
+	if (file_path(t, e->ns, e->key, path, sizeof(path)))
+		return -ENAMETOOLONG;
+	if (unlink(path) && errno != ENOENT)
+		return -errno;
+	set_absent(t, id);
+	t->st.evictions++;
+	return 0;
+}
+
+void kvc_tier_touch(struct kvc_tier *t, uint32_t id)
+{
+	if (is_present(t, id))
+		kvc_policy_on_access(t->policy, id);
+}
+
+const struct kvc_tier_stats *kvc_tier_stats(const struct kvc_tier *t)
+{
+	return &t->st;
+}
+
+uint64_t kvc_tier_capacity(const struct kvc_tier *t)
+{
+	return t->cfg.capacity;
+}
+
+bool kvc_tier_writable(const struct kvc_tier *t)
+{
+	return t->writable;
+}
+
+unsigned int kvc_tier_index(const struct kvc_tier *t)
+{
+	return t->cfg.tier;
+}

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * tier: one persistent tier of kvcached, G3 (a directory on local NVMe)
+ * or G4 (a directory on a filesystem several nodes share), described in
+ * Documentation/tiers.md.
+ *
+ * A tier owns its directory: one sub-directory per namespace, ns<id>/,
+ * holding block files (blockfile.h); .gc/ for blocks a shared tier has
+ * collected but not yet deleted; quarantine/ under each namespace
+ * directory. It keeps the index's presence bit for its tier in step with
+ * the files, accounts the bytes the directory holds against its capacity,
+ * evicts (least recently used first, leaves first, by the policy module)
+ * and does its I/O through tierio.
+ *
+ * Shared tiers (G4) add what several writers on one directory need:
+ *  - the usage is the whole directory's, measured by a rescan that runs
+ *    in slices from the daemon's tick and completes every scan interval,
+ *    which also finds blocks other nodes published and forgets those they
+ *    removed;
+ *  - a read renews a lease on the file (its mtime, at most every grace/4),
+ *    and GC skips any file whose mtime is within the grace period: the LRU
+ *    is global, approximately (a node's own order, checked against every
+ *    node's reads);
+ *  - GC renames a victim into .gc/ and deletes it only a grace period
+ *    later, so a node that opened it before keeps reading it (NFS
+ *    included: its file handle survives a rename, not an unlink).
+ *
+ * Single-threaded: the daemon's loop calls everything.
+ */
+#ifndef KVC_TIER_H
+#define KVC_TIER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "index.h"
+#include "tierio.h"
+
+struct kvc_tier_config {
+	unsigned int tier;		/* KVC_TIER_G3 or KVC_TIER_G4 */
+	const char *dir;		/* must exist */
+	uint64_t capacity;		/* bytes of block files */
+	bool shared;			/* other nodes use the directory */
+	bool fsync;			/* fsync each file and its directory */
+	unsigned int depth;		/* I/O queue depth */
+	uint64_t max_payload;		/* the pool's block size */
+	const char *node;		/* this node's name */
+	uint64_t grace_ms;		/* lease and GC grace (shared) */
+	uint64_t scan_interval_ms;	/* a full rescan (shared) */
+};
+
+/* Counters, for STATS and the metrics endpoint. */
+struct kvc_tier_stats {
+	uint64_t usage;			/* bytes, as accounted */
+	uint64_t blocks;		/* present in the index */
+	uint64_t spills, spill_bytes, spill_errors, spill_exists;
+	uint64_t reads, read_bytes, read_errors, misses;
+	uint64_t corrupt;		/* quarantined */
+	uint64_t evictions;		/* files GC removed */
+	uint64_t lease_skips;		/* GC victims another node was using */
+	uint64_t scans;			/* full passes */
+	uint64_t found;			/* blocks a scan added to the index */
+	uint64_t lost;			/* blocks a scan found gone */
+	uint64_t unreachable;		/* files whose parent is missing */
+	int last_error;			/* -errno of the last failed spill */
+};
+
+/* What kvc_tier_reap() reports of a finished request. */
+struct kvc_tier_done {
+	int op;				/* KVC_TIO_WRITE or KVC_TIO_READ */
+	int status;			/* 0 or -errno; corrupt: -EBADMSG */
+	uint32_t ns;
+	const uint8_t *key;
+	uint32_t id;			/* the entry, KVC_ID_NONE if gone */
+	uint64_t cookie;
+	const uint8_t *payload;		/* READ, status 0 */
+	uint64_t payload_len;
+	uint64_t bytes;			/* status 0: the file's size */
+};
+
+typedef void (*kvc_tier_done_fn)(void *arg, const struct kvc_tier_done *d);
+/* Whether a namespace exists locally: a scan ignores the others. */
+typedef bool (*kvc_tier_ns_fn)(void *arg, uint32_t ns);
+
+struct kvc_tier;
+
+/*
+ * Open the tier: check the directory (-ENOENT, -ENOTDIR; it is never
+ * created, so an unmounted filesystem fails loudly instead of filling
+ * the root filesystem), set up the I/O engine and the policy. A
+ * directory that cannot be written (read-only filesystem, no permission)
+ * opens read-only: reads work, spills fail with -EROFS or -EACCES.
+ */
+int kvc_tier_open(struct kvc_tier **out, const struct kvc_tier_config *cfg,
+		  struct kvc_index *idx);
+void kvc_tier_close(struct kvc_tier *t);
+
+/*
+ * Recovery: read the header of every block file (not the payloads: every
+ * read verifies them anyway) of every namespace ns_ok() accepts, insert
+ * the blocks into the index, parents first, and account the bytes.
+ * Removes this node's temp files left by a crash, and other temp files
+ * and unreachable blocks older than the grace period. Returns the number
+ * of blocks found, or -errno when the directory cannot be read.
+ */
+long kvc_tier_scan(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg);
+
+/*
+ * Spill, in two steps (tierio.h): reserve a slot and get where the
+ * payload goes (-EBUSY when the queue is full, -EROFS/-EACCES for a
+ * read-only tier), then submit it as entry @id's block. submit makes
+ * room first (GC) and fails with -ENOSPC when it cannot; -EEXIST when
+ * the block is already in the tier. Errors are counted.
+ */
+int kvc_tier_spill_begin(struct kvc_tier *t, uint8_t **payload);
+int kvc_tier_spill_submit(struct kvc_tier *t, int slot, uint32_t id,
+			  uint64_t payload_len);
+void kvc_tier_spill_cancel(struct kvc_tier *t, int slot);
+
+/*
+ * Read entry @id's block (it must be present in this tier): 0 (the
+ * callback comes), -EBUSY (queue full, retry later), or a miss at once
+ * (-ENOENT, corrupt: the presence bit is cleared and a corrupt file
+ * quarantined).
+ */
+int kvc_tier_fetch(struct kvc_tier *t, uint32_t id, uint64_t cookie);
+
+/* Is a spill of entry id in flight? */
+bool kvc_tier_spilling(const struct kvc_tier *t, uint32_t id);
+
+/* The eventfd to poll, and the completions (callbacks) it signals. */
+int kvc_tier_fd(const struct kvc_tier *t);
+int kvc_tier_reap(struct kvc_tier *t, bool wait, kvc_tier_done_fn fn,
+		  void *arg);
+
+/*
+ * Periodic work, from the daemon's tick: a slice of the rescan (shared
+ * tiers), deleting collected files past their grace, and GC when the
+ * usage is over capacity.
+ */
+void kvc_tier_tick(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg);
+
+/*
+ * The index entry @id leaves the index's view of this tier for a reason
+ * other than the tier's own (an admin EVICT): remove its file too.
+ */
+int kvc_tier_drop(struct kvc_tier *t, uint32_t id);
+
+/* A hit on the entry (LOOKUP or LOAD): for the LRU. */
+void kvc_tier_touch(struct kvc_tier *t, uint32_t id);
+
+const struct kvc_tier_stats *kvc_tier_stats(const struct kvc_tier *t);
+uint64_t kvc_tier_capacity(const struct kvc_tier *t);
+bool kvc_tier_writable(const struct kvc_tier *t);
+unsigned int kvc_tier_index(const struct kvc_tier *t);	/* KVC_TIER_* */
+
+#endif /* KVC_TIER_H */

@@ -1,0 +1,548 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * tierio: asynchronous block-file I/O on io_uring (see tierio.h).
+ *
+ * Slot lifetime:
+ *
+ *   FREE --write_begin--> BEGUN --write_submit--> WRITE --(fsync)--> DIRSYNC
+ *     ^                     |                       |                  |
+ *     +------cancel---------+                       +--------+---------+
+ *     +--read--> READ ---------------------------------------+--> callback
+ *
+ * A slot owns its staging buffer (registered, index = slot number), the
+ * descriptor of the file being written or read and its paths. Every SQE
+ * carries (slot, stage) in its user data; a slot counts the CQEs it still
+ * expects and moves on only when that is zero, so a linked fsync that the
+ * kernel cancels after a failed or short write is always accounted for
+ * before the slot is reused.
+ */
+#include "tierio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <liburing.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum slot_state { S_FREE, S_BEGUN, S_WRITE, S_DIRSYNC, S_READ };
+enum stage { ST_WRITE = 1, ST_FSYNC, ST_DIRSYNC, ST_READ };
+
+struct slot {
+	int state;			/* enum slot_state */
+	int fd;				/* the file, or the directory */
+	bool direct;
+	bool synced;			/* the linked fsync succeeded */
+	int pending;			/* CQEs still expected */
+	int err;
+	uint64_t size, done;		/* file bytes, bytes transferred */
+	uint64_t cookie;
+	struct kvc_bf_header h;
+	uint8_t key[KVC_BF_KEY_SIZE];
+	char final[PATH_MAX], tmp[PATH_MAX];
+	uint8_t *buf;
+};
+
+struct kvc_tio {
+	struct io_uring ring;
+	int efd;
+	unsigned int depth, busy;
+	uint64_t completed;		/* callbacks run, ever */
+	uint64_t slot_size;
+	bool fsync;
+	char tag[KVC_BF_MAX_TAG + 1];
+	uint8_t *mem;			/* every slot's buffer, one mapping */
+	size_t mem_len;
+	struct slot *slots;
+};
+
+static uint64_t udata(int slot, int stage)
+{
+	return (uint64_t)slot << 8 | (uint64_t)stage;
+}
+
+int kvc_tio_create(struct kvc_tio **out, const struct kvc_tio_config *cfg)
+{
+	struct iovec *iov = NULL;
+	struct kvc_tio *t;
+	int ret;
+
+	if (!cfg->depth || cfg->depth > KVC_TIO_MAX_DEPTH ||
+	    !cfg->max_payload || cfg->max_payload > KVC_BF_MAX_PAYLOAD ||
+	    !cfg->tag || !cfg->tag[0] || strlen(cfg->tag) > KVC_BF_MAX_TAG ||
+	    strchr(cfg->tag, '/'))
+		return -EINVAL;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->efd = -1;
+	t->depth = cfg->depth;
+	t->fsync = cfg->fsync;
+	strcpy(t->tag, cfg->tag);
+	t->slot_size = kvc_bf_file_size(cfg->max_payload);
+	t->mem_len = (size_t)(t->slot_size * cfg->depth);
+	t->slots = calloc(cfg->depth, sizeof(*t->slots));
+	iov = calloc(cfg->depth, sizeof(*iov));
+	ret = -ENOMEM;
+	if (!t->slots || !iov)
+		goto err;
+	t->mem = mmap(NULL, t->mem_len, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (t->mem == MAP_FAILED) {
+		t->mem = NULL;
+		goto err;
+	}
+	for (unsigned int i = 0; i < cfg->depth; i++) {
+		t->slots[i].fd = -1;
+		t->slots[i].buf = t->mem + i * t->slot_size;
+		iov[i].iov_base = t->slots[i].buf;
+		iov[i].iov_len = (size_t)t->slot_size;
+	}
+	/* Two SQEs per slot at most (write + fsync), and room to spare. */
+	ret = io_uring_queue_init(2 * cfg->depth + 8, &t->ring, 0);
+	if (ret)
+		goto err_noring;
+	ret = io_uring_register_buffers(&t->ring, iov, cfg->depth);
+	if (ret)
+		goto err;
+	t->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (t->efd < 0) {
+		ret = -errno;
+		goto err;
+	}
+	ret = io_uring_register_eventfd(&t->ring, t->efd);
+	if (ret)
+		goto err;
+	free(iov);
+	*out = t;
+	return 0;
+err:
+	io_uring_queue_exit(&t->ring);
+err_noring:
+	if (t->efd >= 0)
+		close(t->efd);
+	if (t->mem)
+		munmap(t->mem, t->mem_len);
+	free(t->slots);
+	free(t);
+	free(iov);
+	return ret;
+}
+
+static void slot_free(struct kvc_tio *t, struct slot *s)
+{
+	if (s->fd >= 0)
+		close(s->fd);
+	s->fd = -1;
+	if (s->state != S_FREE)
+		t->busy--;
+	s->state = S_FREE;
+}
+
+void kvc_tio_destroy(struct kvc_tio *t)
+{
+	if (!t)
+		return;
+	/* Let the kernel finish with the buffers before they go. */
+	while (kvc_tio_in_flight(t)) {
+		struct io_uring_cqe *cqe;
+		struct slot *s;
+
+		if (io_uring_wait_cqe(&t->ring, &cqe))
+			break;
+		s = &t->slots[cqe->user_data >> 8];
+		io_uring_cqe_seen(&t->ring, cqe);
+		if (--s->pending == 0) {
+			if (s->state == S_WRITE)
+				unlink(s->tmp);
+			slot_free(t, s);
+		}
+	}
+	for (unsigned int i = 0; i < t->depth; i++)
+		slot_free(t, &t->slots[i]);
+	io_uring_queue_exit(&t->ring);
+	close(t->efd);
+	munmap(t->mem, t->mem_len);
+	free(t->slots);
+	free(t);
+}
+
+int kvc_tio_fd(const struct kvc_tio *t)
+{
+	return t->efd;
+}
+
+unsigned int kvc_tio_idle_slots(const struct kvc_tio *t)
+{
+	return t->depth - t->busy;
+}
+
+unsigned int kvc_tio_in_flight(const struct kvc_tio *t)
+{
+	unsigned int n = 0;
+
+	for (unsigned int i = 0; i < t->depth; i++)
+		n += t->slots[i].pending > 0;
+	return n;
+}
+
+static int slot_get(struct kvc_tio *t)
+{
+	for (unsigned int i = 0; i < t->depth; i++) {
+		struct slot *s = &t->slots[i];
+
+		if (s->state == S_FREE) {
+			memset(s, 0, offsetof(struct slot, buf));
+			s->fd = -1;
+			t->busy++;
+			return (int)i;
+		}
+	}
+	return -EBUSY;
+}
+
+static struct io_uring_sqe *sqe_get(struct kvc_tio *t)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
+
+	if (!sqe) {	/* cannot happen: the ring has 2 SQEs per slot */
+		io_uring_submit(&t->ring);
+		sqe = io_uring_get_sqe(&t->ring);
+	}
+	return sqe;
+}
+
+/* Queue the rest of the write (and, when asked, its fsync). */
+static int queue_write(struct kvc_tio *t, int i)
+{
+	struct slot *s = &t->slots[i];
+	struct io_uring_sqe *sqe = sqe_get(t);
+
+	if (!sqe)
+		return -EAGAIN;
+	io_uring_prep_write_fixed(sqe, s->fd, s->buf + s->done,
+				  (unsigned int)(s->size - s->done),
+				  s->done, i);
+	io_uring_sqe_set_data64(sqe, udata(i, ST_WRITE));
+	s->pending++;
+	if (t->fsync) {
+		sqe->flags |= IOSQE_IO_LINK;
+		sqe = sqe_get(t);
+		if (!sqe)
+			return -EAGAIN;
+		io_uring_prep_fsync(sqe, s->fd, 0);
+		io_uring_sqe_set_data64(sqe, udata(i, ST_FSYNC));
+		s->pending++;
+	}
+	io_uring_submit(&t->ring);
+	return 0;
+}
+
+static int queue_read(struct kvc_tio *t, int i)
+{
+	struct slot *s = &t->slots[i];
+	struct io_uring_sqe *sqe = sqe_get(t);
+
+	if (!sqe)
+		return -EAGAIN;
+	io_uring_prep_read_fixed(sqe, s->fd, s->buf + s->done,
+				 (unsigned int)(s->size - s->done), s->done, i);
+	io_uring_sqe_set_data64(sqe, udata(i, ST_READ));
+	s->pending++;
+	io_uring_submit(&t->ring);
+	return 0;
+}
+
+int kvc_tio_write_begin(struct kvc_tio *t, uint8_t **payload)
+{
+	int i = slot_get(t);
+
+	if (i < 0)
+		return i;
+	t->slots[i].state = S_BEGUN;
+	*payload = t->slots[i].buf + KVC_BF_HEADER_SIZE;
+	return i;
+}
+
+void kvc_tio_write_cancel(struct kvc_tio *t, int slot)
+{
+	if (slot >= 0 && (unsigned int)slot < t->depth &&
+	    t->slots[slot].state == S_BEGUN)
+		slot_free(t, &t->slots[slot]);
+}
+
+int kvc_tio_write_submit(struct kvc_tio *t, int i, const char *dir,
+			 const struct kvc_bf_header *h, uint64_t cookie)
+{
+	struct slot *s;
+	int ret;
+
+	if (i < 0 || (unsigned int)i >= t->depth ||
+	    t->slots[i].state != S_BEGUN)
+		return -EINVAL;
+	s = &t->slots[i];
+	s->h = *h;
+	s->cookie = cookie;
+	ret = -EINVAL;
+	if (h->payload_len > t->slot_size - KVC_BF_HEADER_SIZE)
+		goto fail;
+	ret = kvc_bf_build(&s->h, s->buf);
+	if (!ret)
+		ret = kvc_bf_prepare(dir, h->key, t->tag, s->final, s->tmp,
+				     sizeof(s->final));
+	if (ret)
+		goto fail;
+	s->size = kvc_bf_file_size(h->payload_len);
+	s->fd = kvc_bf_open_tmp(s->tmp, &s->direct);
+	if (s->fd < 0) {
+		ret = s->fd;
+		s->fd = -1;
+		goto fail;
+	}
+	s->state = S_WRITE;
+	ret = queue_write(t, i);
+	if (!ret)
+		return 0;
+	unlink(s->tmp);
+fail:
+	slot_free(t, s);
+	return ret;
+}
+
+int kvc_tio_read(struct kvc_tio *t, const char *dir,
+		 const uint8_t key[KVC_BF_KEY_SIZE], uint64_t cookie)
+{
+	struct slot *s;
+	struct stat st;
+	int i, ret;
+
+	i = slot_get(t);
+	if (i < 0)
+		return i;
+	s = &t->slots[i];
+	s->state = S_READ;
+	s->cookie = cookie;
+	memcpy(s->key, key, KVC_BF_KEY_SIZE);
+	ret = kvc_bf_path(dir, key, s->final, sizeof(s->final));
+	if (ret)
+		goto fail;
+	s->fd = open(s->final, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_DIRECT);
+	if (s->fd < 0 && errno == EINVAL)
+		s->fd = open(s->final, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	else
+		s->direct = s->fd >= 0;
+	if (s->fd < 0) {
+		ret = errno == ELOOP ? -EBADMSG : -errno;
+		goto fail;
+	}
+	if (fstat(s->fd, &st)) {
+		ret = -errno;
+		goto fail;
+	}
+	/* No block file has such a size: corrupt, without reading it. */
+	ret = -EBADMSG;
+	if (!S_ISREG(st.st_mode) || st.st_size < 2 * KVC_BF_ALIGN ||
+	    st.st_size % KVC_BF_ALIGN)
+		goto fail;
+	/* A valid block larger than ours (another pool's block size). */
+	ret = -EFBIG;
+	if ((uint64_t)st.st_size > t->slot_size)
+		goto fail;
+	s->size = (uint64_t)st.st_size;
+	ret = queue_read(t, i);
+	if (!ret)
+		return 0;
+fail:
+	slot_free(t, s);
+	return ret;
+}
+
+static void complete(struct kvc_tio *t, struct slot *s, int status,
+		     kvc_tio_done_fn fn, void *arg)
+{
+	struct kvc_tio_done d = {
+		.op = s->state == S_READ ? KVC_TIO_READ : KVC_TIO_WRITE,
+		.status = status,
+		.cookie = s->cookie,
+		.file_size = status ? 0 : s->size,
+	};
+
+	if (s->state == S_READ && !status) {
+		d.h = &s->h;
+		d.payload = s->buf + KVC_BF_HEADER_SIZE;
+	}
+	if (s->fd >= 0)
+		close(s->fd);
+	s->fd = -1;
+	t->completed++;
+	/* The slot stays busy during the callback: the payload is in it. */
+	if (fn)
+		fn(arg, &d);
+	slot_free(t, s);
+}
+
+/* The file is written and (with fsync) on stable storage: name it. */
+static void write_done(struct kvc_tio *t, int i, kvc_tio_done_fn fn,
+		       void *arg)
+{
+	struct slot *s = &t->slots[i];
+	struct io_uring_sqe *sqe;
+	int ret = 0;
+
+	/* Closed before the link: NFS turns an unlinked open file into a
+	 * .nfsXXXX file. */
+	if (close(s->fd))
+		ret = -errno;
+	s->fd = -1;
+	if (ret) {
+		unlink(s->tmp);
+		complete(t, s, ret, fn, arg);
+		return;
+	}
+	ret = kvc_bf_install(s->tmp, s->final);
+	if (ret || !t->fsync) {
+		complete(t, s, ret, fn, arg);
+		return;
+	}
+	/* The new name, and the temp name's removal, must be durable. */
+	*strrchr(s->tmp, '/') = '\0';
+	s->fd = open(s->tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	sqe = s->fd >= 0 ? sqe_get(t) : NULL;
+	if (!sqe) {
+		complete(t, s, s->fd < 0 ? -errno : -EAGAIN, fn, arg);
+		return;
+	}
+	s->state = S_DIRSYNC;
+	io_uring_prep_fsync(sqe, s->fd, 0);
+	io_uring_sqe_set_data64(sqe, udata(i, ST_DIRSYNC));
+	s->pending++;
+	io_uring_submit(&t->ring);
+}
+
+/* Every CQE of the write (and its fsync) is in. */
+static void write_settled(struct kvc_tio *t, int i, kvc_tio_done_fn fn,
+			  void *arg)
+{
+	struct slot *s = &t->slots[i];
+
+	if (s->err == -EINVAL && s->direct && !s->done) {
+		/* The open took O_DIRECT but the write did not (a device
+		 * with larger sectors): go on buffered. */
+		s->direct = false;
+		s->err = fcntl(s->fd, F_SETFL,
+			       fcntl(s->fd, F_GETFL) & ~O_DIRECT) ? -errno : 0;
+	}
+	if (!s->err && (s->done < s->size || (t->fsync && !s->synced))) {
+		s->synced = false;
+		s->err = queue_write(t, i);
+		if (!s->err)
+			return;
+	}
+	if (s->err) {
+		close(s->fd);
+		s->fd = -1;
+		unlink(s->tmp);
+		complete(t, s, s->err, fn, arg);
+		return;
+	}
+	write_done(t, i, fn, arg);
+}
+
+static void read_settled(struct kvc_tio *t, int i, kvc_tio_done_fn fn,
+			 void *arg)
+{
+	struct slot *s = &t->slots[i];
+	int ret;
+
+	if (s->err == -EINVAL && s->direct && !s->done) {
+		s->direct = false;
+		s->err = fcntl(s->fd, F_SETFL,
+			       fcntl(s->fd, F_GETFL) & ~O_DIRECT) ? -errno : 0;
+		if (!s->err)
+			s->err = queue_read(t, i);
+		if (!s->err)
+			return;
+	}
+	if (s->err) {
+		complete(t, s, s->err, fn, arg);
+		return;
+	}
+	if (s->done < s->size) {
+		ret = queue_read(t, i);
+		if (ret)
+			complete(t, s, ret, fn, arg);
+		return;
+	}
+	ret = kvc_bf_check(s->buf, s->size, s->key, &s->h);
+	complete(t, s, ret, fn, arg);
+}
+
+static void handle(struct kvc_tio *t, uint64_t data, int res,
+		   kvc_tio_done_fn fn, void *arg)
+{
+	int i = (int)(data >> 8), stage = (int)(data & 0xff);
+	struct slot *s;
+
+	if (i < 0 || (unsigned int)i >= t->depth)
+		return;
+	s = &t->slots[i];
+	s->pending--;
+	switch (stage) {
+	case ST_WRITE:
+	case ST_READ:
+		if (res < 0 && !s->err)
+			s->err = res;
+		else if (res == 0 && stage == ST_READ)
+			s->err = s->err ? s->err : -EBADMSG;	/* shrank */
+		else if (res > 0)
+			s->done += (uint64_t)res;
+		break;
+	case ST_FSYNC:
+		if (res == 0)
+			s->synced = true;
+		else if (res != -ECANCELED && !s->err)
+			s->err = res;
+		break;
+	case ST_DIRSYNC:
+		/* Some FUSE filesystems refuse fsync on a directory. */
+		complete(t, s, res == -EINVAL ? 0 : res, fn, arg);
+		return;
+	}
+	if (s->pending)
+		return;
+	if (stage == ST_READ)
+		read_settled(t, i, fn, arg);
+	else
+		write_settled(t, i, fn, arg);
+}
+
+int kvc_tio_reap(struct kvc_tio *t, bool wait, kvc_tio_done_fn fn,
+		 void *arg)
+{
+	struct io_uring_cqe *cqe;
+	uint64_t junk, before = t->completed;
+
+	if (read(t->efd, &junk, sizeof(junk)) < 0 && errno != EAGAIN)
+		return -errno;
+	if (wait && kvc_tio_in_flight(t) && !io_uring_peek_cqe(&t->ring, &cqe))
+		wait = false;
+	if (wait && kvc_tio_in_flight(t)) {
+		int ret = io_uring_wait_cqe(&t->ring, &cqe);
+
+		if (ret)
+			return ret;
+	}
+	/* One at a time: a callback may submit, which may add CQEs. */
+	while (!io_uring_peek_cqe(&t->ring, &cqe)) {
+		uint64_t data = cqe->user_data;
+		int res = cqe->res;
+
+		io_uring_cqe_seen(&t->ring, cqe);
+		handle(t, data, res, fn, arg);
+	}
+	return (int)(t->completed - before);
+}

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * tierio: asynchronous block-file I/O for the persistent tiers, on
+ * io_uring (liburing).
+ *
+ * A fixed set of slots, each a staging buffer big enough for one whole
+ * block file (kvc_bf_file_size(max_payload)), registered with the ring
+ * once (IORING_REGISTER_BUFFERS), so the kernel does not pin and unpin
+ * pages per I/O. The number of slots is the queue depth: at most that
+ * many block files are being written or read at once, so memory and the
+ * device's queue stay bounded whatever the daemon asks for; a request
+ * when every slot is busy gets -EBUSY and is retried later by the caller.
+ *
+ * A write (spill) follows kvc_bf_publish()'s rules exactly: temp file
+ * (O_DIRECT when the filesystem takes it), one write of the whole image
+ * with a linked fsync, close, link (never replacing), fsync of the leaf
+ * directory. The data path (write, fsync, directory fsync) goes through
+ * the ring; the metadata calls (mkdir, open, link) are synchronous, as
+ * they are short on every filesystem this targets.
+ * A read (promotion) reads the whole file into a slot in one request and
+ * verifies it (kvc_bf_check) before anyone sees the bytes.
+ *
+ * Completions: the ring signals an eventfd (kvc_tio_fd) that the caller
+ * polls; kvc_tio_reap() then runs the callback once per finished request.
+ * A read's payload is valid only during its callback.
+ *
+ * Single-threaded: one thread calls everything.
+ */
+#ifndef KVC_TIERIO_H
+#define KVC_TIERIO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "blockfile.h"
+
+#define KVC_TIO_MAX_DEPTH	256
+
+enum kvc_tio_op {
+	KVC_TIO_WRITE,
+	KVC_TIO_READ,
+};
+
+struct kvc_tio_config {
+	unsigned int depth;		/* slots, 1..KVC_TIO_MAX_DEPTH */
+	uint64_t max_payload;		/* largest block, bytes */
+	bool fsync;			/* fsync file and directory */
+	const char *tag;		/* temp-file tag: the node name */
+};
+
+/* One finished request, as the callback sees it. */
+struct kvc_tio_done {
+	int op;				/* enum kvc_tio_op */
+	int status;			/* 0 or -errno */
+	uint64_t cookie;		/* the caller's */
+	uint64_t file_size;		/* bytes of the file, when status is 0 */
+	/* READ with status 0: the verified header and payload. */
+	const struct kvc_bf_header *h;
+	const uint8_t *payload;
+};
+
+typedef void (*kvc_tio_done_fn)(void *arg, const struct kvc_tio_done *d);
+
+struct kvc_tio;
+
+/* 0, -EINVAL (config), -ENOMEM, or -errno of io_uring setup. */
+int kvc_tio_create(struct kvc_tio **out, const struct kvc_tio_config *cfg);
+/* Waits for every request in flight (their callbacks are not run). */
+void kvc_tio_destroy(struct kvc_tio *t);
+
+/* The eventfd to poll; readable when kvc_tio_reap() has work. */
+int kvc_tio_fd(const struct kvc_tio *t);
+unsigned int kvc_tio_idle_slots(const struct kvc_tio *t);
+unsigned int kvc_tio_in_flight(const struct kvc_tio *t);
+
+/*
+ * Spill, in two steps so the payload is copied once, straight into the
+ * registered buffer: kvc_tio_write_begin() reserves a slot and returns it
+ * (or -EBUSY), with *payload pointing where h->payload_len bytes go;
+ * kvc_tio_write_submit() starts writing it as @h's block under @dir.
+ * submit returns 0 (the callback will come), or -EEXIST (already
+ * published), -EINVAL, -ENAMETOOLONG or -errno of a synchronous step
+ * (ENOSPC, EROFS, EACCES ...): then no callback comes and the slot is
+ * free again. kvc_tio_write_cancel() frees a begun slot unsubmitted.
+ */
+int kvc_tio_write_begin(struct kvc_tio *t, uint8_t **payload);
+int kvc_tio_write_submit(struct kvc_tio *t, int slot, const char *dir,
+			 const struct kvc_bf_header *h, uint64_t cookie);
+void kvc_tio_write_cancel(struct kvc_tio *t, int slot);
+
+/*
+ * Promote: read @key's block file under @dir. 0 (the callback will come,
+ * with status 0, -EBADMSG and the other corruption errors of
+ * kvc_bf_check(), or -errno), or at once: -EBUSY (no slot), -ENOENT (a
+ * miss), -EBADMSG (a size no block file has; corrupt), -errno.
+ */
+int kvc_tio_read(struct kvc_tio *t, const char *dir,
+		 const uint8_t key[KVC_BF_KEY_SIZE], uint64_t cookie);
+
+/*
+ * Run the callbacks of finished requests. wait: block until at least one
+ * request finishes (when any is in flight). Returns how many finished.
+ */
+int kvc_tio_reap(struct kvc_tio *t, bool wait, kvc_tio_done_fn fn,
+		 void *arg);
+
+#endif /* KVC_TIERIO_H */
