@@ -60,6 +60,7 @@ enum {
 	K_MLOCK,
 	K_LOW_WATERMARK,
 	K_HIGH_WATERMARK,
+	K_PREFETCH,
 	K_POLICY,
 	K_POOL_ADMIT,
 	K_G3_ADMIT,
@@ -68,10 +69,17 @@ enum {
 	K_INTERVAL,
 	K_G3_DIRECTORY,
 	K_G3_CAPACITY,
+	K_G3_WRITE,
+	K_G3_FSYNC,
+	K_G3_QUEUE_DEPTH,
 	K_G4_DIRECTORY,
 	K_G4_CAPACITY,
 	K_G4_NODE,
 	K_G4_SCAN_INTERVAL,
+	K_G4_WRITE,
+	K_G4_FSYNC,
+	K_G4_QUEUE_DEPTH,
+	K_G4_GRACE,
 	NKEYS
 };
 
@@ -94,6 +102,8 @@ static const char *const log_level_names[] = {
 static const char *const mode_names[] = { "auto", "kernel", "memfd", NULL };
 static const char *const hugetlb_names[] = { "auto", "yes", "no", NULL };
 static const char *const policy_names[] = { "lru", "s3fifo", "cost", NULL };
+static const char *const write_names[] = { "back", "through", NULL };
+static const char *const fsync_names[] = { "always", "never", NULL };
 
 static const char *check_abs_path(const char *v)
 {
@@ -256,6 +266,46 @@ static const struct key keys[NKEYS] = {
 		.offset = offsetof(struct kvc_config, g4.scan_interval_ms),
 		.min = 100, .max = 3600000,
 	},
+	[K_PREFETCH] = {
+		.section = "pool", .name = "prefetch", .type = V_UINT,
+		.offset = offsetof(struct kvc_config, pool.prefetch),
+		.min = 0, .max = 1024,
+	},
+	[K_G3_WRITE] = {
+		.section = "g3", .name = "write", .type = V_ENUM,
+		.offset = offsetof(struct kvc_config, g3.write),
+		.names = write_names,
+	},
+	[K_G3_FSYNC] = {
+		.section = "g3", .name = "fsync", .type = V_ENUM,
+		.offset = offsetof(struct kvc_config, g3.fsync),
+		.names = fsync_names,
+	},
+	[K_G3_QUEUE_DEPTH] = {
+		.section = "g3", .name = "queue_depth", .type = V_UINT,
+		.offset = offsetof(struct kvc_config, g3.queue_depth),
+		.min = 1, .max = 256,
+	},
+	[K_G4_WRITE] = {
+		.section = "g4", .name = "write", .type = V_ENUM,
+		.offset = offsetof(struct kvc_config, g4.write),
+		.names = write_names,
+	},
+	[K_G4_FSYNC] = {
+		.section = "g4", .name = "fsync", .type = V_ENUM,
+		.offset = offsetof(struct kvc_config, g4.fsync),
+		.names = fsync_names,
+	},
+	[K_G4_QUEUE_DEPTH] = {
+		.section = "g4", .name = "queue_depth", .type = V_UINT,
+		.offset = offsetof(struct kvc_config, g4.queue_depth),
+		.min = 1, .max = 256,
+	},
+	[K_G4_GRACE] = {
+		.section = "g4", .name = "grace", .type = V_DURATION,
+		.offset = offsetof(struct kvc_config, g4.grace_ms),
+		.min = 1000, .max = 86400000,
+	},
 };
 
 static const char *const sections[] = {
@@ -288,8 +338,17 @@ void kvc_config_defaults(struct kvc_config *cfg)
 	cfg->eviction.s3fifo_small = 10;
 	cfg->eviction.interval_ms = 100;
 
+	cfg->pool.prefetch = 64;
+
 	/* g3 and g4 stay off (empty directory, zero capacity). */
+	cfg->g3.write = KVC_CONFIG_WRITE_BACK;
+	cfg->g3.fsync = KVC_CONFIG_FSYNC_ALWAYS;
+	cfg->g3.queue_depth = 8;
+	cfg->g4.write = KVC_CONFIG_WRITE_THROUGH;
+	cfg->g4.fsync = KVC_CONFIG_FSYNC_ALWAYS;
+	cfg->g4.queue_depth = 8;
 	cfg->g4.scan_interval_ms = 10000;
+	cfg->g4.grace_ms = 60000;
 }
 
 static const char *enum_name(const char *const *names, int v)

@@ -58,6 +58,17 @@ enum kvc_config_policy {
 	KVC_CONFIG_POLICY_COST,	/* weighs recompute cost against size */
 };
 
+/* When a tier gets a copy of a block. */
+enum kvc_config_write {
+	KVC_CONFIG_WRITE_BACK,		/* when the pool evicts it */
+	KVC_CONFIG_WRITE_THROUGH,	/* when it is stored */
+};
+
+enum kvc_config_fsync {
+	KVC_CONFIG_FSYNC_ALWAYS,	/* each file and its directory */
+	KVC_CONFIG_FSYNC_NEVER,	/* the kernel's writeback decides */
+};
+
 enum kvc_config_listen_kind {
 	KVC_CONFIG_LISTEN_OFF,
 	KVC_CONFIG_LISTEN_UNIX,
@@ -92,6 +103,7 @@ struct kvc_config {
 		bool mlock;
 		unsigned int low_watermark;	/* free %, evict below */
 		unsigned int high_watermark;	/* free %, stop evicting at */
+		unsigned int prefetch;		/* blocks promoted ahead */
 	} pool;
 	struct {
 		int policy;			/* enum kvc_config_policy */
@@ -104,12 +116,19 @@ struct kvc_config {
 	struct {
 		char directory[KVC_CONFIG_DIR_MAX];	/* "" = tier off */
 		uint64_t capacity;
+		int write;			/* enum kvc_config_write */
+		int fsync;			/* enum kvc_config_fsync */
+		unsigned int queue_depth;	/* block files in flight */
 	} g3;
 	struct {
 		char directory[KVC_CONFIG_DIR_MAX];	/* "" = tier off */
 		uint64_t capacity;
 		char node[KVC_CONFIG_NODE_MAX];	/* "" = the host name */
 		uint64_t scan_interval_ms;	/* look for other nodes' blocks */
+		int write;
+		int fsync;
+		unsigned int queue_depth;
+		uint64_t grace_ms;		/* GC lease and grace */
 	} g4;
 };
 
