@@ -17,6 +17,7 @@
  * SEAL and STORE is never raced.
  */
 #include "daemon.h"
+#include "daemon_priv.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +30,7 @@
 #include <netinet/in.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
@@ -46,43 +48,6 @@
 #define KVCD_EVICT_BATCH	64
 #define KVCD_JOURNAL_MAGIC	0x4a50564bu	/* "KVPJ" */
 #define KVCD_JOURNAL_REC	80
-
-struct kvcd_ns {
-	bool used;
-	uint32_t uid, gid, mode;
-};
-
-struct kvcd_client {
-	bool hello;
-};
-
-struct kvcd {
-	struct kvc_config cfg;
-	char state_dir[PATH_MAX];
-	int mode;			/* KVC_PROTO_MODE_* */
-	struct kvc_kdev kdev;		/* kernel mode */
-	struct kvc_kevents *ev;		/* kernel mode, may be NULL */
-	struct kvc_mpool *mpool;	/* memfd mode */
-	uint64_t block_size;
-	uint32_t nr_blocks;
-
-	struct kvc_index *index;
-	struct kvc_policy *policy;	/* the pool tier */
-	struct kvc_admit *admit;	/* the pool tier's admission filter */
-	uint32_t *by_block;		/* pool block index -> entry id */
-	uint8_t *orphan_seen;		/* kernel mode: sealed, not stored */
-
-	struct kvc_metrics *metrics;
-	struct kvc_daemon_metrics dm;
-	int metrics_fd;			/* listening; -1 when off */
-	char *metrics_buf;
-	size_t metrics_cap;
-	struct kvcd_ns ns[KVCACHE_NS_MAX + 1];
-	int journal_fd;
-	struct kvcd_client clients[KVC_SERVER_MAX_CLIENTS];
-
-	uint64_t lookups, lookup_keys, hit_keys, stores, evictions, errors;
-};
 
 /* ---- namespaces ------------------------------------------------------- */
 
@@ -288,7 +253,7 @@ static int kvcd_pool_free(struct kvcd *d, uint32_t *free_blocks)
 }
 
 /* Record that entry id has its pool copy in block h. */
-static int kvcd_set_pool(struct kvcd *d, uint32_t id, struct kvcache_handle h)
+int kvcd_set_pool(struct kvcd *d, uint32_t id, struct kvcache_handle h)
 {
 	union kvc_loc loc = { .pool = h };
 	int ret;
@@ -312,9 +277,9 @@ static void kvcd_clear_pool(struct kvcd *d, uint32_t id)
 	d->by_block[e->loc[KVC_TIER_POOL].pool.index] = KVC_ID_NONE;
 	kvc_index_clear(d->index, id, KVC_TIER_POOL);
 	kvc_policy_on_remove(d->policy, id);
-	e = kvc_index_entry(d->index, id);
-	if (e && !e->tiers && !e->nchild)
-		kvc_index_remove(d->index, id);
+	/* A copy on its way to g3/g4 keeps the entry (tier.c needs it). */
+	if (!kvcd_tiers_spilling(d, id))
+		kvc_index_prune(d->index, id);
 }
 
 static int kvcd_evict_block(struct kvcd *d, struct kvcache_handle h)
@@ -379,14 +344,18 @@ static uint32_t kvcd_reap_orphans(struct kvcd *d)
 	return freed;
 }
 
-/* Evict leaves, oldest first by the policy, until want blocks are free. */
-static void kvcd_evict_to(struct kvcd *d, uint32_t want)
+/*
+ * Evict leaves, oldest first by the policy, until want blocks are free.
+ * A victim a write-back tier must copy first waits while that tier's
+ * write queue is full. Returns 0, or -EBUSY when it stopped short.
+ */
+int kvcd_evict_to(struct kvcd *d, uint32_t want)
 {
 	uint32_t victims[KVCD_EVICT_BATCH], free_blocks;
 	size_t n;
 
 	if (kvcd_pool_free(d, &free_blocks) || free_blocks >= want)
-		return;
+		return 0;
 	free_blocks += kvcd_reap_orphans(d);
 	while (free_blocks < want) {
 		size_t busy = 0;
@@ -399,9 +368,12 @@ static void kvcd_evict_to(struct kvcd *d, uint32_t want)
 				kvc_index_entry(d->index, victims[i]);
 			int ret;
 
-			ret = kvcd_evict_block(d,
-					       e->loc[KVC_TIER_POOL].pool);
-			if (ret == -EBUSY) {	/* pinned or mapped: keep it */
+			ret = kvcd_tiers_evicting(d, victims[i]);
+			if (!ret)
+				ret = kvcd_evict_block(d,
+						       e->loc[KVC_TIER_POOL].pool);
+			/* Pinned or mapped, or its copy must wait: keep it. */
+			if (ret == -EBUSY) {
 				kvc_policy_on_insert(d->policy, victims[i]);
 				busy++;
 				continue;
@@ -416,11 +388,12 @@ static void kvcd_evict_to(struct kvcd *d, uint32_t want)
 			}
 		}
 		if (busy == n)
-			break;	/* everything evictable is in use */
+			return -EBUSY;	/* in use, or waiting to be copied */
 	}
+	return free_blocks >= want ? 0 : -EBUSY;
 }
 
-static void kvcd_check_pool(struct kvcd *d)
+void kvcd_check_pool(struct kvcd *d)
 {
 	uint32_t free_blocks;
 	uint64_t low = (uint64_t)d->nr_blocks * d->cfg.pool.low_watermark / 100;
@@ -570,10 +543,14 @@ static int kvcd_lookup(struct kvcd *d, struct kvc_peer *p,
 	for (int i = 0; i < n; i++) {
 		memset(&out[i], 0, sizeof(out[i]));
 		out[i].tiers = match[i].tiers;
-		if (match[i].tiers & (1u << KVC_TIER_POOL))
+		if (match[i].tiers & (1u << KVC_TIER_POOL)) {
 			out[i].handle = match[i].loc[KVC_TIER_POOL].pool;
-		kvc_policy_on_access(d->policy, match[i].id);
+			kvc_policy_on_access(d->policy, match[i].id);
+		}
+		kvcd_tiers_access(d, match[i].id);
 	}
+	/* The engine LOADs what it found next: start reading it up now. */
+	kvcd_tiers_prefetch(d, match, (size_t)n);
 	/*
 	 * A missed block was asked for: one access for the admission filter,
 	 * so its STORE is admitted once it has been wanted pool_admit times.
@@ -663,6 +640,7 @@ static int kvcd_store_one(struct kvcd *d, uint32_t ns,
 	memcpy(link.parent, e->parent, KVCACHE_KEY_SIZE);
 	kvcd_journal_add(d, &link);
 	d->stores++;
+	kvcd_tiers_stored(d, id);
 	return 0;
 }
 
@@ -695,6 +673,7 @@ static int kvcd_load(struct kvcd *d, struct kvc_peer *p,
 {
 	static struct kvc_load_result res[KVC_PROTO_MAX_BATCH];
 	const struct kvc_load *l = &m->load;
+	bool later = false;
 
 	if (!kvcd_may(d, p, l->ns_id, 4))
 		return kvcd_error(reply, m, -EACCES, "namespace not readable");
@@ -705,11 +684,18 @@ static int kvcd_load(struct kvcd *d, struct kvc_peer *p,
 		memset(&res[i], 0, sizeof(res[i]));
 		if (kvc_index_find(d->index, l->ns_id,
 				   l->keys + (size_t)i * KVCACHE_KEY_SIZE,
-				   &id) ||
-		    !((e = kvc_index_entry(d->index, id))->tiers &
-		      (1u << KVC_TIER_POOL))) {
-			/* Lower tiers come with issue 6: not in DRAM, missing. */
+				   &id)) {
 			res[i].status = -ENOENT;
+			continue;
+		}
+		e = kvc_index_entry(d->index, id);
+		if (!(e->tiers & (1u << KVC_TIER_POOL))) {
+			/* In g3/g4: read it up, answer when it is in. */
+			res[i].status = kvcd_tiers_want(d, id);
+			if (!res[i].status) {
+				res[i].status = KVCD_WAIT_PENDING;
+				later = true;
+			}
 			continue;
 		}
 		/*
@@ -724,6 +710,13 @@ static int kvcd_load(struct kvcd *d, struct kvc_peer *p,
 			res[i].handle = e->loc[KVC_TIER_POOL].pool;
 			kvc_policy_on_access(d->policy, id);
 		}
+	}
+	if (later) {
+		if (kvcd_tiers_defer(d, p, m, res))
+			return KVC_SERVER_DEFER;
+		for (uint32_t i = 0; i < l->count; i++)
+			if (res[i].status == KVCD_WAIT_PENDING)
+				res[i].status = -ENOMEM;
 	}
 	return kvc_proto_encode_load_reply(reply, KVC_PROTO_MSG_MAX, m->seq,
 					   res, l->count);
@@ -786,8 +779,13 @@ static int kvcd_alloc(struct kvcd *d, struct kvc_peer *p,
 	ret = kvc_mpool_alloc(d->mpool, p->id, m->alloc.ns_id, m->alloc.count,
 			      h);
 	if (ret == -ENOSPC) {
-		/* Make room as the kernel's pressure events would, and retry. */
-		kvcd_check_pool(d);
+		/* Make room for the whole batch (and the high watermark, as
+		 * the kernel's pressure events would), and retry. */
+		uint64_t high = (uint64_t)d->nr_blocks *
+				d->cfg.pool.high_watermark / 100;
+
+		kvcd_evict_to(d, (uint32_t)(high > m->alloc.count ? high :
+					    m->alloc.count));
 		ret = kvc_mpool_alloc(d->mpool, p->id, m->alloc.ns_id,
 				      m->alloc.count, h);
 	}
@@ -826,7 +824,8 @@ static int kvcd_drop(struct kvcd *d, uint32_t id)
 	const struct kvc_entry *e = kvc_index_entry(d->index, id);
 	int ret;
 
-	if (e->nchild)
+	/* Children in g3/g4 only do not need this copy. */
+	if (e->child_in[KVC_TIER_POOL])
 		return -ENOTEMPTY;
 	ret = kvcd_evict_block(d, e->loc[KVC_TIER_POOL].pool);
 	if (ret && ret != -ESTALE)
@@ -951,7 +950,7 @@ static int kvcd_ns_list(struct kvcd *d, const struct kvc_msg *m,
 static int kvcd_stats(struct kvcd *d, const struct kvc_msg *m, uint8_t *reply)
 {
 	uint32_t free_blocks = 0;
-	struct kvc_stat st[] = {
+	struct kvc_stat st[64] = {
 		{ "index_keys", 0, kvc_index_count(d->index) },
 		{ "index_bytes", 0, kvc_index_bytes(d->index) },
 		{ "lookups", 0, d->lookups },
@@ -963,10 +962,11 @@ static int kvcd_stats(struct kvcd *d, const struct kvc_msg *m, uint8_t *reply)
 		{ "pool_blocks", 0, d->nr_blocks },
 		{ "pool_free", 0, 0 },
 	};
-	size_t n = sizeof(st) / sizeof(st[0]);
+	size_t n = 10;
 
 	kvcd_pool_free(d, &free_blocks);
 	st[n - 1].value = free_blocks;
+	n += kvcd_tiers_stats(d, st + n, sizeof(st) / sizeof(st[0]) - n);
 	for (size_t i = 0; i < n; i++)
 		st[i].name_len = (uint16_t)strlen(st[i].name);
 	return kvc_proto_encode_stats_reply(reply, KVC_PROTO_MSG_MAX, m->seq,
@@ -1043,6 +1043,7 @@ static void kvcd_closed(void *ctx, struct kvc_peer *p)
 	/* memfd mode: its pins and unsealed blocks go, as at close(2). */
 	if (d->mode == KVC_PROTO_MODE_MEMFD)
 		kvc_mpool_release_client(d->mpool, p->id);
+	kvcd_tiers_closed(d, p);
 	d->clients[p->id].hello = false;
 	kvc_metric_sub(d->dm.connections, 1);
 }
@@ -1101,6 +1102,8 @@ static void kvcd_readable(void *ctx, int fd)
 {
 	struct kvcd *d = ctx;
 
+	if (kvcd_tiers_readable(d, fd))
+		return;
 	if (d->ev && fd == kvc_kevents_fd(d->ev))
 		kvc_kevents_read(d->ev, kvcd_pressure, d);
 	else if (fd == d->metrics_fd)
@@ -1171,6 +1174,7 @@ int kvcd_metrics_fd(const struct kvcd *d)
 static void kvcd_tick(void *ctx)
 {
 	kvcd_check_pool(ctx);
+	kvcd_tiers_tick(ctx);
 }
 
 const struct kvc_server_ops kvcd_server_ops = {
@@ -1219,6 +1223,14 @@ static int kvcd_open_pool(struct kvcd *d, const char *device)
 	d->mode = KVC_PROTO_MODE_MEMFD;
 	d->block_size = kvc_mpool_block_size(d->mpool);
 	d->nr_blocks = kvc_mpool_nr_blocks(d->mpool);
+	/* The daemon copies blocks to and from g3/g4 through this. */
+	d->pool_map = mmap(NULL, d->block_size * d->nr_blocks,
+			   PROT_READ | PROT_WRITE, MAP_SHARED,
+			   kvc_mpool_fd(d->mpool), 0);
+	if (d->pool_map == MAP_FAILED) {
+		d->pool_map = NULL;
+		return -errno;
+	}
 	return 0;
 }
 
@@ -1318,6 +1330,10 @@ int kvcd_create(struct kvcd **out, const struct kvcd_options *opt)
 	if (d->journal_fd < 0)
 		fprintf(stderr, "kvcached: %s: %s (restarts will lose chains)\n",
 			path, strerror(errno));
+	/* After the pool: blocks found in both get both presence bits. */
+	ret = kvcd_tiers_open(d);
+	if (ret)
+		goto err;
 	*out = d;
 	return 0;
 err:
@@ -1329,6 +1345,7 @@ void kvcd_destroy(struct kvcd *d)
 {
 	if (!d)
 		return;
+	kvcd_tiers_close(d);
 	if (d->journal_fd >= 0)
 		close(d->journal_fd);
 	if (d->metrics_fd >= 0) {
@@ -1343,6 +1360,8 @@ void kvcd_destroy(struct kvcd *d)
 	kvc_metrics_free(d->metrics);
 	kvc_kevents_close(d->ev);
 	kvc_kdev_close(&d->kdev);
+	if (d->pool_map)
+		munmap(d->pool_map, d->block_size * d->nr_blocks);
 	kvc_mpool_destroy(d->mpool);
 	free(d->by_block);
 	free(d->orphan_seen);
@@ -1352,6 +1371,22 @@ void kvcd_destroy(struct kvcd *d)
 int kvcd_event_fd(const struct kvcd *d)
 {
 	return d->ev ? kvc_kevents_fd(d->ev) : -1;
+}
+
+void kvcd_set_server(struct kvcd *d, struct kvc_server *s)
+{
+	d->srv = s;
+}
+
+size_t kvcd_watch_fds(const struct kvcd *d, int *fds, size_t max)
+{
+	size_t n = 0;
+
+	if (d->ev && n < max)
+		fds[n++] = kvc_kevents_fd(d->ev);
+	if (d->metrics_fd >= 0 && n < max)
+		fds[n++] = d->metrics_fd;
+	return n + kvcd_tiers_fds(d, fds + n, max - n);
 }
 
 const char *kvcd_mode_name(const struct kvcd *d)

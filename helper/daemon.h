@@ -20,6 +20,7 @@
 #define KVC_DAEMON_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -51,6 +52,15 @@ extern const struct kvc_server_ops kvcd_server_ops;
  */
 int kvcd_event_fd(const struct kvcd *d);
 int kvcd_metrics_fd(const struct kvcd *d);
+
+/*
+ * Every descriptor the server loop must watch (the above, and the
+ * persistent tiers' I/O completions), up to max: how many.
+ */
+size_t kvcd_watch_fds(const struct kvcd *d, int *fds, size_t max);
+
+/* The server, for replies the daemon defers (LOAD from g3/g4). */
+void kvcd_set_server(struct kvcd *d, struct kvc_server *s);
 
 /* "kernel" or "memfd". */
 const char *kvcd_mode_name(const struct kvcd *d);

@@ -99,3 +99,44 @@ int kvc_kdev_evict(struct kvc_kdev *kd, const struct kvcache_handle *h,
 	*done = b.done;
 	return ret;
 }
+
+static int kvc_kdev_batch(struct kvc_kdev *kd, unsigned long cmd,
+			  const void *entries, uint32_t n)
+{
+	struct kvcache_batch b = {
+		.size = sizeof(b), .count = n, .entries = (uintptr_t)entries,
+	};
+
+	return kvc_kdev_ioctl(kd, cmd, &b);
+}
+
+int kvc_kdev_pin(struct kvc_kdev *kd, struct kvcache_handle h)
+{
+	return kvc_kdev_batch(kd, KVCACHE_IOC_PIN, &h, 1);
+}
+
+int kvc_kdev_unpin(struct kvc_kdev *kd, struct kvcache_handle h)
+{
+	return kvc_kdev_batch(kd, KVCACHE_IOC_UNPIN, &h, 1);
+}
+
+int kvc_kdev_alloc(struct kvc_kdev *kd, uint32_t ns, struct kvcache_handle *h)
+{
+	struct kvcache_alloc a = {
+		.size = sizeof(a), .ns_id = ns, .count = 1,
+		.handles = (uintptr_t)h,
+	};
+
+	return kvc_kdev_ioctl(kd, KVCACHE_IOC_ALLOC, &a);
+}
+
+int kvc_kdev_seal(struct kvc_kdev *kd, struct kvcache_handle h,
+		  uint32_t payload_len, const uint8_t key[KVCACHE_KEY_SIZE])
+{
+	struct kvcache_seal_entry e = {
+		.handle = h, .payload_len = payload_len,
+	};
+
+	memcpy(e.key, key, KVCACHE_KEY_SIZE);
+	return kvc_kdev_batch(kd, KVCACHE_IOC_SEAL, &e, 1);
+}

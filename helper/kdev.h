@@ -46,4 +46,15 @@ int kvc_kdev_block(struct kvc_kdev *kd, struct kvcache_handle h,
 int kvc_kdev_evict(struct kvc_kdev *kd, const struct kvcache_handle *h,
 		   uint32_t n, uint32_t *done);
 
+/*
+ * For the persistent tiers: a pin of this file on sealed block @h (so it
+ * can be mapped read-only and copied out) and its release; one writable
+ * block in namespace @ns, and its seal under @key once written.
+ */
+int kvc_kdev_pin(struct kvc_kdev *kd, struct kvcache_handle h);
+int kvc_kdev_unpin(struct kvc_kdev *kd, struct kvcache_handle h);
+int kvc_kdev_alloc(struct kvc_kdev *kd, uint32_t ns, struct kvcache_handle *h);
+int kvc_kdev_seal(struct kvc_kdev *kd, struct kvcache_handle h,
+		  uint32_t payload_len, const uint8_t key[KVCACHE_KEY_SIZE]);
+
 #endif /* KVC_KDEV_H */

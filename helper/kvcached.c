@@ -61,6 +61,8 @@ int main(int argc, char **argv)
 	};
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct kvc_server *srv = NULL;
+	size_t nfds;
+	int fds[8];
 	struct kvc_config cfg;
 	struct kvcd *d = NULL;
 	bool print = false;
@@ -150,10 +152,10 @@ int main(int argc, char **argv)
 		kvcd_destroy(d);
 		return 1;
 	}
-	if (kvcd_event_fd(d) >= 0)
-		kvc_server_watch(srv, kvcd_event_fd(d));
-	if (kvcd_metrics_fd(d) >= 0)
-		kvc_server_watch(srv, kvcd_metrics_fd(d));
+	nfds = kvcd_watch_fds(d, fds, sizeof(fds) / sizeof(fds[0]));
+	for (size_t i = 0; i < nfds; i++)
+		kvc_server_watch(srv, fds[i]);
+	kvcd_set_server(d, srv);
 	fprintf(stderr, "kvcached: %s mode, listening on %s\n",
 		kvcd_mode_name(d), cfg.daemon.socket);
 

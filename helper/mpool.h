@@ -29,7 +29,9 @@
 
 #include <linux/kvcache.h>
 
-#define KVC_MPOOL_MAX_CLIENTS	1024
+/* Connections 0..1023, and the daemon itself (it promotes blocks). */
+#define KVC_MPOOL_MAX_CLIENTS	1025
+#define KVC_MPOOL_SELF		1024
 
 struct kvc_mpool;
 

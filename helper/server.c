@@ -49,6 +49,7 @@ struct kvc_server {
 	int nwatch;
 	struct __kernel_timespec tick;
 	bool ticking;
+	uint64_t serial;		/* connections accepted, ever */
 	uint8_t reply[KVC_PROTO_MSG_MAX];
 };
 
@@ -260,6 +261,7 @@ static void kvc_accepted(struct kvc_server *s, int fd)
 	c->peer.gid = cred.gid;
 	c->peer.groups = NULL;
 	c->peer.ngroups = 0;
+	c->peer.serial = ++s->serial;
 	if (kvc_peer_groups(&c->peer) || s->ops->connected(s->ctx, &c->peer)) {
 		close(fd);
 		free(c->peer.groups);
@@ -328,9 +330,25 @@ static void kvc_received(struct kvc_server *s, struct kvc_conn *c, int res)
 	kvc_drop_fds(&c->mh);
 	n = s->ops->request(s->ctx, &c->peer, c->buf, (size_t)res,
 			    c->mh.msg_flags & MSG_TRUNC, s->reply, &pass_fd);
+	if (n == KVC_SERVER_DEFER)
+		return;		/* kvc_server_reply() re-arms the receive */
 	if (n < 0 || (n > 0 && kvc_send(c->peer.fd, s->reply, (size_t)n,
 					 pass_fd)) || kvc_arm_recv(s, c))
 		kvc_conn_close(s, c);
+}
+
+int kvc_server_reply(struct kvc_server *s, uint32_t id, uint64_t serial,
+		     const uint8_t *msg, size_t len, int pass_fd)
+{
+	struct kvc_conn *c = id < KVC_SERVER_MAX_CLIENTS ? s->conns[id] : NULL;
+
+	if (!c || c->peer.serial != serial)
+		return -ENOTCONN;	/* gone; the id may be someone else's */
+	if (kvc_send(c->peer.fd, msg, len, pass_fd) || kvc_arm_recv(s, c)) {
+		kvc_conn_close(s, c);
+		return -ENOTCONN;
+	}
+	return 0;
 }
 
 static void kvc_complete(struct kvc_server *s, struct io_uring_cqe *cqe)

@@ -20,6 +20,7 @@
 #ifndef KVC_SERVER_H
 #define KVC_SERVER_H
 
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -36,7 +37,14 @@ struct kvc_peer {
 	gid_t gid;
 	gid_t *groups;		/* SO_PEERGROUPS: supplementary groups */
 	uint32_t ngroups;
+	uint64_t serial;	/* unique for the server's life, unlike id */
 };
+
+/*
+ * request() returns this to answer later, with kvc_server_reply(): the
+ * client's next message is not read until then, so replies stay in order.
+ */
+#define KVC_SERVER_DEFER	INT_MAX
 
 struct kvc_server_ops {
 	/*
@@ -77,6 +85,14 @@ int kvc_server_mkdir_parent(const char *path);
 int kvc_server_watch(struct kvc_server *s, int fd);
 /* Run until *stop is set (by a signal handler). Returns 0 or -errno. */
 int kvc_server_run(struct kvc_server *s, volatile sig_atomic_t *stop);
+/*
+ * The deferred reply to the client (id, serial): sent, and its next
+ * message read. -ENOTCONN when it has gone (or could not take the reply,
+ * which disconnects it).
+ */
+int kvc_server_reply(struct kvc_server *s, uint32_t id, uint64_t serial,
+		     const uint8_t *msg, size_t len, int pass_fd);
+
 /* Disconnect every client (closed() for each) and remove the socket. */
 void kvc_server_close(struct kvc_server *s);
 

@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * daemon_priv: the daemon's state, shared by daemon.c (requests, the
+ * pool tier, namespaces) and daemon_tiers.c (the persistent tiers: spill,
+ * promotion, prefetch). Nothing else includes it.
+ *
+ * Single-threaded, as the whole daemon: the server loop's thread.
+ */
+#ifndef KVC_DAEMON_PRIV_H
+#define KVC_DAEMON_PRIV_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "index.h"
+#include "kdev.h"
+#include "kevents.h"
+#include "metrics.h"
+#include "mpool.h"
+#include "policy.h"
+#include "proto.h"
+#include "server.h"
+#include "tier.h"
+
+struct kvcd_ns {
+	bool used;
+	uint32_t uid, gid, mode;
+};
+
+struct kvcd_client {
+	bool hello;
+};
+
+/*
+ * A LOAD waiting for blocks to come up from g3/g4: its reply goes out
+ * (kvc_server_reply) when the last one is in the pool or has failed.
+ */
+struct kvcd_wait {
+	bool used;
+	uint32_t peer;			/* server peer id ... */
+	uint64_t serial;		/* ... and which connection it was */
+	uint64_t seq;			/* the request's */
+	uint32_t ns;
+	uint32_t count, outstanding;
+	uint8_t (*keys)[KVCACHE_KEY_SIZE];
+	struct kvc_load_result *res;	/* status 1: still coming */
+};
+
+#define KVCD_WAIT_PENDING	1
+
+struct kvcd {
+	struct kvc_config cfg;
+	char state_dir[PATH_MAX];
+	int mode;			/* KVC_PROTO_MODE_* */
+	struct kvc_kdev kdev;		/* kernel mode */
+	struct kvc_kevents *ev;		/* kernel mode, may be NULL */
+	struct kvc_mpool *mpool;	/* memfd mode */
+	uint8_t *pool_map;		/* memfd mode: the whole pool */
+	uint64_t block_size;
+	uint32_t nr_blocks;
+
+	struct kvc_index *index;
+	struct kvc_policy *policy;	/* the pool tier */
+	struct kvc_admit *admit;	/* the pool tier's admission filter */
+	uint32_t *by_block;		/* pool block index -> entry id */
+	uint8_t *orphan_seen;		/* kernel mode: sealed, not stored */
+
+	/* The persistent tiers (daemon_tiers.c); NULL when off. */
+	struct kvc_tier *tier[KVC_NR_TIERS];
+	struct kvc_admit *tier_admit[KVC_NR_TIERS];
+	struct kvc_server *srv;		/* for deferred LOAD replies */
+	struct kvcd_wait *waits;	/* KVC_SERVER_MAX_CLIENTS */
+	uint32_t *fetchq;		/* ids waiting for a read slot */
+	size_t fetchq_len, fetchq_cap;
+	uint32_t *spillq;		/* ids waiting for a write slot */
+	size_t spillq_len, spillq_cap;
+	uint8_t *fetching;		/* by id: a read is in flight */
+	size_t nfetching;
+	uint64_t promotions, promote_errors, prefetches;
+
+	struct kvc_metrics *metrics;
+	struct kvc_daemon_metrics dm;
+	int metrics_fd;			/* listening; -1 when off */
+	char *metrics_buf;
+	size_t metrics_cap;
+	struct kvcd_ns ns[KVCACHE_NS_MAX + 1];
+	int journal_fd;
+	struct kvcd_client clients[KVC_SERVER_MAX_CLIENTS];
+
+	uint64_t lookups, lookup_keys, hit_keys, stores, evictions, errors;
+};
+
+/* daemon.c */
+int kvcd_set_pool(struct kvcd *d, uint32_t id, struct kvcache_handle h);
+void kvcd_check_pool(struct kvcd *d);
+int kvcd_evict_to(struct kvcd *d, uint32_t want);
+
+/* daemon_tiers.c */
+int kvcd_tiers_open(struct kvcd *d);
+void kvcd_tiers_close(struct kvcd *d);
+/* Entry id was just stored in the pool: write-through spills. */
+void kvcd_tiers_stored(struct kvcd *d, uint32_t id);
+/*
+ * The pool is about to evict entry id: write-back spills copy it out
+ * first. 0: go ahead; -EBUSY: the write queue is full, keep it for now.
+ */
+int kvcd_tiers_evicting(struct kvcd *d, uint32_t id);
+/*
+ * LOAD of a key present in g3/g4 only: start bringing it up. 0 when the
+ * result will come later (res->status set to KVCD_WAIT_PENDING), or the
+ * status to return now.
+ */
+int kvcd_tiers_want(struct kvcd *d, uint32_t id);
+/* Park a LOAD reply until its pending keys are in; false: no memory. */
+bool kvcd_tiers_defer(struct kvcd *d, const struct kvc_peer *p,
+		      const struct kvc_msg *m,
+		      const struct kvc_load_result *res);
+/* LOOKUP matched these: read ahead the ones only g3/g4 hold. */
+void kvcd_tiers_prefetch(struct kvcd *d, const struct kvc_match *m,
+			 size_t n);
+void kvcd_tiers_access(struct kvcd *d, uint32_t id);
+/* Is a copy of entry id being written to g3 or g4? */
+bool kvcd_tiers_spilling(const struct kvcd *d, uint32_t id);
+bool kvcd_tiers_readable(struct kvcd *d, int fd);
+void kvcd_tiers_tick(struct kvcd *d);
+void kvcd_tiers_closed(struct kvcd *d, const struct kvc_peer *p);
+/* STATS entries of the tiers: fills up to max, returns how many. */
+size_t kvcd_tiers_stats(struct kvcd *d, struct kvc_stat *st, size_t max);
+/* The server's descriptors to watch (up to max); returns how many. */
+size_t kvcd_tiers_fds(const struct kvcd *d, int *fds, size_t max);
+
+#endif /* KVC_DAEMON_PRIV_H */

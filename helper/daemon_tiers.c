@@ -1,0 +1,717 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * daemon_tiers: kvcached's persistent tiers, g3 and g4 (tier.h), and how
+ * blocks move between them and the DRAM pool (Documentation/tiers.md).
+ *
+ * Spill. A tier with write = through gets a copy of each block as it is
+ * stored; with write = back, when the pool evicts the block. Either way
+ * the pool block's bytes are copied once, into a registered I/O buffer,
+ * and the pool block is free to go as soon as that copy is made. When a
+ * tier's write queue is full, a write-through spill waits in spillq, and
+ * a write-back eviction waits (the pool block stays until there is room:
+ * the queue depth bounds the memory and the device queue, and eviction
+ * slows down to the disk's pace instead of dropping blocks).
+ *
+ * Promotion. LOAD of a key that only g3 or g4 holds reads the block file
+ * (verified), allocates a pool block, copies the payload in, seals it under
+ * its key, and only then answers: the reply is deferred (server.h), the
+ * connection's next request waits for it. LOOKUP starts the same reads
+ * for up to `prefetch` blocks of the matched chain that are not in the
+ * pool, so the LOAD that follows finds them there or on their way.
+ *
+ * A block read from a tier that turns out corrupt is a miss (tier.c
+ * quarantines it); if the other tier has the block too, it is read from
+ * there instead.
+ *
+ * Waiting LOADs are settled by key, not by id, after every batch of
+ * completions: a key whose block reached the pool is answered with it,
+ * one that is neither in the pool nor being read is a miss. That holds
+ * however the index changed meanwhile.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon_priv.h"
+
+static const char *const tier_names[KVC_NR_TIERS] = { "pool", "g3", "g4" };
+
+static bool ns_ok(void *arg, uint32_t ns)
+{
+	const struct kvcd *d = arg;
+
+	return ns >= 1 && ns <= KVCACHE_NS_MAX && d->ns[ns].used;
+}
+
+static double mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static bool present(const struct kvcd *d, uint32_t id, unsigned int tier)
+{
+	const struct kvc_entry *e = kvc_index_entry(d->index, id);
+
+	return e && (e->tiers & (1u << tier));
+}
+
+/* ---- pool blocks ---------------------------------------------------------- */
+
+/* Copy sealed pool block h's payload to dst; its length in *len. */
+static int copy_out(struct kvcd *d, struct kvcache_handle h, uint8_t *dst,
+		    uint64_t *len)
+{
+	struct kvcache_block_info info;
+	uint32_t count, next;
+	void *map;
+	int ret;
+
+	if (d->mode == KVC_PROTO_MODE_MEMFD) {
+		count = kvc_mpool_query(d->mpool, h.index, KVCACHE_NS_ANY,
+					&info, 1, &next);
+		if (!count || info.handle.index != h.index ||
+		    info.handle.gen != h.gen)
+			return -ESTALE;
+		*len = info.payload_len;
+		memcpy(dst, d->pool_map + (uint64_t)h.index * d->block_size,
+		       info.payload_len);
+		return 0;
+	}
+	/* Kernel mode: a pin of our own makes the block mappable and keeps
+	 * it from being evicted while it is copied. */
+	ret = kvc_kdev_block(&d->kdev, h, &info);
+	if (!ret)
+		ret = kvc_kdev_pin(&d->kdev, h);
+	if (ret)
+		return ret;
+	map = mmap(NULL, d->block_size, PROT_READ, MAP_SHARED, d->kdev.fd,
+		   (off_t)((uint64_t)h.index * d->block_size));
+	if (map == MAP_FAILED) {
+		ret = -errno;
+	} else {
+		*len = info.payload_len;
+		memcpy(dst, map, info.payload_len);
+		munmap(map, d->block_size);
+	}
+	kvc_kdev_unpin(&d->kdev, h);
+	return ret;
+}
+
+static int alloc_block(struct kvcd *d, uint32_t ns, struct kvcache_handle *h)
+{
+	if (d->mode == KVC_PROTO_MODE_MEMFD)
+		return kvc_mpool_alloc(d->mpool, KVC_MPOOL_SELF, ns, 1, h);
+	return kvc_kdev_alloc(&d->kdev, ns, h);
+}
+
+/* Put a payload read from a tier into a new sealed pool block. */
+static int promote(struct kvcd *d, uint32_t id, const uint8_t *payload,
+		   uint64_t len)
+{
+	const struct kvc_entry *e = kvc_index_entry(d->index, id);
+	uint8_t key[KVCACHE_KEY_SIZE];
+	struct kvcache_handle h;
+	void *map;
+	int ret;
+
+	if (len > d->block_size)
+		return -EFBIG;
+	memcpy(key, e->key, KVCACHE_KEY_SIZE);
+	ret = alloc_block(d, e->ns, &h);
+	if (ret == -ENOSPC) {
+		kvcd_evict_to(d, 1);
+		ret = alloc_block(d, e->ns, &h);
+	}
+	if (ret)
+		return ret;
+	if (d->mode == KVC_PROTO_MODE_MEMFD) {
+		memcpy(d->pool_map + (uint64_t)h.index * d->block_size, payload,
+		       len);
+		ret = kvc_mpool_seal(d->mpool, KVC_MPOOL_SELF, h,
+				     (uint32_t)len, key);
+		if (ret)
+			kvc_mpool_release_client(d->mpool, KVC_MPOOL_SELF);
+	} else {
+		map = mmap(NULL, d->block_size, PROT_READ | PROT_WRITE,
+			   MAP_SHARED, d->kdev.fd,
+			   (off_t)((uint64_t)h.index * d->block_size));
+		if (map == MAP_FAILED)
+			return -errno;	/* unsealed: reclaimed at close */
+		memcpy(map, payload, len);
+		munmap(map, d->block_size);
+		ret = kvc_kdev_seal(&d->kdev, h, (uint32_t)len, key);
+	}
+	if (!ret)
+		ret = kvcd_set_pool(d, id, h);
+	return ret;
+}
+
+/* ---- spill --------------------------------------------------------------- */
+
+static int spill_one(struct kvcd *d, unsigned int tier, uint32_t id)
+{
+	struct kvc_tier *t = d->tier[tier];
+	const struct kvc_entry *e = kvc_index_entry(d->index, id);
+	uint8_t *buf;
+	uint64_t len = 0;
+	int slot, ret;
+
+	if (!e || !(e->tiers & (1u << KVC_TIER_POOL)))
+		return -ENOENT;
+	if ((e->tiers & (1u << tier)) || kvc_tier_spilling(t, id))
+		return -EEXIST;
+	slot = kvc_tier_spill_begin(t, &buf);
+	if (slot < 0)
+		return slot;
+	ret = copy_out(d, e->loc[KVC_TIER_POOL].pool, buf, &len);
+	if (ret) {
+		kvc_tier_spill_cancel(t, slot);
+		return ret;
+	}
+	return kvc_tier_spill_submit(t, slot, id, len);
+}
+
+static void queue_id(uint32_t **q, size_t *len, size_t *cap, uint32_t id)
+{
+	if (*len == *cap) {
+		size_t n = *cap ? *cap * 2 : 256;
+		uint32_t *p = realloc(*q, n * sizeof(*p));
+
+		if (!p)
+			return;		/* dropped: a cache may skip a copy */
+		*q = p;
+		*cap = n;
+	}
+	(*q)[(*len)++] = id;
+}
+
+/* Has the block been wanted often enough for this tier (its admit)? */
+static bool admitted(struct kvcd *d, unsigned int tier, uint32_t id,
+		     bool count)
+{
+	unsigned int k = tier == KVC_TIER_G3 ? d->cfg.eviction.g3_admit :
+			 d->cfg.eviction.g4_admit;
+	uint64_t fp = kvc_index_fingerprint(d->index, id);
+
+	if (k <= 1)
+		return true;
+	if (count)
+		return kvc_admit_access(d->tier_admit[tier], fp);
+	return kvc_admit_estimate(d->tier_admit[tier], fp) >= k;
+}
+
+static bool write_through(const struct kvcd *d, unsigned int tier)
+{
+	return (tier == KVC_TIER_G3 ? d->cfg.g3.write : d->cfg.g4.write) ==
+	       KVC_CONFIG_WRITE_THROUGH;
+}
+
+void kvcd_tiers_stored(struct kvcd *d, uint32_t id)
+{
+	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++) {
+		if (!d->tier[t])
+			continue;
+		if (!admitted(d, t, id, true) || !write_through(d, t))
+			continue;
+		if (spill_one(d, t, id) == -EBUSY)
+			queue_id(&d->spillq, &d->spillq_len, &d->spillq_cap,
+				 id);
+	}
+}
+
+int kvcd_tiers_evicting(struct kvcd *d, uint32_t id)
+{
+	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++) {
+		if (!d->tier[t] || write_through(d, t) ||
+		    present(d, id, t) || kvc_tier_spilling(d->tier[t], id) ||
+		    !admitted(d, t, id, false))
+			continue;
+		/* Other errors (disk full, read-only) are counted by the
+		 * tier; the block goes anyway: DRAM service comes first. */
+		if (spill_one(d, t, id) == -EBUSY)
+			return -EBUSY;
+	}
+	return 0;
+}
+
+bool kvcd_tiers_spilling(const struct kvcd *d, uint32_t id)
+{
+	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++)
+		if (d->tier[t] && kvc_tier_spilling(d->tier[t], id))
+			return true;
+	return false;
+}
+
+static void drain_spills(struct kvcd *d)
+{
+	size_t i = 0, kept = 0;
+
+	for (; i < d->spillq_len; i++) {
+		uint32_t id = d->spillq[i];
+		bool busy = false;
+
+		for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++)
+			if (d->tier[t] && write_through(d, t) &&
+			    spill_one(d, t, id) == -EBUSY)
+				busy = true;
+		if (busy)
+			d->spillq[kept++] = id;
+	}
+	d->spillq_len = kept;
+}
+
+/* ---- promotion ------------------------------------------------------------ */
+
+static bool set_fetching(struct kvcd *d, uint32_t id, uint8_t v)
+{
+	if (id >= d->nfetching) {
+		size_t n = d->nfetching ? d->nfetching : 1024;
+		uint8_t *p;
+
+		while (n <= id)
+			n *= 2;
+		p = realloc(d->fetching, n);
+		if (!p)
+			return false;
+		memset(p + d->nfetching, 0, n - d->nfetching);
+		d->fetching = p;
+		d->nfetching = n;
+	}
+	d->fetching[id] = v;
+	return true;
+}
+
+static bool is_fetching(const struct kvcd *d, uint32_t id)
+{
+	return id < d->nfetching && d->fetching[id];
+}
+
+/*
+ * Start reading entry id up from g3 (else g4). 0: on its way (or
+ * queued); -ENOENT: neither tier has it (any more).
+ */
+static int start_fetch(struct kvcd *d, uint32_t id)
+{
+	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++) {
+		int ret;
+
+		if (!d->tier[t] || !present(d, id, t))
+			continue;
+		ret = kvc_tier_fetch(d->tier[t], id, id);
+		if (ret == -EBUSY) {
+			queue_id(&d->fetchq, &d->fetchq_len, &d->fetchq_cap,
+				 id);
+			return set_fetching(d, id, 1) ? 0 : -ENOMEM;
+		}
+		if (!ret)
+			return set_fetching(d, id, 1) ? 0 : -ENOMEM;
+		/* A miss or corrupt there (now cleared): the next tier. */
+		kvc_metric_add(d->dm.misses[t], 1);
+	}
+	return -ENOENT;
+}
+
+int kvcd_tiers_want(struct kvcd *d, uint32_t id)
+{
+	if (is_fetching(d, id))
+		return 0;
+	return start_fetch(d, id);
+}
+
+void kvcd_tiers_prefetch(struct kvcd *d, const struct kvc_match *m,
+			 size_t n)
+{
+	unsigned int budget = d->cfg.pool.prefetch;
+
+	for (size_t i = 0; i < n && budget; i++) {
+		if (m[i].tiers & (1u << KVC_TIER_POOL) ||
+		    is_fetching(d, m[i].id))
+			continue;
+		if (!start_fetch(d, m[i].id)) {
+			d->prefetches++;
+			budget--;
+		}
+	}
+}
+
+void kvcd_tiers_access(struct kvcd *d, uint32_t id)
+{
+	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++) {
+		if (!d->tier[t])
+			continue;
+		kvc_tier_touch(d->tier[t], id);
+		if (d->tier_admit[t])
+			admitted(d, t, id, true);
+	}
+}
+
+static void drain_fetches(struct kvcd *d)
+{
+	size_t i, kept = 0;
+
+	for (i = 0; i < d->fetchq_len; i++) {
+		uint32_t id = d->fetchq[i];
+		int ret = -ENOENT;
+
+		if (!is_fetching(d, id))
+			continue;
+		for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++) {
+			if (!d->tier[t] || !present(d, id, t))
+				continue;
+			ret = kvc_tier_fetch(d->tier[t], id, id);
+			if (ret != -ENOENT && ret != -EBADMSG)
+				break;
+		}
+		if (ret == -EBUSY)
+			d->fetchq[kept++] = id;
+		else if (ret)
+			d->fetching[id] = 0;	/* gone: a miss */
+	}
+	d->fetchq_len = kept;
+}
+
+/* ---- waiting LOADs ---------------------------------------------------------- */
+
+bool kvcd_tiers_defer(struct kvcd *d, const struct kvc_peer *p,
+		      const struct kvc_msg *m,
+		      const struct kvc_load_result *res)
+{
+	const struct kvc_load *l = &m->load;
+	struct kvcd_wait *w = NULL;
+
+	for (uint32_t i = 0; i < KVC_SERVER_MAX_CLIENTS && !w; i++)
+		if (!d->waits[i].used)
+			w = &d->waits[i];
+	if (!w)
+		return false;
+	w->keys = malloc((size_t)l->count * KVCACHE_KEY_SIZE);
+	w->res = malloc((size_t)l->count * sizeof(*w->res));
+	if (!w->keys || !w->res) {
+		free(w->keys);
+		free(w->res);
+		return false;
+	}
+	memcpy(w->keys, l->keys, (size_t)l->count * KVCACHE_KEY_SIZE);
+	memcpy(w->res, res, (size_t)l->count * sizeof(*w->res));
+	w->used = true;
+	w->peer = p->id;
+	w->serial = p->serial;
+	w->seq = m->seq;
+	w->ns = l->ns_id;
+	w->count = l->count;
+	w->outstanding = 0;
+	for (uint32_t i = 0; i < l->count; i++)
+		w->outstanding += res[i].status == KVCD_WAIT_PENDING;
+	return true;
+}
+
+static void wait_free(struct kvcd_wait *w)
+{
+	free(w->keys);
+	free(w->res);
+	memset(w, 0, sizeof(*w));
+}
+
+/* Answer what can be answered now; reply to LOADs that are complete. */
+static void settle(struct kvcd *d)
+{
+	static uint8_t reply[KVC_PROTO_MSG_MAX];
+
+	for (uint32_t wi = 0; wi < KVC_SERVER_MAX_CLIENTS; wi++) {
+		struct kvcd_wait *w = &d->waits[wi];
+		int len;
+
+		if (!w->used)
+			continue;
+		for (uint32_t i = 0; i < w->count; i++) {
+			struct kvc_load_result *r = &w->res[i];
+			const struct kvc_entry *e;
+			uint32_t id;
+
+			if (r->status != KVCD_WAIT_PENDING)
+				continue;
+			if (kvc_index_find(d->index, w->ns, w->keys[i], &id)) {
+				r->status = -ENOENT;
+			} else if ((e = kvc_index_entry(d->index, id))->tiers &
+				   (1u << KVC_TIER_POOL)) {
+				r->handle = e->loc[KVC_TIER_POOL].pool;
+				r->status = d->mode == KVC_PROTO_MODE_MEMFD ?
+					kvc_mpool_pin(d->mpool, w->peer,
+						      r->handle) : 0;
+				if (r->status)
+					memset(&r->handle, 0,
+					       sizeof(r->handle));
+				else
+					kvc_policy_on_access(d->policy, id);
+			} else if (is_fetching(d, id)) {
+				continue;
+			} else {
+				r->status = -ENOENT;
+			}
+			w->outstanding--;
+		}
+		if (w->outstanding)
+			continue;
+		len = kvc_proto_encode_load_reply(reply, sizeof(reply),
+						  (uint32_t)w->seq, w->res,
+						  w->count);
+		if (len > 0 &&
+		    kvc_server_reply(d->srv, w->peer, w->serial, reply,
+				     (size_t)len, -1) == -ENOTCONN &&
+		    d->mode == KVC_PROTO_MODE_MEMFD)
+			/* Gone: closed() already dropped its pins, except
+			 * the ones given just now. */
+			kvc_mpool_release_client(d->mpool, w->peer);
+		wait_free(w);
+	}
+}
+
+void kvcd_tiers_closed(struct kvcd *d, const struct kvc_peer *p)
+{
+	if (!d->waits)
+		return;
+	for (uint32_t i = 0; i < KVC_SERVER_MAX_CLIENTS; i++)
+		if (d->waits[i].used && d->waits[i].peer == p->id &&
+		    d->waits[i].serial == p->serial)
+			wait_free(&d->waits[i]);
+}
+
+/* ---- completions ---------------------------------------------------------- */
+
+struct done_ctx {
+	struct kvcd *d;
+	unsigned int tier;
+};
+
+static void tier_done(void *arg, const struct kvc_tier_done *o)
+{
+	struct done_ctx *c = arg;
+	struct kvcd *d = c->d;
+	int ret;
+
+	if (o->op == KVC_TIO_WRITE) {
+		if (!o->status)
+			kvc_metric_add(d->dm.written_bytes[c->tier],
+				       o->bytes);
+		return;
+	}
+	if (o->cookie < d->nfetching)
+		d->fetching[o->cookie] = 0;
+	if (o->id == KVC_ID_NONE)
+		return;
+	if (o->status) {
+		kvc_metric_add(d->dm.misses[c->tier], 1);
+		/* The other tier may still have a good copy. */
+		start_fetch(d, o->id);
+		return;
+	}
+	kvc_metric_add(d->dm.hits[c->tier], 1);
+	kvc_metric_add(d->dm.read_bytes[c->tier], o->bytes);
+	if (present(d, o->id, KVC_TIER_POOL))
+		return;		/* stored again meanwhile */
+	ret = promote(d, o->id, o->payload, o->payload_len);
+	if (ret) {
+		d->promote_errors++;
+		return;
+	}
+	d->promotions++;
+	/* Pin it for the LOADs waiting on it before anything can evict it
+	 * to make room for the next promotion. */
+	settle(d);
+}
+
+bool kvcd_tiers_readable(struct kvcd *d, int fd)
+{
+	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++) {
+		struct done_ctx c = { d, t };
+
+		if (!d->tier[t] || fd != kvc_tier_fd(d->tier[t]))
+			continue;
+		kvc_tier_reap(d->tier[t], false, tier_done, &c);
+		drain_fetches(d);
+		drain_spills(d);
+		settle(d);
+		/* Evictions waiting for write-back slots can go on now. */
+		kvcd_check_pool(d);
+		return true;
+	}
+	return false;
+}
+
+void kvcd_tiers_tick(struct kvcd *d)
+{
+	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++)
+		if (d->tier[t])
+			kvc_tier_tick(d->tier[t], ns_ok, d);
+	drain_fetches(d);
+	drain_spills(d);
+	if (d->waits)
+		settle(d);
+}
+
+size_t kvcd_tiers_fds(const struct kvcd *d, int *fds, size_t max)
+{
+	size_t n = 0;
+
+	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS && n < max; t++)
+		if (d->tier[t])
+			fds[n++] = kvc_tier_fd(d->tier[t]);
+	return n;
+}
+
+/* ---- stats ------------------------------------------------------------------- */
+
+#define TIER_NSTATS	14
+
+size_t kvcd_tiers_stats(struct kvcd *d, struct kvc_stat *st, size_t max)
+{
+	static char names[KVC_NR_TIERS][TIER_NSTATS][32];
+	static const char *const what[TIER_NSTATS] = {
+		"blocks", "bytes", "capacity", "spills", "spill_errors",
+		"spill_exists", "reads", "read_errors", "misses", "corrupt",
+		"evictions", "lease_skips", "found", "lost",
+	};
+	size_t n = 0;
+
+	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++) {
+		const struct kvc_tier_stats *s;
+		uint64_t v[TIER_NSTATS];
+
+		if (!d->tier[t])
+			continue;
+		s = kvc_tier_stats(d->tier[t]);
+		v[0] = s->blocks;
+		v[1] = s->usage;
+		v[2] = kvc_tier_capacity(d->tier[t]);
+		v[3] = s->spills;
+		v[4] = s->spill_errors;
+		v[5] = s->spill_exists;
+		v[6] = s->reads;
+		v[7] = s->read_errors;
+		v[8] = s->misses;
+		v[9] = s->corrupt;
+		v[10] = s->evictions;
+		v[11] = s->lease_skips;
+		v[12] = s->found;
+		v[13] = s->lost;
+		for (size_t i = 0; i < TIER_NSTATS && n < max; i++) {
+			snprintf(names[t][i], sizeof(names[t][i]), "%s_%s",
+				 tier_names[t], what[i]);
+			st[n++] = (struct kvc_stat){ names[t][i], 0, v[i] };
+		}
+	}
+	if (n + 3 <= max) {
+		st[n++] = (struct kvc_stat){ "promotions", 0, d->promotions };
+		st[n++] = (struct kvc_stat){ "promote_errors", 0,
+					     d->promote_errors };
+		st[n++] = (struct kvc_stat){ "prefetches", 0, d->prefetches };
+	}
+	return n;
+}
+
+/* ---- setup ------------------------------------------------------------------ */
+
+static int open_tier(struct kvcd *d, unsigned int tier, const char *node)
+{
+	bool g3 = tier == KVC_TIER_G3;
+	struct kvc_tier_config tc = {
+		.tier = tier,
+		.dir = g3 ? d->cfg.g3.directory : d->cfg.g4.directory,
+		.capacity = g3 ? d->cfg.g3.capacity : d->cfg.g4.capacity,
+		.shared = !g3,
+		.fsync = (g3 ? d->cfg.g3.fsync : d->cfg.g4.fsync) ==
+			 KVC_CONFIG_FSYNC_ALWAYS,
+		.depth = g3 ? d->cfg.g3.queue_depth : d->cfg.g4.queue_depth,
+		.max_payload = d->block_size,
+		.node = node,
+		.grace_ms = d->cfg.g4.grace_ms,
+		.scan_interval_ms = d->cfg.g4.scan_interval_ms,
+	};
+	unsigned int k = g3 ? d->cfg.eviction.g3_admit :
+			 d->cfg.eviction.g4_admit;
+	const struct kvc_tier_stats *s;
+	double t0;
+	long found;
+	int ret;
+
+	if (!tc.dir[0])
+		return 0;
+	ret = kvc_tier_open(&d->tier[tier], &tc, d->index);
+	if (ret) {
+		fprintf(stderr, "kvcached: %s %s: %s\n", tier_names[tier],
+			tc.dir, strerror(-ret));
+		return ret;
+	}
+	if (!kvc_tier_writable(d->tier[tier]))
+		fprintf(stderr,
+			"kvcached: %s %s is not writable (%s): blocks there are read, none are written\n",
+			tier_names[tier], tc.dir,
+			strerror(-kvc_tier_stats(d->tier[tier])->last_error));
+	ret = kvc_admit_create(&d->tier_admit[tier], k, d->nr_blocks);
+	if (ret)
+		return ret;
+	t0 = mono();
+	found = kvc_tier_scan(d->tier[tier], ns_ok, d);
+	if (found < 0) {
+		fprintf(stderr, "kvcached: %s %s: scan: %s\n",
+			tier_names[tier], tc.dir, strerror((int)-found));
+		return (int)found;
+	}
+	s = kvc_tier_stats(d->tier[tier]);
+	fprintf(stderr,
+		"kvcached: %s %s: %ld blocks, %" PRIu64 " of %" PRIu64
+		" bytes, %" PRIu64 " quarantined, scanned in %.3f s\n",
+		tier_names[tier], tc.dir, found, s->usage, tc.capacity,
+		s->corrupt, mono() - t0);
+	return 0;
+}
+
+int kvcd_tiers_open(struct kvcd *d)
+{
+	char host[KVC_CONFIG_NODE_MAX] = "";
+	const char *node = d->cfg.g4.node;
+	int ret;
+
+	d->waits = calloc(KVC_SERVER_MAX_CLIENTS, sizeof(*d->waits));
+	if (!d->waits)
+		return -ENOMEM;
+	if (!node[0]) {
+		/* Temp names carry it: no '/' (config.c checks a set one). */
+		if (gethostname(host, sizeof(host) - 1) || !host[0])
+			strcpy(host, "node");
+		for (char *c = host; *c; c++)
+			if (*c == '/')
+				*c = '_';
+		node = host;
+	}
+	ret = open_tier(d, KVC_TIER_G3, node);
+	if (!ret)
+		ret = open_tier(d, KVC_TIER_G4, node);
+	return ret;
+}
+
+void kvcd_tiers_close(struct kvcd *d)
+{
+	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++) {
+		kvc_tier_close(d->tier[t]);
+		kvc_admit_destroy(d->tier_admit[t]);
+		d->tier[t] = NULL;
+	}
+	if (d->waits)
+		for (uint32_t i = 0; i < KVC_SERVER_MAX_CLIENTS; i++)
+			if (d->waits[i].used)
+				wait_free(&d->waits[i]);
+	free(d->waits);
+	free(d->fetchq);
+	free(d->spillq);
+	free(d->fetching);
+	d->waits = NULL;
+}
