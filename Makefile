@@ -42,15 +42,16 @@ KDIR ?= $(KSRC)
 HELPER_SRCS := helper/devinfo.c helper/keys.c helper/proto.c helper/config.c \
 	       helper/client.c \
 	       helper/metrics.c helper/mpool.c helper/kevents.c helper/index.c \
-	       helper/policy.c helper/blockfile.c
+	       helper/policy.c helper/blockfile.c helper/tierio.c helper/tier.c
 HELPER_LIBS := -lcrypto -lnl-genl-3 -lnl-3 -luring
 # The daemon's own modules (the unit tests do not link them).
-DAEMON_SRCS := helper/daemon.c helper/server.c helper/kdev.c
+DAEMON_SRCS := helper/daemon.c helper/daemon_tiers.c helper/server.c \
+	       helper/kdev.c
 UNIT_TESTS := test_uapi test_devinfo test_keys test_proto test_config \
 	      test_metrics test_mpool test_kevents test_index test_policy \
-	      test_blockfile
+	      test_blockfile test_tier
 SELFTESTS := kvcache_dev_test bench_test pool_test pool_fuzz_test p2p_test \
-	     kvcached_test
+	     kvcached_test tiers_test
 
 .PHONY: all deps kernel module helper unit unit-build selftests check demo \
 	bench bench-build vm-shell clean
@@ -118,16 +119,21 @@ $(BUILD)/selftests/%: tests/selftests/%.c tests/selftests/*.h \
 		$(CFLAGS) -I$(TOP)/uapi \
 		-I$(KSRC)/tools/testing/selftests -o $@ $< -pthread
 
-# The daemon's test speaks the real wire format and derives real keys, and
-# starts the daemon it tests.
-$(BUILD)/selftests/kvcached_test: tests/selftests/kvcached_test.c \
-		tests/selftests/*.h helper/proto.c helper/keys.c helper/*.h \
-		uapi/linux/kvcache.h $(BUILD)/helper/kvcached
+# The daemon's tests speak the real wire format and derive real keys, and
+# start the daemon they test. They share kvcd_fixture.h, of which each uses
+# a part (hence -Wno-unused-function); their paths are built under
+# $TMPDIR and checked where it matters.
+$(BUILD)/selftests/kvcached_test $(BUILD)/selftests/tiers_test: \
+		$(BUILD)/selftests/%: tests/selftests/%.c \
+		tests/selftests/*.h helper/proto.c helper/keys.c \
+		helper/blockfile.c helper/*.h uapi/linux/kvcache.h \
+		$(BUILD)/helper/kvcached
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -Wno-unused-parameter -Wno-sign-compare -Wno-clobbered \
+		-Wno-unused-function -Wno-format-truncation \
 		$(CFLAGS) -I$(TOP)/uapi -I$(TOP)/helper \
 		-I$(KSRC)/tools/testing/selftests -o $@ $< helper/proto.c \
-		helper/keys.c -lcrypto -pthread
+		helper/keys.c helper/blockfile.c -lcrypto -pthread
 
 # ---- the whole thing ------------------------------------------------------
 

@@ -1,0 +1,665 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * kvcd_fixture: the fixture the kvcached suites share (kvcached_test.c,
+ * tiers_test.c): one daemon per test, started from the binary next to the
+ * test (or $KVC_KVCACHED) with a small configuration of its own, in the
+ * mode $KVC_DAEMON_MODE asks for, and the helpers that make, store and
+ * check blocks through it. Include it after kselftest_harness.h.
+ */
+#ifndef KVCD_FIXTURE_H
+#define KVCD_FIXTURE_H
+
+#define TPB		16		/* tokens per block */
+#define PAYLOAD		4096		/* bytes written and sealed per block */
+#define LOW_PCT		10
+#define HIGH_PCT	20
+#define MEMFD_POOL	(64ull << 20)
+#define MEMFD_BS	(2ull << 20)
+#define NOBODY		65534
+#define MAX_CHAIN	1024		/* longest chain a test builds */
+
+typedef uint8_t kvc_key[KVCACHE_KEY_SIZE];
+
+/* ---- environment ---------------------------------------------------------- */
+
+static int wanted_mode(void)
+{
+	const char *m = getenv("KVC_DAEMON_MODE");
+
+	if (m && !strcmp(m, "kernel"))
+		return KVC_PROTO_MODE_KERNEL;
+	if (m && !strcmp(m, "memfd"))
+		return KVC_PROTO_MODE_MEMFD;
+	if (!access(KVCACHE_DEVICE_PATH, F_OK) && geteuid() == 0)
+		return KVC_PROTO_MODE_KERNEL;
+	return KVC_PROTO_MODE_MEMFD;
+}
+
+/* The daemon: $KVC_KVCACHED, else ../helper/kvcached from this binary. */
+static int find_daemon(char *out, size_t len)
+{
+	const char *env = getenv("KVC_KVCACHED");
+	char self[PATH_MAX - 32], *slash;
+	ssize_t n;
+
+	if (env && *env) {
+		snprintf(out, len, "%s", env);
+		return access(out, X_OK) ? -errno : 0;
+	}
+	if (strchr(program_invocation_name, '/')) {
+		snprintf(self, sizeof(self), "%s", program_invocation_name);
+	} else {
+		n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		if (n < 0)
+			return -errno;
+		self[n] = '\0';
+	}
+	slash = strrchr(self, '/');
+	*slash = '\0';
+	snprintf(out, len, "%.*s/../helper/kvcached", (int)(len - 32), self);
+	return access(out, X_OK) ? -errno : 0;
+}
+
+static void msleep(unsigned int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- the fixture: one daemon per test ------------------------------------- */
+
+FIXTURE(kvcd) {
+	int mode;			/* KVC_PROTO_MODE_* asked for */
+	char bin[PATH_MAX];
+	char sock[108];
+	char state[PATH_MAX];
+	char conf[PATH_MAX];
+	char log[PATH_MAX];
+	const char *extra_conf;		/* appended to the configuration */
+	pid_t daemon;
+	int dev;			/* kernel mode: our /dev/kvcache */
+	struct kvcc c;			/* connected, after HELLO */
+	uint64_t bs;
+	uint32_t nr;
+	uint32_t ns;			/* created by the setup, 0700 root */
+	uint32_t made[8];		/* namespaces created, to clean up */
+	int nmade;
+	uint8_t seed[KVCACHE_KEY_SIZE];
+};
+
+#define SELF	struct _test_data_kvcd
+
+static int write_config(SELF *self)
+{
+	FILE *f = fopen(self->conf, "we");
+
+	if (!f)
+		return -errno;
+	fprintf(f,
+		"# kvcached_test\n"
+		"[daemon]\n"
+		"socket_mode = 0666\n"
+		"metrics = off\n"
+		"[pool]\n"
+		"memfd_size = %lluM\n"
+		"block_size = %lluM\n"
+		"hugetlb = no\n"
+		"mlock = no\n"
+		"low_watermark = %d\n"
+		"high_watermark = %d\n"
+		"[eviction]\n"
+		"policy = lru\n"
+		"interval = 100ms\n"
+		"g3_admit = 1\n"
+		"g4_admit = 1\n"
+		"%s",
+		MEMFD_POOL >> 20, MEMFD_BS >> 20, LOW_PCT, HIGH_PCT,
+		self->extra_conf ? self->extra_conf : "");
+	return fclose(f) ? -errno : 0;
+}
+
+/*
+ * Start kvcached and wait until its socket accepts (20 s at most).
+ * Returns 0, or -errno with why filled.
+ */
+static int daemon_start(SELF *self, char *why, size_t wlen)
+{
+	const char *mode = self->mode == KVC_PROTO_MODE_KERNEL ? "kernel" :
+			   "memfd";
+	pid_t parent = getpid(), pid;
+	int st;
+
+	pid = fork();
+	if (pid < 0) {
+		snprintf(why, wlen, "fork: %s", strerror(errno));
+		return -errno;
+	}
+	if (!pid) {
+		int log = open(self->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		int nul = open("/dev/null", O_RDONLY);
+
+		/* Never outlive the test, even one that crashed. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		if (nul >= 0)
+			dup2(nul, 0);
+		if (log >= 0) {
+			dup2(log, 1);
+			dup2(log, 2);
+		}
+		execl(self->bin, "kvcached", "--mode", mode, "--socket",
+		      self->sock, "--state-dir", self->state, "--config",
+		      self->conf, (char *)NULL);
+		dprintf(2, "exec %s: %s\n", self->bin, strerror(errno));
+		_exit(127);
+	}
+	self->daemon = pid;
+	for (double end = now_s() + 20; now_s() < end;) {
+		int fd = kvcc_connect_fd(self->sock);
+
+		if (fd >= 0) {
+			close(fd);
+			return 0;
+		}
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			self->daemon = -1;
+			snprintf(why, wlen,
+				 "kvcached exited (status %#x) before listening",
+				 st);
+			return -ECHILD;
+		}
+		msleep(10);
+	}
+	snprintf(why, wlen, "%s did not accept within 20 s", self->sock);
+	return -ETIMEDOUT;
+}
+
+/* SIGTERM, and wait (10 s, then SIGKILL). Returns the wait status. */
+static int daemon_stop(SELF *self)
+{
+	int st = -1;
+
+	if (self->daemon <= 0)
+		return -1;
+	kill(self->daemon, SIGTERM);
+	for (double end = now_s() + 10; now_s() < end;) {
+		if (waitpid(self->daemon, &st, WNOHANG) == self->daemon) {
+			self->daemon = -1;
+			return st;
+		}
+		msleep(10);
+	}
+	kill(self->daemon, SIGKILL);
+	waitpid(self->daemon, &st, 0);
+	self->daemon = -1;
+	return st;
+}
+
+static void dump_log(struct __test_metadata *_metadata, SELF *self)
+{
+	char line[512];
+	FILE *f = fopen(self->log, "re");
+
+	if (!f)
+		return;
+	TH_LOG("kvcached's log (%s):", self->log);
+	while (fgets(line, sizeof(line), f))
+		fprintf(TH_LOG_STREAM, "#   %s", line);
+	fclose(f);
+}
+
+/* Kernel mode: evict what a namespace still holds, then drop it. */
+static void kernel_ns_cleanup(int fd, uint32_t ns)
+{
+	struct kvcache_block_info b[64];
+	struct kvcache_query q;
+	int rounds = 0;
+
+	for (;;) {
+		q = (struct kvcache_query){
+			.size = sizeof(q), .count = 64, .ns_id = ns,
+			.entries = (uintptr_t)b,
+		};
+		if (ioctl(fd, KVCACHE_IOC_QUERY, &q) || !q.count ||
+		    rounds++ > 1000)
+			break;
+		for (uint32_t i = 0; i < q.count; i++)
+			kvc_evict(fd, b[i].handle);
+	}
+	kvc_ns(fd, 0, ns, 0, 0, 0);
+}
+
+static void fixture_down(struct __test_metadata *_metadata, SELF *self)
+{
+	char path[PATH_MAX + 32];
+	static const char *const files[] = {
+		"namespaces", "namespaces.new", "parents", "parents.new",
+	};
+
+	kvcc_close(&self->c);
+	daemon_stop(self);
+	if (self->mode == KVC_PROTO_MODE_KERNEL) {
+		/* Our pins go with our file; a fresh one cleans up. */
+		if (self->dev >= 0)
+			close(self->dev);
+		self->dev = open(KVCACHE_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+		for (int i = 0; self->dev >= 0 && i < self->nmade; i++)
+			kernel_ns_cleanup(self->dev, self->made[i]);
+	}
+	if (self->dev >= 0)
+		close(self->dev);
+	self->dev = -1;
+	if (_metadata->exit_code == KSFT_FAIL)
+		dump_log(_metadata, self);
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", self->state, files[i]);
+		unlink(path);
+	}
+	rmdir(self->state);
+	unlink(self->sock);
+	unlink(self->conf);
+	unlink(self->log);
+}
+
+/* NS_CREATE through the daemon, remembered for the cleanup. */
+static int ns_create(SELF *self, struct kvcc *c, uint32_t ns, uint32_t uid,
+		     uint32_t gid, uint32_t mode)
+{
+	int ret = kvcc_ns_create(c, ns, uid, gid, mode);
+
+	if (!ret && self->nmade < 8)
+		self->made[self->nmade++] = ns;
+	return ret;
+}
+
+/*
+ * Only a peer of uid 0 may send NS_CREATE, so a daemon run by another
+ * user has no namespace but those of its state directory: when not root,
+ * the test writes that file (kvcd_ns_load()'s format) before starting it,
+ * with our namespace and the extra ones tests use, all 0700 and ours.
+ */
+#define NS_EXTRA	3
+
+static int seed_namespaces(SELF *self)
+{
+	char path[PATH_MAX + 32];
+	FILE *f;
+
+	if (mkdir(self->state, 0700) && errno != EEXIST)
+		return -errno;
+	snprintf(path, sizeof(path), "%s/namespaces", self->state);
+	f = fopen(path, "we");
+	if (!f)
+		return -errno;
+	for (uint32_t i = 0; i <= NS_EXTRA; i++)
+		fprintf(f, "%u %u %u %o\n", self->ns + i, (unsigned)geteuid(),
+			(unsigned)getegid(), 0700);
+	return fclose(f) ? -errno : 0;
+}
+
+/* Namespace ns + i (i <= NS_EXTRA), 0700: created as root, seeded if not. */
+static int ns_extra(SELF *self, struct kvcc *c, uint32_t i)
+{
+	if (geteuid() != 0)
+		return 0;
+	return ns_create(self, c, self->ns + i, 0, 0, 0700);
+}
+
+static int fixture_up(SELF *self, char *why, size_t wlen)
+{
+	const char *tmp = getenv("TMPDIR");
+	struct kvc_ns_identity id = {
+		.model = "kvcached-test/model", .weights_revision = "r1",
+		.tokenizer = "tok-1", .kv_layout = "paged-nhd",
+		.kv_dtype = "bf16", .lora = "", .salt = NULL, .salt_len = 0,
+		.tokens_per_block = TPB, .tp_rank = 0, .tp_size = 1,
+		.pp_rank = 0, .pp_size = 1,
+	};
+	int pid = getpid(), ret;
+
+	if (!tmp || !*tmp)
+		tmp = "/tmp";
+	if ((size_t)snprintf(self->sock, sizeof(self->sock), "%s/kvcd-%d.sock",
+			     tmp, pid) >= sizeof(self->sock)) {
+		snprintf(why, wlen, "socket path too long under %s", tmp);
+		return -ENAMETOOLONG;
+	}
+	snprintf(self->state, sizeof(self->state), "%s/kvcd-%d.state", tmp, pid);
+	snprintf(self->conf, sizeof(self->conf), "%s/kvcd-%d.conf", tmp, pid);
+	snprintf(self->log, sizeof(self->log), "%s/kvcd-%d.log", tmp, pid);
+	ret = find_daemon(self->bin, sizeof(self->bin));
+	if (ret) {
+		snprintf(why, wlen, "no kvcached at %.300s: %s (set KVC_KVCACHED)",
+			 self->bin, strerror(-ret));
+		return ret;
+	}
+	ret = kvc_ns_seed(&id, self->seed);
+	if (ret) {
+		snprintf(why, wlen, "kvc_ns_seed: %s", strerror(-ret));
+		return ret;
+	}
+	ret = write_config(self);
+	if (ret) {
+		snprintf(why, wlen, "%.300s: %s", self->conf, strerror(-ret));
+		return ret;
+	}
+	/* Ids only matter in kernel mode, where the module keeps them. */
+	self->ns = (uint32_t)(pid % 60000) + 1;
+	if (geteuid() != 0) {
+		ret = seed_namespaces(self);
+		if (ret) {
+			snprintf(why, wlen, "%.300s/namespaces: %s", self->state,
+				 strerror(-ret));
+			return ret;
+		}
+	}
+	ret = daemon_start(self, why, wlen);
+	if (ret)
+		return ret;
+	ret = kvcc_open(&self->c, self->sock);
+	if (ret) {
+		snprintf(why, wlen, "connect: %s", strerror(-ret));
+		return ret;
+	}
+	ret = kvcc_hello(&self->c);
+	if (ret) {
+		snprintf(why, wlen, "HELLO: %d %s", ret, self->c.why);
+		return ret < 0 ? ret : -EIO;
+	}
+	self->bs = self->c.hello.block_size;
+	self->nr = (uint32_t)self->c.hello.nr_blocks;
+	if (self->mode == KVC_PROTO_MODE_KERNEL) {
+		self->dev = open(KVCACHE_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+		if (self->dev < 0) {
+			snprintf(why, wlen, "%s: %s", KVCACHE_DEVICE_PATH,
+				 strerror(errno));
+			return -errno;
+		}
+	}
+	/* A namespace of our own, 0700 root (seeded above when not root). */
+	ret = geteuid() ? 0 : ns_create(self, &self->c, self->ns, 0, 0, 0700);
+	if (ret) {
+		snprintf(why, wlen, "NS_CREATE %u: %d %s", self->ns, ret,
+			 self->c.why);
+		return ret < 0 ? ret : -EIO;
+	}
+	return 0;
+}
+
+FIXTURE_SETUP(kvcd)
+{
+	char why[512] = "";
+	int ret;
+
+	self->dev = -1;
+	self->daemon = -1;
+	self->nmade = 0;
+	kvcc_init(&self->c);
+	self->mode = wanted_mode();
+	ret = fixture_up(self, why, sizeof(why));
+	if (ret) {
+		TH_LOG("setup (%s mode): %s",
+		       self->mode == KVC_PROTO_MODE_KERNEL ? "kernel" : "memfd",
+		       why);
+		dump_log(_metadata, self);
+		/* The harness skips the teardown after a failed setup. */
+		fixture_down(_metadata, self);
+	}
+	ASSERT_EQ(0, ret);
+}
+
+FIXTURE_TEARDOWN(kvcd)
+{
+	fixture_down(_metadata, self);
+}
+
+/* ---- blocks and chains ------------------------------------------------------ */
+
+/* Keys of a chain of n blocks; chains with different salts share nothing. */
+static void chain_keys(SELF *self, uint32_t salt, uint32_t n, kvc_key *keys)
+{
+	uint32_t *tok = calloc((size_t)n * TPB, sizeof(*tok));
+
+	for (size_t i = 0; i < (size_t)n * TPB; i++)
+		tok[i] = salt * 100003u + (uint32_t)i;
+	kvc_chain_keys(self->seed, tok, (size_t)n * TPB, TPB, keys, n);
+	free(tok);
+}
+
+/* What a block holds: its key, then its first byte repeated. */
+static void fill_block(uint8_t *p, const uint8_t *key)
+{
+	memcpy(p, key, KVCACHE_KEY_SIZE);
+	memset(p + KVCACHE_KEY_SIZE, key[0], PAYLOAD - KVCACHE_KEY_SIZE);
+}
+
+static int block_ok(const uint8_t *p, const uint8_t *key)
+{
+	if (memcmp(p, key, KVCACHE_KEY_SIZE))
+		return 0;
+	for (size_t i = KVCACHE_KEY_SIZE; i < PAYLOAD; i += 97)
+		if (p[i] != key[0])
+			return 0;
+	return 1;
+}
+
+/* Kernel mode: seal n blocks with their real keys. */
+static int kernel_seal(int fd, const struct kvcache_handle *h,
+		       const kvc_key *keys, uint32_t n, uint32_t flags)
+{
+	struct kvcache_seal_entry *e = calloc(n, sizeof(*e));
+	struct kvcache_batch b = {
+		.size = sizeof(b), .flags = flags, .count = n,
+		.entries = (uintptr_t)e,
+	};
+	int ret;
+
+	if (!e)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++) {
+		e[i].handle = h[i];
+		e[i].payload_len = PAYLOAD;
+		memcpy(e[i].key, keys[i], KVCACHE_KEY_SIZE);
+	}
+	ret = kvc_ioc(fd, KVCACHE_IOC_SEAL, &b);
+	free(e);
+	return ret;
+}
+
+/*
+ * n fresh blocks of ns, written and sealed under keys (keep_pin: our
+ * connection, or in kernel mode our file, keeps a pin on each). Kernel
+ * mode through dev, memfd mode through c. 0 or an error.
+ */
+static int make_blocks(SELF *self, struct kvcc *c, int dev, uint32_t ns,
+		       const kvc_key *keys, uint32_t n, bool keep_pin,
+		       struct kvcache_handle *h)
+{
+	int ret;
+
+	if (self->mode == KVC_PROTO_MODE_KERNEL) {
+		ret = kvc_alloc(dev, ns, n, h);
+		if (ret)
+			return ret;
+		for (uint32_t i = 0; i < n; i++) {
+			uint8_t *p = kvc_map(dev, h[i].index, self->bs,
+					     PROT_READ | PROT_WRITE);
+
+			if (!p)
+				return -errno;
+			fill_block(p, keys[i]);
+			munmap(p, self->bs);
+		}
+		return kernel_seal(dev, h, keys, n,
+				   keep_pin ? KVCACHE_SEAL_KEEP_PIN : 0);
+	} else {
+		struct kvc_seal_entry *e = calloc(n, sizeof(*e));
+		int32_t *st = calloc(n, sizeof(*st));
+
+		ret = -ENOMEM;
+		if (!e || !st)
+			goto out;
+		ret = kvcc_alloc(c, ns, n, h);
+		if (ret)
+			goto out;
+		for (uint32_t i = 0; i < n; i++) {
+			fill_block(c->pool + (size_t)h[i].index * self->bs,
+				   keys[i]);
+			e[i].handle = h[i];
+			e[i].payload_len = PAYLOAD;
+			e[i].flags = keep_pin ? KVC_PROTO_SEAL_KEEP_PIN : 0;
+			memcpy(e[i].key, keys[i], KVCACHE_KEY_SIZE);
+		}
+		ret = kvcc_seal(c, e, n, st);
+		for (uint32_t i = 0; !ret && i < n; i++)
+			ret = st[i];
+out:
+		free(e);
+		free(st);
+		return ret;
+	}
+}
+
+/*
+ * STORE n sealed blocks as a chain: keys[0] under parent (NULL: the first
+ * block of its chain), keys[i] under keys[i-1]. Statuses into st (may be
+ * NULL); returns the call's error or the first non-zero status.
+ */
+static int store_blocks(struct kvcc *c, uint32_t ns, const kvc_key *keys,
+			const uint8_t *parent, const struct kvcache_handle *h,
+			uint32_t n, int32_t *st)
+{
+	struct kvc_store_entry *e = calloc(n, sizeof(*e));
+	int32_t *own = st ? NULL : calloc(n, sizeof(*own));
+	int ret;
+
+	if (!e || (!st && !own)) {
+		free(e);
+		free(own);
+		return -ENOMEM;
+	}
+	if (!st)
+		st = own;
+	for (uint32_t i = 0; i < n; i++) {
+		const uint8_t *par = i ? keys[i - 1] : parent;
+
+		memcpy(e[i].key, keys[i], KVCACHE_KEY_SIZE);
+		if (par)
+			memcpy(e[i].parent, par, KVCACHE_KEY_SIZE);
+		else
+			e[i].flags = KVC_PROTO_STORE_FIRST;
+		e[i].handle = h[i];
+	}
+	ret = kvcc_store(c, ns, e, n, st);
+	for (uint32_t i = 0; !ret && i < n; i++)
+		ret = st[i];
+	free(e);
+	free(own);
+	return ret;
+}
+
+static int store_chain(SELF *self, uint32_t ns, const kvc_key *keys,
+		       uint32_t n, bool keep_pin, struct kvcache_handle *h)
+{
+	int ret = make_blocks(self, &self->c, self->dev, ns, keys, n, keep_pin,
+			      h);
+
+	return ret ? ret : store_blocks(&self->c, ns, keys, NULL, h, n, NULL);
+}
+
+/* Drop one pin per block: RELEASE (memfd mode) or UNPIN (kernel mode). */
+static int unpin_blocks(SELF *self, const struct kvcache_handle *h,
+			uint32_t n)
+{
+	int32_t *st;
+	uint32_t done = 0;
+	int ret;
+
+	if (self->mode == KVC_PROTO_MODE_KERNEL) {
+		ret = kvc_batch(self->dev, KVCACHE_IOC_UNPIN, h, n, &done);
+		return ret ? ret : done == n ? 0 : -EIO;
+	}
+	st = calloc(n, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	ret = kvcc_release(&self->c, h, n, st);
+	for (uint32_t i = 0; !ret && i < n; i++)
+		ret = st[i];
+	free(st);
+	return ret;
+}
+
+static uint32_t low_blocks(SELF *self)
+{
+	return (uint32_t)((uint64_t)self->nr * LOW_PCT / 100);
+}
+
+static uint32_t high_blocks(SELF *self)
+{
+	return (uint32_t)((uint64_t)self->nr * HIGH_PCT / 100);
+}
+
+/* Blocks to take so that free blocks fall just below the low watermark. */
+static uint32_t blocks_to_pressure(SELF *self)
+{
+	uint64_t free_blocks = kvcc_stat1(&self->c, "pool_free");
+	uint32_t low = low_blocks(self);
+
+	if (free_blocks == UINT64_MAX || free_blocks < low)
+		return 0;
+	return (uint32_t)(free_blocks - low + 1);
+}
+
+/* Poll the evictions counter until it exceeds base (timeout_s at most). */
+static uint64_t wait_evictions(struct kvcc *c, uint64_t base, double timeout_s)
+{
+	uint64_t v = UINT64_MAX;
+
+	for (double end = now_s() + timeout_s; now_s() < end; msleep(50)) {
+		v = kvcc_stat1(c, "evictions");
+		if (v == UINT64_MAX || v > base)
+			break;
+	}
+	return v;
+}
+
+static bool same_handle(struct kvcache_handle a, struct kvcache_handle b)
+{
+	return a.index == b.index && a.gen == b.gen;
+}
+
+/* Send a raw datagram; receive the answer, which must be an ERROR. */
+static int raw_error(struct kvcc *c, const void *buf, size_t len,
+		     struct kvc_error *err)
+{
+	ssize_t n;
+	int ret = kvcc_send_raw(c, buf, len);
+
+	if (ret)
+		return ret;
+	n = kvcc_recv_raw(c, KVCC_TIMEOUT_MS);
+	if (n <= 0)
+		return n ? (int)n : -EPIPE;
+	ret = kvc_proto_decode(c->rx, (size_t)n, &c->msg);
+	if (ret)
+		return KVCC_BROKEN;
+	if (c->msg.type != KVC_MSG_ERROR)
+		return KVCC_BROKEN;
+	*err = c->msg.error;
+	return 0;
+}
+
+/* ---- 1: HELLO ------------------------------------------------------------- */
+
+#endif /* KVCD_FIXTURE_H */

@@ -1,0 +1,661 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Integration tests of kvcached's persistent tiers (g3: a local
+ * directory, g4: a directory several daemons share): real daemons, real
+ * files, real io_uring, the real wire format (kvcd_fixture.h).
+ *
+ * On the host the daemon runs in memfd mode; in the test VM in kernel
+ * mode, against kvcache.ko (the second daemon of the sharing test is in
+ * memfd mode there: the module has one helper). The tier directories are
+ * under $TMPDIR. Disk-full and read-only cases mount small tmpfs
+ * instances, so those need root.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <grp.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kselftest_harness.h"
+#include "kvc_client.h"
+#include "kvc_ioctl.h"
+#include "blockfile.h"
+#include "keys.h"
+#include "proto.h"
+
+#include "kvcd_fixture.h"
+
+/* A block file of a PAYLOAD-byte block: header and one padded page. */
+#define FILE_BYTES	(4096 + 4096)
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+static int rm_one(const char *path, const struct stat *st, int type,
+		  struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	return type == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+static void rm_rf(const char *path)
+{
+	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A fresh directory $TMPDIR/kvcd-<pid>.<name>. */
+static void tier_dir(char *out, size_t len, const char *name)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	snprintf(out, len, "%s/kvcd-%d.%s", tmp && *tmp ? tmp : "/tmp",
+		 (int)getpid(), name);
+	rm_rf(out);
+	mkdir(out, 0755);
+}
+
+/* Stop the daemon, start it again with extra configuration, reconnect. */
+static int restart(SELF *self, const char *extra, char *why, size_t wlen)
+{
+	int ret;
+
+	why[0] = '\0';
+	kvcc_close(&self->c);
+	daemon_stop(self);
+	/*
+	 * A killed daemon's listening socket can outlive it for a moment
+	 * (its io_uring is torn down asynchronously) and accept: connect
+	 * must only succeed once the new daemon is there.
+	 */
+	unlink(self->sock);
+	self->extra_conf = extra;
+	ret = write_config(self);
+	if (!ret)
+		ret = daemon_start(self, why, wlen);
+	if (!ret)
+		ret = kvcc_open(&self->c, self->sock);
+	if (!ret)
+		ret = kvcc_hello(&self->c);
+	if (ret && !why[0])
+		snprintf(why, wlen, "reconnect: %d %s", ret, self->c.why);
+	if (ret)
+		fprintf(stderr, "# restart: %s (daemon %d)\n", why,
+			(int)self->daemon);
+	return ret;
+}
+
+/* Poll a counter until it reaches want (timeout_s at most); its value. */
+static uint64_t wait_stat(struct kvcc *c, const char *name, uint64_t want,
+			  double timeout_s)
+{
+	uint64_t v = UINT64_MAX;
+
+	for (double end = now_s() + timeout_s; now_s() < end; msleep(20)) {
+		v = kvcc_stat1(c, name);
+		if (v != UINT64_MAX && v >= want)
+			break;
+	}
+	return v;
+}
+
+/*
+ * Check what a LOAD returned: every block with status 0 holds its key's
+ * bytes (read through the pool mapping, or in kernel mode through a pin
+ * of our own), and the pins LOAD took are dropped. Returns how many
+ * blocks were good, or -1 if any held wrong bytes.
+ */
+static int check_loaded(SELF *self, struct kvcc *c, int mode,
+			const struct kvc_load_result *res, const kvc_key *keys,
+			uint32_t n)
+{
+	int good = 0, bad = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct kvcache_handle h = res[i].handle;
+		int32_t st;
+
+		if (res[i].status)
+			continue;
+		if (mode == KVC_PROTO_MODE_MEMFD) {
+			if (block_ok(c->pool + (size_t)h.index * self->bs,
+				     keys[i]))
+				good++;
+			else
+				bad++;
+			kvcc_release(c, &h, 1, &st);
+			continue;
+		}
+		if (kvc_pin(self->dev, h)) {
+			continue;	/* evicted meanwhile: not served */
+		} else {
+			uint8_t *p = kvc_map(self->dev, h.index, self->bs,
+					     PROT_READ);
+
+			if (p && block_ok(p, keys[i]))
+				good++;
+			else
+				bad++;
+			if (p)
+				munmap(p, self->bs);
+			kvc_unpin(self->dev, h);
+		}
+	}
+	return bad ? -1 : good;
+}
+
+/* Drop the pool's copies of the namespace: what follows comes from disk. */
+static int flush_pool(struct kvcc *c, uint32_t ns)
+{
+	struct kvc_flush_reply r;
+
+	return kvcc_flush(c, ns, &r);
+}
+
+/* The block file of key under dir/ns<ns>. */
+static void file_of(const char *dir, uint32_t ns, const uint8_t *key,
+		    char *out, size_t len)
+{
+	char d[PATH_MAX];
+
+	snprintf(d, sizeof(d), "%s/ns%u", dir, ns);
+	kvc_bf_path(d, key, out, len);
+}
+
+/* Regular files under dir whose name starts with prefix, recursively. */
+static int count_files(const char *dir, const char *prefix)
+{
+	struct dirent *de;
+	DIR *dp = opendir(dir);
+	int n = 0;
+
+	if (!dp)
+		return 0;
+	while ((de = readdir(dp))) {
+		char p[PATH_MAX];
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		if (lstat(p, &st))
+			continue;
+		if (S_ISDIR(st.st_mode))
+			n += count_files(p, prefix);
+		else if (!strncmp(de->d_name, prefix, strlen(prefix)))
+			n++;
+	}
+	closedir(dp);
+	return n;
+}
+
+static int block_files(const char *dir)
+{
+	char p[PATH_MAX];
+	int n = 0;
+	struct dirent *de;
+	DIR *dp = opendir(dir);
+
+	if (!dp)
+		return 0;
+	/* ns<id>/ only: .gc/ and quarantine/ do not count. */
+	while ((de = readdir(dp))) {
+		if (strncmp(de->d_name, "ns", 2))
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		n += count_files(p, "") - count_files(p, ".tmp.");
+		snprintf(p, sizeof(p), "%s/%s/quarantine", dir, de->d_name);
+		n -= count_files(p, "");
+	}
+	closedir(dp);
+	return n;
+}
+
+static void flip_byte(const char *path, off_t off)
+{
+	int fd = open(path, O_RDWR);
+	uint8_t b = 0;
+
+	if (fd < 0)
+		return;
+	if (pread(fd, &b, 1, off) == 1) {
+		b ^= 0x40;
+		if (pwrite(fd, &b, 1, off) != 1)
+			b = 0;
+	}
+	close(fd);
+}
+
+/* ---- tests ------------------------------------------------------------------ */
+
+/*
+ * write = through: every stored block reaches g3; with the pool flushed,
+ * LOOKUP finds the chain in g3 and LOAD brings it back, intact.
+ */
+TEST_F_TIMEOUT(kvcd, g3_write_through_and_promote, 120)
+{
+	struct kvc_lookup_entry le[8];
+	struct kvc_load_result res[8];
+	struct kvcache_handle h[8];
+	char dir[PATH_MAX], conf[PATH_MAX + 128], why[512] = "";
+	kvc_key keys[8];
+
+	tier_dir(dir, sizeof(dir), "g3");
+	snprintf(conf, sizeof(conf),
+		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = through\n",
+		 dir);
+	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
+	chain_keys(self, 1, 8, keys);
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, 8, false, h));
+	ASSERT_EQ(8, wait_stat(&self->c, "g3_spills", 8, 30));
+	EXPECT_EQ(8, block_files(dir));
+	EXPECT_EQ(8ull * FILE_BYTES, kvcc_stat1(&self->c, "g3_bytes"));
+
+	ASSERT_EQ(0, flush_pool(&self->c, self->ns));
+	EXPECT_EQ(8, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIERS_ALL,
+				 keys[0], 8, le));
+	for (int i = 0; i < 8; i++) {
+		EXPECT_TRUE(le[i].tiers & KVC_PROTO_TIER_G3);
+	}
+	ASSERT_EQ(0, kvcc_load(&self->c, self->ns, keys[0], 8, res))
+		TH_LOG("%s", self->c.why);
+	for (int i = 0; i < 8; i++) {
+		EXPECT_EQ(0, res[i].status) TH_LOG("block %d", i);
+	}
+	EXPECT_EQ(8, check_loaded(self, &self->c, self->mode, res, keys, 8));
+	EXPECT_LE(8, kvcc_stat1(&self->c, "promotions"));
+	EXPECT_EQ(0, kvcc_stat1(&self->c, "g3_corrupt"));
+	rm_rf(dir);
+}
+
+/*
+ * write = back: nothing is written until the pool evicts; blocks the pool
+ * evicted under pressure are then found in g3 and come back intact.
+ */
+TEST_F_TIMEOUT(kvcd, g3_write_back_on_eviction, 120)
+{
+	kvc_key *keys = calloc(MAX_CHAIN, sizeof(*keys));
+	struct kvcache_handle *h = calloc(MAX_CHAIN, sizeof(*h));
+	struct kvc_lookup_entry le[4];
+	struct kvc_load_result res[4];
+	char dir[PATH_MAX], conf[PATH_MAX + 128], why[512] = "";
+	uint32_t n;
+
+	ASSERT_NE(NULL, keys);
+	ASSERT_NE(NULL, h);
+	tier_dir(dir, sizeof(dir), "g3");
+	snprintf(conf, sizeof(conf),
+		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = back\n"
+		 "queue_depth = 2\n", dir);
+	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
+	chain_keys(self, 2, 4, keys);
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, 4, false, h));
+	msleep(300);
+	EXPECT_EQ(0, kvcc_stat1(&self->c, "g3_spills"));
+
+	/* Fill the pool past its low watermark with another chain. */
+	n = blocks_to_pressure(self);
+	ASSERT_LT(0, n);
+	ASSERT_GE(MAX_CHAIN - 4, n);
+	chain_keys(self, 3, n, keys + 4);
+	ASSERT_EQ(0, store_chain(self, self->ns, keys + 4, n, false, h + 4));
+	ASSERT_LT(0, wait_stat(&self->c, "g3_spills", 1, 30));
+	ASSERT_LT(0, wait_evictions(&self->c, 0, 30));
+
+	/*
+	 * Every block the pool evicted was written first, and the least
+	 * recently used leaf, the first chain's last block, was among them:
+	 * the first chain is still whole, across the pool and g3.
+	 */
+	msleep(300);
+	EXPECT_EQ(kvcc_stat1(&self->c, "evictions"),
+		  kvcc_stat1(&self->c, "g3_spills"));
+	ASSERT_EQ(4, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIERS_ALL,
+				 keys[0], 4, le));
+	EXPECT_TRUE(le[3].tiers & KVC_PROTO_TIER_G3);
+	EXPECT_FALSE(le[3].tiers & KVC_PROTO_TIER_POOL);
+	ASSERT_EQ(0, flush_pool(&self->c, self->ns));
+	ASSERT_EQ(0, kvcc_load(&self->c, self->ns, keys[3], 1, res))
+		TH_LOG("%s", self->c.why);
+	EXPECT_EQ(0, res[0].status);
+	EXPECT_EQ(1, check_loaded(self, &self->c, self->mode, res, keys + 3,
+				  1));
+	EXPECT_EQ(0, kvcc_stat1(&self->c, "g3_spill_errors"));
+	free(keys);
+	free(h);
+	rm_rf(dir);
+}
+
+/* A restart (or a reboot) finds every published block in g3 again. */
+TEST_F_TIMEOUT(kvcd, g3_survives_restart, 120)
+{
+	struct kvc_lookup_entry le[6];
+	struct kvc_load_result res[6];
+	struct kvcache_handle h[6];
+	char dir[PATH_MAX], conf[PATH_MAX + 128], why[512] = "";
+	kvc_key keys[6];
+
+	tier_dir(dir, sizeof(dir), "g3");
+	snprintf(conf, sizeof(conf),
+		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = through\n",
+		 dir);
+	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
+	chain_keys(self, 4, 6, keys);
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, 6, false, h));
+	ASSERT_EQ(6, wait_stat(&self->c, "g3_spills", 6, 30));
+	ASSERT_EQ(0, flush_pool(&self->c, self->ns));
+	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
+
+	EXPECT_EQ(6, kvcc_stat1(&self->c, "g3_found"));
+	EXPECT_EQ(6, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIER_G3,
+				 keys[0], 6, le));
+	ASSERT_EQ(0, kvcc_load(&self->c, self->ns, keys[0], 6, res));
+	EXPECT_EQ(6, check_loaded(self, &self->c, self->mode, res, keys, 6));
+	rm_rf(dir);
+}
+
+/*
+ * kvcached killed with SIGKILL at random points while it spills, many
+ * times: after each restart no temp file is left, no corrupt block is
+ * served, and every block whose chain is fully on disk is found.
+ */
+TEST_F_TIMEOUT(kvcd, sigkill_during_spill, 600)
+{
+	int rounds = self->mode == KVC_PROTO_MODE_KERNEL ? 4 : 16;
+	char dir[PATH_MAX], conf[PATH_MAX + 128], why[512] = "";
+	struct kvc_load_result res[8];
+	struct kvcache_handle h[8];
+	kvc_key keys[8];
+	unsigned int seed = (unsigned int)getpid();
+	int served = 0;
+
+	tier_dir(dir, sizeof(dir), "g3");
+	snprintf(conf, sizeof(conf),
+		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = through\n",
+		 dir);
+	for (int r = 0; r < rounds; r++) {
+		int pid;
+
+		ASSERT_EQ(0, restart(self, conf, why, sizeof(why)))
+			TH_LOG("round %d: %s", r, why);
+		/* Blocks of the previous rounds: each whole chain loads. */
+		for (int old = 0; old < r; old++) {
+			int on_disk = 0, got;
+			char path[PATH_MAX];
+
+			chain_keys(self, 100 + (uint32_t)old, 8, keys);
+			for (int i = 0; i < 8; i++) {
+				file_of(dir, self->ns, keys[i], path,
+					sizeof(path));
+				if (access(path, F_OK))
+					break;
+				on_disk++;
+			}
+			ASSERT_EQ(0, kvcc_load(&self->c, self->ns, keys[0], 8,
+					       res)) TH_LOG("%s", self->c.why);
+			got = check_loaded(self, &self->c, self->mode, res,
+					   keys, 8);
+			ASSERT_LE(0, got) TH_LOG("round %d: wrong bytes", r);
+			/* The pool may hold more than the disk: not less. */
+			for (int i = 0; i < on_disk; i++) {
+				EXPECT_EQ(0, res[i].status)
+					TH_LOG("round %d chain %d block %d", r,
+					       old, i);
+			}
+			served += got;
+		}
+		EXPECT_EQ(0, count_files(dir, ".tmp."));
+		EXPECT_EQ(0, kvcc_stat1(&self->c, "g3_corrupt"));
+		/* A new chain, and a kill somewhere in its spill. */
+		chain_keys(self, 100 + (uint32_t)r, 8, keys);
+		ASSERT_EQ(0, store_chain(self, self->ns, keys, 8, false, h));
+		msleep((unsigned int)(rand_r(&seed) % 25));
+		pid = self->daemon;
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		self->daemon = -1;
+		/* memfd mode: the pool died with it; kernel mode: the pool
+		 * keeps its blocks, and a flush below makes g3 serve. */
+	}
+	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
+	EXPECT_EQ(0, count_files(dir, ".tmp."));
+	EXPECT_LT(0, served);
+	rm_rf(dir);
+}
+
+/*
+ * Truncated and bit-flipped files: a miss, never the bytes. A truncated
+ * file is caught by the restart scan; a flipped payload bit by the read;
+ * both end up in quarantine/ and are counted.
+ */
+TEST_F_TIMEOUT(kvcd, corrupt_files_are_misses, 120)
+{
+	struct kvc_lookup_entry le[4];
+	struct kvc_load_result res[4];
+	struct kvcache_handle h[4];
+	char dir[PATH_MAX], conf[PATH_MAX + 128], why[512] = "";
+	char path[PATH_MAX], q[PATH_MAX];
+	kvc_key keys[4];
+
+	tier_dir(dir, sizeof(dir), "g3");
+	snprintf(conf, sizeof(conf),
+		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = through\n",
+		 dir);
+	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
+	chain_keys(self, 5, 4, keys);
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, 4, false, h));
+	ASSERT_EQ(4, wait_stat(&self->c, "g3_spills", 4, 30));
+	ASSERT_EQ(0, flush_pool(&self->c, self->ns));
+	kvcc_close(&self->c);
+	daemon_stop(self);
+
+	file_of(dir, self->ns, keys[1], path, sizeof(path));
+	flip_byte(path, 4096 + 100);		/* payload of block 1 */
+	file_of(dir, self->ns, keys[2], path, sizeof(path));
+	ASSERT_EQ(0, truncate(path, 4096 + 100));	/* block 2 cut */
+
+	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
+	/* The scan quarantined block 2; block 3 hangs on nothing. */
+	EXPECT_EQ(1, kvcc_stat1(&self->c, "g3_corrupt"));
+	EXPECT_EQ(2, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIERS_ALL,
+				 keys[0], 4, le));
+	/* Block 1 reads back wrong: a miss, quarantined too. */
+	ASSERT_EQ(0, kvcc_load(&self->c, self->ns, keys[0], 2, res));
+	EXPECT_EQ(0, res[0].status);
+	EXPECT_EQ(-ENOENT, res[1].status);
+	EXPECT_EQ(1, check_loaded(self, &self->c, self->mode, res, keys, 2));
+	EXPECT_EQ(2, kvcc_stat1(&self->c, "g3_corrupt"));
+	EXPECT_EQ(1, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIERS_ALL,
+				 keys[0], 4, le));
+	snprintf(q, sizeof(q), "%s/ns%u/quarantine", dir, self->ns);
+	EXPECT_EQ(2, count_files(q, ""));
+	rm_rf(dir);
+}
+
+/* A second daemon on the same g4 directory, as another node. */
+static SELF *second_node(struct __test_metadata *_metadata, SELF *self,
+			 const char *conf)
+{
+	SELF *b = calloc(1, sizeof(*b));
+	char why[512] = "";
+
+	if (!b)
+		return NULL;
+	*b = *self;
+	b->mode = KVC_PROTO_MODE_MEMFD;	/* kvcache.ko has one helper */
+	b->daemon = -1;
+	b->dev = -1;
+	b->nmade = 0;
+	kvcc_init(&b->c);
+	snprintf(b->sock, sizeof(b->sock), "%s.b", self->sock);
+	snprintf(b->state, sizeof(b->state), "%s.b", self->state);
+	snprintf(b->conf, sizeof(b->conf), "%s.b", self->conf);
+	snprintf(b->log, sizeof(b->log), "%s.b", self->log);
+	b->extra_conf = conf;
+	if (write_config(b) || daemon_start(b, why, sizeof(why)) ||
+	    kvcc_open(&b->c, b->sock) || kvcc_hello(&b->c) ||
+	    ns_create(b, &b->c, self->ns, 0, 0, 0700)) {
+		TH_LOG("second node: %s %s", why, b->c.why);
+		fixture_down(_metadata, b);
+		free(b);
+		return NULL;
+	}
+	return b;
+}
+
+/*
+ * Two daemons, node a and node b, share one g4 directory: what a stores
+ * is a hit for b after b's rescan, and the capacity holds for the two
+ * together.
+ */
+TEST_F_TIMEOUT(kvcd, g4_shared_by_two_nodes, 180)
+{
+	struct kvc_lookup_entry le[8];
+	struct kvc_load_result res[8];
+	struct kvcache_handle h[8];
+	char dir[PATH_MAX], ca[PATH_MAX + 256], cb[PATH_MAX + 256];
+	char why[512] = "";
+	const char *fmt = "[g4]\ndirectory = %s\ncapacity = %u\nnode = %s\n"
+			  "scan_interval = 200ms\ngrace = 1s\n";
+	/* Room for 12 block files in the whole directory. */
+	unsigned int cap = 12 * FILE_BYTES;
+	kvc_key keys[8], more[8];
+	SELF *b;
+	int got = 0;
+
+	tier_dir(dir, sizeof(dir), "g4");
+	snprintf(ca, sizeof(ca), fmt, dir, cap, "node-a");
+	snprintf(cb, sizeof(cb), fmt, dir, cap, "node-b");
+	ASSERT_EQ(0, restart(self, ca, why, sizeof(why))) TH_LOG("%s", why);
+	b = second_node(_metadata, self, cb);
+	ASSERT_NE(NULL, b);
+
+	chain_keys(self, 6, 8, keys);
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, 8, false, h));
+	ASSERT_EQ(8, wait_stat(&self->c, "g4_spills", 8, 30));
+	/* b finds a's chain within a scan interval or two. */
+	for (double end = now_s() + 20; now_s() < end && got < 8; msleep(50))
+		got = kvcc_lookup(&b->c, self->ns, KVC_PROTO_TIER_G4, keys[0],
+				  8, le);
+	EXPECT_EQ(8, got);
+	ASSERT_EQ(0, kvcc_load(&b->c, self->ns, keys[0], 8, res))
+		TH_LOG("%s", b->c.why);
+	EXPECT_EQ(8, check_loaded(b, &b->c, KVC_PROTO_MODE_MEMFD, res, keys,
+				  8));
+
+	/*
+	 * b stores 8 more: 16 files for room for 12. b's reads renewed the
+	 * leases of a's files: only once their grace is over can GC on
+	 * either node take them.
+	 */
+	msleep(1500);
+	chain_keys(self, 7, 8, more);
+	ASSERT_EQ(0, make_blocks(b, &b->c, -1, self->ns, more, 8, false, h));
+	ASSERT_EQ(0, store_blocks(&b->c, self->ns, more, NULL, h, 8, NULL));
+	ASSERT_EQ(8, wait_stat(&b->c, "g4_spills", 8, 30));
+	for (double end = now_s() + 30; now_s() < end; msleep(100))
+		if (block_files(dir) <= 12)
+			break;
+	EXPECT_GE(12, block_files(dir));
+	EXPECT_LT(0, kvcc_stat1(&self->c, "g4_evictions") +
+		  kvcc_stat1(&b->c, "g4_evictions"));
+	/* The collected files wait in .gc/, then go. */
+	snprintf(ca, sizeof(ca), "%s/.gc", dir);
+	for (double end = now_s() + 10; now_s() < end; msleep(100))
+		if (!count_files(ca, ""))
+			break;
+	EXPECT_EQ(0, count_files(ca, ""));
+	fixture_down(_metadata, b);
+	free(b);
+	rm_rf(dir);
+}
+
+/* Mount a tmpfs of size bytes (read-only when ro) on dir. */
+static int mount_small(const char *dir, unsigned int size, bool ro)
+{
+	char opt[64];
+
+	snprintf(opt, sizeof(opt), "size=%u,mode=0755", size);
+	if (mount("kvcd-test", dir, "tmpfs", ro ? MS_RDONLY : 0, opt))
+		return -errno;
+	return 0;
+}
+
+/*
+ * The disk fills up: spills fail and are counted, and the service goes
+ * on from DRAM.
+ */
+TEST_F_TIMEOUT(kvcd, disk_full_keeps_serving_from_dram, 120)
+{
+	struct kvc_lookup_entry le[8];
+	struct kvc_load_result res[8];
+	struct kvcache_handle h[8];
+	char dir[PATH_MAX], conf[PATH_MAX + 128], why[512] = "";
+	kvc_key keys[8];
+
+	tier_dir(dir, sizeof(dir), "full");
+	/* Three block files fit (plus the directories). */
+	ASSERT_EQ(0, mount_small(dir, 7 * 4096 + 3 * FILE_BYTES, false));
+	snprintf(conf, sizeof(conf),
+		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = through\n",
+		 dir);
+	EXPECT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
+	chain_keys(self, 8, 8, keys);
+	EXPECT_EQ(0, store_chain(self, self->ns, keys, 8, false, h));
+	EXPECT_LT(0, wait_stat(&self->c, "g3_spill_errors", 1, 30));
+	EXPECT_EQ(8, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIER_POOL,
+				 keys[0], 8, le));
+	EXPECT_EQ(0, kvcc_load(&self->c, self->ns, keys[0], 8, res));
+	EXPECT_EQ(8, check_loaded(self, &self->c, self->mode, res, keys, 8));
+	EXPECT_EQ(0, count_files(dir, ".tmp."));
+	kvcc_close(&self->c);
+	daemon_stop(self);
+	umount(dir);
+	rm_rf(dir);
+}
+
+/*
+ * A read-only filesystem: the daemon says so, serves from DRAM, counts
+ * the spills it could not make, and reads what is there.
+ */
+TEST_F_TIMEOUT(kvcd, read_only_tier, 120)
+{
+	struct kvc_load_result res[4];
+	struct kvcache_handle h[4];
+	char dir[PATH_MAX], conf[PATH_MAX + 128], why[512] = "";
+	kvc_key keys[4];
+
+	tier_dir(dir, sizeof(dir), "ro");
+	ASSERT_EQ(0, mount_small(dir, 1 << 20, true));
+	snprintf(conf, sizeof(conf),
+		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = through\n",
+		 dir);
+	EXPECT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
+	chain_keys(self, 9, 4, keys);
+	EXPECT_EQ(0, store_chain(self, self->ns, keys, 4, false, h));
+	EXPECT_EQ(0, kvcc_load(&self->c, self->ns, keys[0], 4, res));
+	EXPECT_EQ(4, check_loaded(self, &self->c, self->mode, res, keys, 4));
+	EXPECT_EQ(0, kvcc_stat1(&self->c, "g3_spills"));
+	EXPECT_LE(4, kvcc_stat1(&self->c, "g3_spill_errors"));
+	kvcc_close(&self->c);
+	daemon_stop(self);
+	umount(dir);
+	rm_rf(dir);
+}
+
+TEST_HARNESS_MAIN
