@@ -31,6 +31,7 @@
 
 #define TIER_GC_SLACK		32	/* GC tries past one per block */
 #define TIER_TMP_MAX_AGE	3600	/* s: any write is done by then */
+#define TIER_ORPHAN_AGE		600	/* s: any chain is published by then */
 
 struct pend {
 	bool used;
@@ -300,20 +301,50 @@ static int push_rec(struct kvc_tier *t, const struct rec *r)
 }
 
 /*
+ * The writer tag and pid of a temp file's name, ".tmp.<tag>.<pid>.<seq>.
+ * <64 hex>" (kvc_bf_prepare). Tags may hold dots, so the name is read
+ * from the right. 0, or -EINVAL for a name not of this form.
+ */
+static int tmp_owner(const char *name, char *tag, size_t len, long *pid)
+{
+	const char *end = name + strlen(name), *p = end;
+	const char *fields[3];
+
+	for (int i = 0; i < 3; i++) {	/* hex, seq, pid: from the end */
+		while (p > name && p[-1] != '.')
+			p--;
+		if (p <= name + 5 || p == end)
+			return -EINVAL;
+		fields[i] = p;
+		end = --p;
+	}
+	if (end - (name + 5) < 1 || (size_t)(end - (name + 5)) >= len)
+		return -EINVAL;
+	for (const char *c = fields[2]; *c != '.'; c++)
+		if (*c < '0' || *c > '9')
+			return -EINVAL;
+	memcpy(tag, name + 5, (size_t)(end - (name + 5)));
+	tag[end - (name + 5)] = '\0';
+	*pid = atol(fields[2]);
+	return 0;
+}
+
+/*
  * A temp file: ours from an earlier run of this node (the pid differs:
  * it crashed mid-write) goes now; anyone's older than an hour goes too.
  */
 static void scan_tmp(struct kvc_tier *t, const char *path, const char *name,
 		     int64_t now)
 {
-	char mine[KVC_BF_MAX_TAG + 32];
-	size_t n = (size_t)snprintf(mine, sizeof(mine), ".tmp.%s.", t->node);
+	char tag[KVC_BF_MAX_TAG + 1];
 	struct stat st;
+	long pid;
 
 	if (!t->writable || lstat(path, &st))
 		return;
-	if (!strncmp(name, mine, n)) {
-		if (atol(name + n) != (long)getpid())
+	if (!tmp_owner(name, tag, sizeof(tag), &pid) &&
+	    !strcmp(tag, t->node)) {
+		if (pid != (long)getpid())
 			unlink(path);
 	} else if (now - st.st_mtime > TIER_TMP_MAX_AGE) {
 		unlink(path);
@@ -404,18 +435,23 @@ static void scan_step(struct kvc_tier *t, uint32_t ns, unsigned int aa,
 }
 
 /*
- * A file whose parent is nowhere, nor any ancestor's: another node may be
- * publishing its chain; past the grace it goes.
+ * A file whose parent is nowhere, nor any ancestor's. Writers publish a
+ * chain's blocks concurrently, so a scan that passes between two
+ * publications sees a child before its parent: only a file left like
+ * that for TIER_ORPHAN_AGE (and the grace) is taken for a leftover of a
+ * writer that died, or of a GC that took the parent, and removed.
  */
 static void unreachable(struct kvc_tier *t, struct rec *r, int64_t now)
 {
+	int64_t age = (int64_t)(t->cfg.grace_ms / 1000);
 	char path[PATH_MAX];
 
 	if (r->size == 0)	/* already counted: a cycle */
 		return;
 	t->st.unreachable++;
-	if (t->writable &&
-	    now - r->mtime > (int64_t)(t->cfg.grace_ms / 1000)) {
+	if (age < TIER_ORPHAN_AGE)
+		age = TIER_ORPHAN_AGE;
+	if (t->writable && now - r->mtime > age) {
 		if (!file_path(t, r->ns, r->key, path, sizeof(path)))
 			unlink(path);
 	} else {
@@ -705,6 +741,17 @@ static int ensure_ns_dir(struct kvc_tier *t, uint32_t ns, char *d,
 	return errno == EEXIST ? 0 : -errno;
 }
 
+/* A block file another writer published: present, at its size. */
+static void found_published(struct kvc_tier *t, uint32_t id, uint32_t ns,
+			    const uint8_t *key)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	if (!file_path(t, ns, key, path, sizeof(path)) && !stat(path, &st))
+		set_present(t, id, (uint64_t)st.st_size);
+}
+
 static void spill_failed(struct kvc_tier *t, int err)
 {
 	if (err == -EEXIST) {
@@ -733,7 +780,11 @@ int kvc_tier_spill_submit(struct kvc_tier *t, int slot, uint32_t id,
 		ret = -EALREADY;
 	if (ret)
 		goto out;
-	/* Larger than the whole tier: evicting everything would not help. */
+	/* Larger than a slot, or than the whole tier: nothing to evict. */
+	if (payload_len < 1 || payload_len > t->cfg.max_payload) {
+		ret = -EINVAL;
+		goto out;
+	}
 	if (size > t->cfg.capacity) {
 		ret = -ENOSPC;
 		goto out;
@@ -765,6 +816,9 @@ int kvc_tier_spill_submit(struct kvc_tier *t, int slot, uint32_t id,
 	slot = -1;	/* submit frees the slot on failure */
 	if (ret) {
 		t->pend[p].used = false;
+		/* Another node published it first: it is here now. */
+		if (ret == -EEXIST)
+			found_published(t, id, e->ns, e->key);
 		goto out;
 	}
 	t->pend[p] = (struct pend){
@@ -860,6 +914,13 @@ static void write_finished(struct kvc_tier *t, struct pend *p,
 		t->spilling[p->id] = 0;
 	o->status = d->status;
 	ret = kvc_index_find(t->idx, p->ns, p->key, &id);
+	if (d->status == -EEXIST && !ret) {
+		/* Published by another node between our check and link. */
+		t->st.spill_exists++;
+		found_published(t, id, p->ns, p->key);
+		o->id = id;
+		return;
+	}
 	if (d->status) {
 		spill_failed(t, d->status);
 		/* Kept for the spill (daemon_tiers.c); nothing holds it now. */

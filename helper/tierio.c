@@ -89,12 +89,12 @@ int kvc_tio_create(struct kvc_tio **out, const struct kvc_tio_config *cfg)
 	iov = calloc(cfg->depth, sizeof(*iov));
 	ret = -ENOMEM;
 	if (!t->slots || !iov)
-		goto err;
+		goto err_noring;
 	t->mem = mmap(NULL, t->mem_len, PROT_READ | PROT_WRITE,
 		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (t->mem == MAP_FAILED) {
 		t->mem = NULL;
-		goto err;
+		goto err_noring;
 	}
 	for (unsigned int i = 0; i < cfg->depth; i++) {
 		t->slots[i].fd = -1;
