@@ -4,7 +4,7 @@
  *
  *   kvcachectl [-d DEVICE] [-s SYSFS_DIR] info
  *   kvcachectl [-d DEVICE] blocks [NAMESPACE]
- *   kvcachectl [-S SOCKET] status | stats
+ *   kvcachectl [-S SOCKET] status | stats | tiers
  *   kvcachectl [-S SOCKET] ns-create ID UID GID MODE
  *   kvcachectl [-S SOCKET] namespaces
  *   kvcachectl [-S SOCKET] evict NAMESPACE KEY...
@@ -14,8 +14,10 @@
  * info prints what the module reports through KVCACHE_IOC_INFO, then its
  * sysfs knobs and counters. blocks lists the sealed blocks of the pool (of
  * one namespace, or of every namespace the caller may read) with their
- * metadata. status, stats and ns-create ask kvcached over its socket
- * (default /run/kvcache/kvcached.sock): its mode and pool, its counters,
+ * metadata. status, stats, tiers and ns-create ask kvcached over its
+ * socket (default /run/kvcache/kvcached.sock): its mode and pool, its
+ * counters, the persistent tiers (g3, g4: use against capacity, spills,
+ * reads, corrupt files, evictions),
  * a new namespace (as root), the namespaces with their owners, modes and
  * pool blocks. evict drops blocks by key (64 hex digits
  * each; a chain's keys are taken deepest first), flush everything that is
@@ -76,7 +78,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: kvcachectl [-d DEVICE] [-s SYSFS_DIR] info\n"
 		   "       kvcachectl [-d DEVICE] blocks [NAMESPACE]\n"
-		   "       kvcachectl [-S SOCKET] status | stats\n"
+		   "       kvcachectl [-S SOCKET] status | stats | tiers\n"
 		   "       kvcachectl [-S SOCKET] ns-create ID UID GID MODE\n"
 		   "       kvcachectl [-S SOCKET] namespaces\n"
 		   "       kvcachectl [-S SOCKET] evict NAMESPACE KEY...\n"
@@ -216,6 +218,87 @@ static int cmd_stats(const char *sock, bool brief)
 		    !strncmp(st.name, "pool_free", st.name_len))
 			printf("%.*s %" PRIu64 "\n", (int)st.name_len, st.name,
 			       st.value);
+	kvc_client_close(&c);
+	return 0;
+}
+
+/* The value of counter name in a STATS reply, or 0. */
+static uint64_t stat_of(const struct kvc_msg *m, const char *name)
+{
+	struct kvc_stat st;
+	size_t pos = 0;
+
+	while (kvc_proto_stats_next(&m->stats_reply, &pos, &st))
+		if (st.name_len == strlen(name) &&
+		    !memcmp(st.name, name, st.name_len))
+			return st.value;
+	return 0;
+}
+
+static bool has_stat(const struct kvc_msg *m, const char *name)
+{
+	struct kvc_stat st;
+	size_t pos = 0;
+
+	while (kvc_proto_stats_next(&m->stats_reply, &pos, &st))
+		if (st.name_len == strlen(name) &&
+		    !memcmp(st.name, name, st.name_len))
+			return true;
+	return false;
+}
+
+/* tiers: one line per persistent tier the daemon runs. */
+static int cmd_tiers(const char *sock)
+{
+	static const char *const cols[] = {
+		"blocks", "spills", "spill_errors", "reads", "read_errors",
+		"corrupt", "evictions", "lease_skips",
+	};
+	static const char *const tiers[] = { "g3", "g4" };
+	struct kvc_client c;
+	struct kvc_msg m;
+	uint8_t req[64];
+	char name[64];
+	int ret, len, shown = 0;
+
+	if (daemon_open(&c, sock))
+		return 1;
+	len = kvc_proto_encode_stats(req, sizeof(req), kvc_client_next_seq(&c));
+	ret = kvc_client_call(&c, req, (size_t)len, &m);
+	if (ret) {
+		fprintf(stderr, "kvcachectl: stats: %s\n", strerror(-ret));
+		kvc_client_close(&c);
+		return 1;
+	}
+	printf("%-4s %14s %14s %5s", "tier", "bytes", "capacity", "use%");
+	for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++)
+		printf(" %12s", cols[i]);
+	printf("\n");
+	for (size_t t = 0; t < 2; t++) {
+		uint64_t used, cap;
+
+		snprintf(name, sizeof(name), "%s_capacity", tiers[t]);
+		if (!has_stat(&m, name))
+			continue;
+		cap = stat_of(&m, name);
+		snprintf(name, sizeof(name), "%s_bytes", tiers[t]);
+		used = stat_of(&m, name);
+		printf("%-4s %14" PRIu64 " %14" PRIu64 " %5.1f", tiers[t], used,
+		       cap, cap ? 100.0 * (double)used / (double)cap : 0.0);
+		for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++) {
+			snprintf(name, sizeof(name), "%s_%s", tiers[t], cols[i]);
+			printf(" %12" PRIu64, stat_of(&m, name));
+		}
+		printf("\n");
+		shown++;
+	}
+	if (!shown)
+		printf("(no persistent tier: set [g3] or [g4] directory)\n");
+	else
+		printf("promotions %" PRIu64 ", promote errors %" PRIu64
+		       ", prefetches %" PRIu64 "\n",
+		       stat_of(&m, "promotions"), stat_of(&m, "promote_errors"),
+		       stat_of(&m, "prefetches"));
 	kvc_client_close(&c);
 	return 0;
 }
@@ -429,6 +512,8 @@ int main(int argc, char **argv)
 		return cmd_blocks(dev, argv[optind + 1]);
 	if (!strcmp(argv[optind], "status"))
 		return cmd_stats(sock, true);
+	if (!strcmp(argv[optind], "tiers"))
+		return cmd_tiers(sock);
 	if (!strcmp(argv[optind], "stats"))
 		return cmd_stats(sock, false);
 	if (!strcmp(argv[optind], "ns-create"))
