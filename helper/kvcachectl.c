@@ -189,15 +189,51 @@ static int daemon_open(struct kvc_client *c, const char *sock)
 	return ret;
 }
 
+/* Counter name of a STATS reply into *val: false when it is not there. */
+static bool find_stat(const struct kvc_msg *m, const char *name,
+		      uint64_t *val)
+{
+	struct kvc_stat st;
+	size_t pos = 0;
+
+	*val = 0;
+	while (kvc_proto_stats_next(&m->stats_reply, &pos, &st))
+		if (st.name_len == strlen(name) &&
+		    !memcmp(st.name, name, st.name_len)) {
+			*val = st.value;
+			return true;
+		}
+	return false;
+}
+
+static uint64_t stat_of(const struct kvc_msg *m, const char *name)
+{
+	uint64_t v;
+
+	find_stat(m, name, &v);
+	return v;
+}
+
+/* STATS of the connected daemon into *m: 0, or 1 with a message. */
+static int fetch_stats(struct kvc_client *c, struct kvc_msg *m)
+{
+	uint8_t req[64];
+	int len, ret;
+
+	len = kvc_proto_encode_stats(req, sizeof(req), kvc_client_next_seq(c));
+	ret = kvc_client_call(c, req, (size_t)len, m);
+	if (ret)
+		fprintf(stderr, "kvcachectl: stats: %s\n", strerror(-ret));
+	return ret ? 1 : 0;
+}
+
 /* status (brief) or stats (every counter) of the daemon. */
 static int cmd_stats(const char *sock, bool brief)
 {
 	struct kvc_client c;
 	struct kvc_msg m;
 	struct kvc_stat st;
-	uint8_t req[64];
 	size_t pos = 0;
-	int ret, len;
 
 	if (daemon_open(&c, sock))
 		return 1;
@@ -206,10 +242,7 @@ static int cmd_stats(const char *sock, bool brief)
 		       "\nblocks:     %" PRIu64 "\n",
 		       c.hello.mode == KVC_PROTO_MODE_KERNEL ? "kernel" : "memfd",
 		       c.hello.version, c.hello.block_size, c.hello.nr_blocks);
-	len = kvc_proto_encode_stats(req, sizeof(req), kvc_client_next_seq(&c));
-	ret = kvc_client_call(&c, req, (size_t)len, &m);
-	if (ret) {
-		fprintf(stderr, "kvcachectl: stats: %s\n", strerror(-ret));
+	if (fetch_stats(&c, &m)) {
 		kvc_client_close(&c);
 		return 1;
 	}
@@ -222,31 +255,6 @@ static int cmd_stats(const char *sock, bool brief)
 	return 0;
 }
 
-/* The value of counter name in a STATS reply, or 0. */
-static uint64_t stat_of(const struct kvc_msg *m, const char *name)
-{
-	struct kvc_stat st;
-	size_t pos = 0;
-
-	while (kvc_proto_stats_next(&m->stats_reply, &pos, &st))
-		if (st.name_len == strlen(name) &&
-		    !memcmp(st.name, name, st.name_len))
-			return st.value;
-	return 0;
-}
-
-static bool has_stat(const struct kvc_msg *m, const char *name)
-{
-	struct kvc_stat st;
-	size_t pos = 0;
-
-	while (kvc_proto_stats_next(&m->stats_reply, &pos, &st))
-		if (st.name_len == strlen(name) &&
-		    !memcmp(st.name, name, st.name_len))
-			return true;
-	return false;
-}
-
 /* tiers: one line per persistent tier the daemon runs. */
 static int cmd_tiers(const char *sock)
 {
@@ -257,16 +265,12 @@ static int cmd_tiers(const char *sock)
 	static const char *const tiers[] = { "g3", "g4" };
 	struct kvc_client c;
 	struct kvc_msg m;
-	uint8_t req[64];
 	char name[64];
-	int ret, len, shown = 0;
+	int shown = 0;
 
 	if (daemon_open(&c, sock))
 		return 1;
-	len = kvc_proto_encode_stats(req, sizeof(req), kvc_client_next_seq(&c));
-	ret = kvc_client_call(&c, req, (size_t)len, &m);
-	if (ret) {
-		fprintf(stderr, "kvcachectl: stats: %s\n", strerror(-ret));
+	if (fetch_stats(&c, &m)) {
 		kvc_client_close(&c);
 		return 1;
 	}
@@ -278,9 +282,8 @@ static int cmd_tiers(const char *sock)
 		uint64_t used, cap;
 
 		snprintf(name, sizeof(name), "%s_capacity", tiers[t]);
-		if (!has_stat(&m, name))
+		if (!find_stat(&m, name, &cap))
 			continue;
-		cap = stat_of(&m, name);
 		snprintf(name, sizeof(name), "%s_bytes", tiers[t]);
 		used = stat_of(&m, name);
 		printf("%-4s %14" PRIu64 " %14" PRIu64 " %5.1f", tiers[t], used,
