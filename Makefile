@@ -93,7 +93,7 @@ $(BUILD)/unit/obj/%.o: helper/%.c helper/*.h uapi/linux/kvcache.h
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) $(SAN_FLAGS) -c -o $@ $<
 
-$(BUILD)/unit/%: tests/unit/%.c tests/unit/tap.h $(SAN_OBJS) helper/*.h \
+$(BUILD)/unit/%: tests/unit/%.c tests/unit/tap.h tests/unit/scratch.h $(SAN_OBJS) helper/*.h \
 		 uapi/linux/kvcache.h tests/unit/key_vectors.txt helper/kvcached.conf
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) $(SAN_FLAGS) -I$(TOP)/tests/unit \
@@ -148,6 +148,7 @@ bench:
 
 bench-build: $(BUILD)/bench/pool_bench $(BUILD)/bench/p2p_bench \
 	     $(BUILD)/bench/index_bench $(BUILD)/bench/socket_bench \
+	     $(BUILD)/bench/tier_bench $(BUILD)/bench/recovery_bench \
 	     $(BUILD)/helper/kvcached
 
 $(BUILD)/bench/pool_bench: tests/bench/pool_bench.c uapi/linux/kvcache.h
@@ -170,6 +171,17 @@ $(BUILD)/bench/socket_bench: tests/bench/socket_bench.c helper/client.c \
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) -o $@ $< helper/client.c helper/proto.c \
 		helper/keys.c -lcrypto -pthread
+
+# The persistent tiers' benches link the tier code itself, as kvcached
+# does (no sanitizers: they time it).
+TIER_BENCH_SRCS := helper/blockfile.c helper/tierio.c helper/tier.c \
+		   helper/index.c helper/policy.c
+
+$(BUILD)/bench/tier_bench $(BUILD)/bench/recovery_bench: \
+		$(BUILD)/bench/%: tests/bench/%.c $(TIER_BENCH_SRCS) \
+		helper/*.h uapi/linux/kvcache.h
+	@mkdir -p $(dir $@)
+	$(CC) $(USER_CFLAGS) -o $@ $< $(TIER_BENCH_SRCS) -luring
 
 vm-shell:
 	$(TOP)/scripts/vm shell

@@ -22,6 +22,7 @@
 
 #include "blockfile.h"
 #include "tap.h"
+#include "scratch.h"
 
 static char tmpdir[64];
 
@@ -595,10 +596,7 @@ static void read_only_body(const char *ro)
  */
 static void read_only_directory(void)
 {
-	const uid_t nobody = 65534;
 	char ro[128];
-	pid_t pid;
-	int st;
 
 	snprintf(ro, sizeof(ro), "%s/ro", tmpdir);
 	TAP_CHECK(mkdir(ro, 0700) == 0);
@@ -606,39 +604,14 @@ static void read_only_directory(void)
 		read_only_body(ro);
 		return;
 	}
-	TAP_CHECK(chown(ro, nobody, nobody) == 0);
-	TAP_CHECK(chmod(tmpdir, 0711) == 0);	/* nobody may pass through */
-	fflush(stdout);
-	pid = fork();
-	if (pid == 0) {
-		if (setgroups(0, NULL) || setgid(nobody) || setuid(nobody))
-			_exit(2);
-		read_only_body(ro);
-		fflush(stdout);
-		_exit(tap_cur_failed ? 1 : 0);
-	}
-	TAP_CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
-		  WEXITSTATUS(st) == 0);
-	TAP_CHECK(chmod(tmpdir, 0700) == 0);
-}
-
-static int rm_one(const char *path, const struct stat *st, int type,
-		  struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if (type == FTW_DP)
-		return rmdir(path);
-	return unlink(path);
+	TAP_CHECK(chown(ro, SCRATCH_NOBODY, SCRATCH_NOBODY) == 0);
+	scratch_as_nobody(tmpdir, read_only_body, ro);
 }
 
 int main(void)
 {
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/kvc-bf-XXXXXX");
-	if (!mkdtemp(tmpdir)) {
-		perror("mkdtemp");
+	if (scratch_make(tmpdir, sizeof(tmpdir), "kvc-bf"))
 		return 1;
-	}
 	TAP_RUN(crc32c_vectors);
 	TAP_RUN(crc32c_hw_matches_sw);
 	TAP_RUN(names_parse);
@@ -650,7 +623,6 @@ int main(void)
 	TAP_RUN(publish_is_idempotent);
 	TAP_RUN(corruption_is_detected);
 	TAP_RUN(read_only_directory);
-	if (nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS))
-		perror("cleanup");
+	scratch_remove(tmpdir);
 	return tap_done();
 }

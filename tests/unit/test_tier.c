@@ -42,6 +42,7 @@
 #include "tier.h"
 #include "tierio.h"
 #include "tap.h"
+#include "scratch.h"
 
 #define KEY		KVC_BF_KEY_SIZE
 /* Not a multiple of 4096: the largest block has padding too. */
@@ -1659,14 +1660,11 @@ static void read_only_body(const char *ro)
  */
 static void read_only_tier(void)
 {
-	const uid_t nobody = 65534;
 	struct kvc_tier_config c;
 	struct kvc_index *idx = index_new();
 	struct kvc_tier *t;
 	char ro[PATH_MAX];
 	uint32_t ids[CHAIN_LEN];
-	pid_t pid;
-	int st;
 
 	if (!idx)
 		return;
@@ -1688,38 +1686,13 @@ static void read_only_tier(void)
 		TAP_CHECK(chmod(ro, 0755) == 0);
 		return;
 	}
-	TAP_CHECK(chmod(tmpdir, 0711) == 0);	/* nobody may pass */
-	fflush(stdout);
-	pid = fork();
-	if (pid == 0) {
-		if (setgroups(0, NULL) || setgid(nobody) || setuid(nobody))
-			_exit(2);
-		read_only_body(ro);
-		fflush(stdout);
-		_exit(tap_cur_failed ? 1 : 0);
-	}
-	TAP_CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
-		  WEXITSTATUS(st) == 0);
-	TAP_CHECK(chmod(tmpdir, 0700) == 0);
-}
-
-static int rm_one(const char *path, const struct stat *st, int type,
-		  struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if (type == FTW_DP)
-		return rmdir(path);
-	return unlink(path);
+	scratch_as_nobody(tmpdir, read_only_body, ro);
 }
 
 int main(void)
 {
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/kvc-tier-XXXXXX");
-	if (!mkdtemp(tmpdir)) {
-		perror("mkdtemp");
+	if (scratch_make(tmpdir, sizeof(tmpdir), "kvc-tier"))
 		return 1;
-	}
 	TAP_RUN(tio_config_errors);
 	TAP_RUN(tio_round_trip_fsync);
 	TAP_RUN(tio_round_trip_nofsync);
@@ -1736,7 +1709,6 @@ int main(void)
 	TAP_RUN(g4_two_nodes);
 	TAP_RUN(g4_gc);
 	TAP_RUN(read_only_tier);
-	if (nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS))
-		perror("cleanup");
+	scratch_remove(tmpdir);
 	return tap_done();
 }
