@@ -646,8 +646,9 @@ static int open_tier(struct kvcd *d, unsigned int tier, const char *node)
 		return 0;
 	ret = kvc_tier_open(&d->tier[tier], &tc, d->index);
 	if (ret) {
-		fprintf(stderr, "kvcached: %s %s: %s\n", tier_names[tier],
-			tc.dir, strerror(-ret));
+		fprintf(stderr, "kvcached: %s %s: %s%s\n", tier_names[tier],
+			tc.dir, strerror(-ret), ret != -ENOMEM ? "" :
+			" (its I/O buffers, queue_depth blocks, are locked memory: raise RLIMIT_MEMLOCK or lower queue_depth)");
 		return ret;
 	}
 	if (!kvc_tier_writable(d->tier[tier]))
