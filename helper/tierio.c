@@ -30,13 +30,14 @@
 #include <unistd.h>
 
 enum slot_state { S_FREE, S_BEGUN, S_WRITE, S_DIRSYNC, S_READ };
-enum stage { ST_WRITE = 1, ST_FSYNC, ST_DIRSYNC, ST_READ };
+enum stage { ST_WRITE = 1, ST_FSYNC, ST_DIRSYNC, ST_OPEN, ST_READ };
 
 struct slot {
 	int state;			/* enum slot_state */
 	int fd;				/* the file, or the directory */
 	bool direct;
 	bool synced;			/* the linked fsync succeeded */
+	int oflags;			/* read: how the file is opened */
 	int pending;			/* CQEs still expected */
 	int err;
 	uint64_t size, done;		/* file bytes, bytes transferred */
@@ -52,7 +53,8 @@ struct kvc_tio {
 	int efd;
 	unsigned int depth, busy;
 	uint64_t completed;		/* callbacks run, ever */
-	uint64_t slot_size;
+	uint64_t slot_size;		/* the largest block file */
+	uint64_t buf_size;		/* a slot's buffer: one page more */
 	bool fsync;
 	char tag[KVC_BF_MAX_TAG + 1];
 	uint8_t *mem;			/* every slot's buffer, one mapping */
@@ -84,7 +86,10 @@ int kvc_tio_create(struct kvc_tio **out, const struct kvc_tio_config *cfg)
 	t->fsync = cfg->fsync;
 	strcpy(t->tag, cfg->tag);
 	t->slot_size = kvc_bf_file_size(cfg->max_payload);
-	t->mem_len = (size_t)(t->slot_size * cfg->depth);
+	/* A read asks for a page more than the largest file: getting it
+	 * means the file is larger than any block of ours. */
+	t->buf_size = t->slot_size + KVC_BF_ALIGN;
+	t->mem_len = (size_t)(t->buf_size * cfg->depth);
 	t->slots = calloc(cfg->depth, sizeof(*t->slots));
 	iov = calloc(cfg->depth, sizeof(*iov));
 	ret = -ENOMEM;
@@ -98,9 +103,9 @@ int kvc_tio_create(struct kvc_tio **out, const struct kvc_tio_config *cfg)
 	}
 	for (unsigned int i = 0; i < cfg->depth; i++) {
 		t->slots[i].fd = -1;
-		t->slots[i].buf = t->mem + i * t->slot_size;
+		t->slots[i].buf = t->mem + i * t->buf_size;
 		iov[i].iov_base = t->slots[i].buf;
-		iov[i].iov_len = (size_t)t->slot_size;
+		iov[i].iov_len = (size_t)t->buf_size;
 	}
 	/* Two SQEs per slot at most (write + fsync), and room to spare. */
 	ret = io_uring_queue_init(2 * cfg->depth + 8, &t->ring, 0);
@@ -242,6 +247,25 @@ static int queue_write(struct kvc_tio *t, int i)
 	return 0;
 }
 
+/*
+ * The open goes through the ring too: on a cold cache it reads directory
+ * and inode blocks, and a synchronous open would serialize those reads on
+ * the daemon's thread however deep the queue.
+ */
+static int queue_open(struct kvc_tio *t, int i)
+{
+	struct slot *s = &t->slots[i];
+	struct io_uring_sqe *sqe = sqe_get(t);
+
+	if (!sqe)
+		return -EAGAIN;
+	io_uring_prep_openat(sqe, AT_FDCWD, s->final, s->oflags, 0);
+	io_uring_sqe_set_data64(sqe, udata(i, ST_OPEN));
+	s->pending++;
+	io_uring_submit(&t->ring);
+	return 0;
+}
+
 static int queue_read(struct kvc_tio *t, int i)
 {
 	struct slot *s = &t->slots[i];
@@ -317,7 +341,6 @@ int kvc_tio_read(struct kvc_tio *t, const char *dir,
 		 const uint8_t key[KVC_BF_KEY_SIZE], uint64_t cookie)
 {
 	struct slot *s;
-	struct stat st;
 	int i, ret;
 
 	i = slot_get(t);
@@ -330,30 +353,13 @@ int kvc_tio_read(struct kvc_tio *t, const char *dir,
 	ret = kvc_bf_path(dir, key, s->final, sizeof(s->final));
 	if (ret)
 		goto fail;
-	s->fd = open(s->final, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_DIRECT);
-	if (s->fd < 0 && errno == EINVAL)
-		s->fd = open(s->final, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	else
-		s->direct = s->fd >= 0;
-	if (s->fd < 0) {
-		ret = errno == ELOOP ? -EBADMSG : -errno;
-		goto fail;
-	}
-	if (fstat(s->fd, &st)) {
-		ret = -errno;
-		goto fail;
-	}
-	/* No block file has such a size: corrupt, without reading it. */
-	ret = -EBADMSG;
-	if (!S_ISREG(st.st_mode) || st.st_size < 2 * KVC_BF_ALIGN ||
-	    st.st_size % KVC_BF_ALIGN)
-		goto fail;
-	/* A valid block larger than ours (another pool's block size). */
-	ret = -EFBIG;
-	if ((uint64_t)st.st_size > t->slot_size)
-		goto fail;
-	s->size = (uint64_t)st.st_size;
-	ret = queue_read(t, i);
+	/* O_NONBLOCK: a FIFO planted under a block's name must not hang
+	 * the read; it fails as a short file instead. */
+	s->oflags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_DIRECT;
+	s->direct = true;
+	/* The whole buffer: the file's size is where the read stops. */
+	s->size = t->buf_size;
+	ret = queue_open(t, i);
 	if (!ret)
 		return 0;
 fail:
@@ -452,10 +458,33 @@ static void write_settled(struct kvc_tio *t, int i, kvc_tio_done_fn fn,
 	write_done(t, i, fn, arg);
 }
 
-static void read_settled(struct kvc_tio *t, int i, kvc_tio_done_fn fn,
-			 void *arg)
+/* The open finished: read, or retry the open without O_DIRECT. */
+static void open_settled(struct kvc_tio *t, int i, int res,
+			 kvc_tio_done_fn fn, void *arg)
 {
 	struct slot *s = &t->slots[i];
+	int ret;
+
+	if (res == -EINVAL && s->direct) {	/* no O_DIRECT here */
+		s->direct = false;
+		s->oflags &= ~O_DIRECT;
+		ret = queue_open(t, i);
+	} else if (res < 0) {
+		/* O_NOFOLLOW on a symlink: not a block file. */
+		ret = res == -ELOOP ? -EBADMSG : res;
+	} else {
+		s->fd = res;
+		ret = queue_read(t, i);
+	}
+	if (ret)
+		complete(t, s, ret, fn, arg);
+}
+
+static void read_settled(struct kvc_tio *t, int i, bool eof,
+			 kvc_tio_done_fn fn, void *arg)
+{
+	struct slot *s = &t->slots[i];
+	struct kvc_bf_header h;
 	int ret;
 
 	if (s->err == -EINVAL && s->direct && !s->done) {
@@ -468,15 +497,30 @@ static void read_settled(struct kvc_tio *t, int i, kvc_tio_done_fn fn,
 			return;
 	}
 	if (s->err) {
-		complete(t, s, s->err, fn, arg);
+		/* A directory, a FIFO: not a block file. */
+		complete(t, s, s->err == -EISDIR || s->err == -EAGAIN ?
+			 -EBADMSG : s->err, fn, arg);
 		return;
 	}
-	if (s->done < s->size) {
+	if (s->done >= t->buf_size) {
+		complete(t, s, -EFBIG, fn, arg);	/* larger than ours */
+		return;
+	}
+	/*
+	 * A read that stops short of the buffer has reached the end of the
+	 * file, as reads of regular files do; if the header says the file
+	 * is longer than that, it was only a short read: go on.
+	 */
+	if (!eof && s->done >= KVC_BF_HEADER_SIZE &&
+	    !kvc_bf_decode_header(s->buf, &h) &&
+	    kvc_bf_file_size(h.payload_len) > s->done &&
+	    kvc_bf_file_size(h.payload_len) < t->buf_size) {
 		ret = queue_read(t, i);
 		if (ret)
 			complete(t, s, ret, fn, arg);
 		return;
 	}
+	s->size = s->done;
 	ret = kvc_bf_check(s->buf, s->size, s->key, &s->h);
 	complete(t, s, ret, fn, arg);
 }
@@ -485,6 +529,7 @@ static void handle(struct kvc_tio *t, uint64_t data, int res,
 		   kvc_tio_done_fn fn, void *arg)
 {
 	int i = (int)(data >> 8), stage = (int)(data & 0xff);
+	bool eof = false;
 	struct slot *s;
 
 	if (i < 0 || (unsigned int)i >= t->depth)
@@ -492,12 +537,17 @@ static void handle(struct kvc_tio *t, uint64_t data, int res,
 	s = &t->slots[i];
 	s->pending--;
 	switch (stage) {
+	case ST_OPEN:
+		open_settled(t, i, res, fn, arg);
+		return;
 	case ST_WRITE:
 	case ST_READ:
 		if (res < 0 && !s->err)
 			s->err = res;
-		else if (res == 0 && stage == ST_READ)
-			s->err = s->err ? s->err : -EBADMSG;	/* shrank */
+		else if (res == 0 && stage == ST_WRITE)
+			s->err = s->err ? s->err : -EIO;	/* no progress */
+		else if (res == 0)
+			eof = true;
 		else if (res > 0)
 			s->done += (uint64_t)res;
 		break;
@@ -515,7 +565,7 @@ static void handle(struct kvc_tio *t, uint64_t data, int res,
 	if (s->pending)
 		return;
 	if (stage == ST_READ)
-		read_settled(t, i, fn, arg);
+		read_settled(t, i, eof, fn, arg);
 	else
 		write_settled(t, i, fn, arg);
 }

@@ -17,8 +17,10 @@
  * directory. The data path (write, fsync, directory fsync) goes through
  * the ring; the metadata calls (mkdir, open, link) are synchronous, as
  * they are short on every filesystem this targets.
- * A read (promotion) reads the whole file into a slot in one request and
- * verifies it (kvc_bf_check) before anyone sees the bytes.
+ * A read (promotion) opens the file through the ring (a cold-cache open
+ * reads directory and inode blocks: it must not block the thread), reads
+ * the whole file into a slot in one request and verifies it
+ * (kvc_bf_check) before anyone sees the bytes.
  *
  * Completions: the ring signals an eventfd (kvc_tio_fd) that the caller
  * polls; kvc_tio_reap() then runs the callback once per finished request.
@@ -89,10 +91,13 @@ int kvc_tio_write_submit(struct kvc_tio *t, int slot, const char *dir,
 void kvc_tio_write_cancel(struct kvc_tio *t, int slot);
 
 /*
- * Promote: read @key's block file under @dir. 0 (the callback will come,
- * with status 0, -EBADMSG and the other corruption errors of
- * kvc_bf_check(), or -errno), or at once: -EBUSY (no slot), -ENOENT (a
- * miss), -EBADMSG (a size no block file has; corrupt), -errno.
+ * Promote: read @key's block file under @dir. The open, too, goes
+ * through the ring; the read asks for the whole buffer and the file's
+ * end says its size. 0: the callback will come, with status 0, -ENOENT
+ * (a miss), -EBADMSG and the other corruption errors of kvc_bf_check()
+ * (also for a symlink, directory or FIFO under the name), -EFBIG (a
+ * file larger than any block of ours) or -errno. At once: -EBUSY (no
+ * slot) or -ENAMETOOLONG.
  */
 int kvc_tio_read(struct kvc_tio *t, const char *dir,
 		 const uint8_t key[KVC_BF_KEY_SIZE], uint64_t cookie);

@@ -542,10 +542,10 @@ static void tio_read_errors(void)
 	TAP_CHECK(mkdir(dir, 0755) == 0);
 
 	fill_key(key, 0x40);
-	TAP_CHECK(kvc_tio_read(t, dir, key, 1) == -ENOENT);
+	TAP_CHECK(tio_get(t, dir, key, 1) == -ENOENT);
 	TAP_CHECK(kvc_tio_idle_slots(t) == 2);
 
-	/* Cut by a byte: no block file has that size, refused at once. */
+	/* Cut by a byte: no block file has that size. */
 	make_header(&h, key, NULL, 7, len);
 	TAP_CHECK(tio_put(t, dir, &h, 1) == 0);
 	TAP_CHECK(kvc_bf_path(dir, key, path, sizeof(path)) == 0);
@@ -1223,7 +1223,7 @@ static void g3_corrupt_quarantine(void)
 	TAP_CHECK(!key_in(idx, keys[2], G3_BIT));
 	TAP_CHECK(chain_present(idx, G3_BIT) == 2);
 
-	/* Cut short: refused before reading, quarantined the same way. */
+	/* Cut short: refused, quarantined the same way. */
 	tier_path(g3dir, 1, keys[1], path, sizeof(path));
 	TAP_CHECK(truncate(path, file_size(path) - 1) == 0);
 	TAP_CHECK(fetch(t, ids[1], 2) == -EBADMSG);
