@@ -42,7 +42,8 @@ KDIR ?= $(KSRC)
 HELPER_SRCS := helper/devinfo.c helper/keys.c helper/proto.c helper/config.c \
 	       helper/client.c \
 	       helper/metrics.c helper/mpool.c helper/kevents.c helper/index.c \
-	       helper/policy.c helper/blockfile.c helper/tierio.c helper/tier.c
+	       helper/policy.c helper/blockfile.c helper/tierio.c helper/tier.c \
+	       helper/manifest.c
 HELPER_LIBS := -lcrypto -lnl-genl-3 -lnl-3 -luring
 # The daemon's own modules (the unit tests do not link them).
 DAEMON_SRCS := helper/daemon.c helper/daemon_tiers.c helper/server.c \
@@ -175,7 +176,7 @@ $(BUILD)/bench/socket_bench: tests/bench/socket_bench.c helper/client.c \
 # The persistent tiers' benches link the tier code itself, as kvcached
 # does (no sanitizers: they time it).
 TIER_BENCH_SRCS := helper/blockfile.c helper/tierio.c helper/tier.c \
-		   helper/index.c helper/policy.c
+		   helper/index.c helper/policy.c helper/manifest.c
 
 $(BUILD)/bench/tier_bench $(BUILD)/bench/recovery_bench: \
 		$(BUILD)/bench/%: tests/bench/%.c $(TIER_BENCH_SRCS) \

@@ -660,16 +660,16 @@ static int open_tier(struct kvcd *d, unsigned int tier, const char *node)
 	if (ret)
 		return ret;
 	t0 = mono();
-	found = kvc_tier_scan(d->tier[tier], ns_ok, d);
+	found = kvc_tier_recover(d->tier[tier], ns_ok, d);
 	if (found < 0) {
-		fprintf(stderr, "kvcached: %s %s: scan: %s\n",
+		fprintf(stderr, "kvcached: %s %s: recovery: %s\n",
 			tier_names[tier], tc.dir, strerror((int)-found));
 		return (int)found;
 	}
 	s = kvc_tier_stats(d->tier[tier]);
 	fprintf(stderr,
 		"kvcached: %s %s: %ld blocks, %" PRIu64 " of %" PRIu64
-		" bytes, %" PRIu64 " quarantined, scanned in %.3f s\n",
+		" bytes, %" PRIu64 " quarantined, recovered in %.3f s\n",
 		tier_names[tier], tc.dir, found, s->usage, tc.capacity,
 		s->corrupt, mono() - t0);
 	return 0;

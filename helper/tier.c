@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "manifest.h"
 #include "policy.h"
 
 #define TIER_GC_SLACK		32	/* GC tries past one per block */
@@ -64,6 +65,10 @@ struct kvc_tier {
 	struct kvc_tio *tio;
 	bool writable;
 	int write_err;			/* why not writable */
+	int mf_fd;			/* this node's manifest, or -1 */
+	char mf_path[PATH_MAX];
+	uint64_t mf_records;		/* appended since it was rewritten */
+	bool bg_pass;			/* g3: one scan after a recovery */
 	struct kvc_tier_stats st;
 
 	uint32_t *mark, *touched;
@@ -84,6 +89,8 @@ struct kvc_tier {
 	uint64_t orphan_bytes;		/* unreachable files' bytes */
 	struct timespec pass_start, last_step;
 };
+
+static void mf_compact(struct kvc_tier *t);
 
 static int64_t now_s(void)
 {
@@ -241,9 +248,15 @@ int kvc_tier_open(struct kvc_tier **out, const struct kvc_tier_config *cfg,
 	t->cfg.node = t->node;
 	t->idx = idx;
 	t->pass = 1;
+	t->mf_fd = -1;
 	t->writable = access(t->dir, W_OK) == 0;
 	t->write_err = t->writable ? 0 : -errno;
 	t->st.last_error = t->write_err;
+	if (snprintf(t->mf_path, sizeof(t->mf_path), "%s/.manifest.%s", t->dir,
+		     t->node) >= (int)sizeof(t->mf_path))
+		t->mf_path[0] = '\0';
+	/* The manifest is opened by the recovery (or scan) that rewrites
+	 * it: before that, whether there is one decides how to recover. */
 	t->pend = calloc(cfg->depth ? cfg->depth : 1, sizeof(*t->pend));
 	ret = t->pend ? 0 : -ENOMEM;
 	if (!ret)
@@ -263,6 +276,8 @@ void kvc_tier_close(struct kvc_tier *t)
 	if (!t)
 		return;
 	kvc_tio_destroy(t->tio);
+	if (t->mf_fd >= 0)
+		close(t->mf_fd);
 	kvc_policy_destroy(t->policy);
 	free(t->pend);
 	free(t->mark);
@@ -609,6 +624,196 @@ long kvc_tier_scan(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg)
 		for (unsigned int aa = 0; aa < 256; aa++)
 			scan_step(t, t->scan_ns[i], aa, now);
 	pass_end(t);
+	mf_compact(t);		/* the next start reads this instead */
+	return (long)(t->st.found - found);
+}
+
+/* ---- recovery from manifests ------------------------------------------- */
+
+static int mf_cmp(const void *a, const void *b)
+{
+	const struct kvc_mf_rec *x = a, *y = b;
+
+	if (x->ns != y->ns)
+		return x->ns < y->ns ? -1 : 1;
+	return memcmp(x->key, y->key, KVC_BF_KEY_SIZE);
+}
+
+/* The temp files in the leaf directory of @final: stale ones go. */
+static void clean_leaf_tmp(struct kvc_tier *t, const char *final,
+			   int64_t now)
+{
+	char leaf[PATH_MAX], path[PATH_MAX];
+	struct dirent *de;
+	DIR *dp;
+
+	if (snprintf(leaf, sizeof(leaf), "%s", final) >= (int)sizeof(leaf))
+		return;
+	*strrchr(leaf, '/') = '\0';
+	dp = opendir(leaf);
+	if (!dp)
+		return;
+	while ((de = readdir(dp)))
+		if (!strncmp(de->d_name, ".tmp.", 5) &&
+		    snprintf(path, sizeof(path), "%s/%s", leaf, de->d_name) <
+		    (int)sizeof(path))
+			scan_tmp(t, path, de->d_name, now);
+	closedir(dp);
+}
+
+/* Append the records of one manifest to *all; 0 or -errno. */
+static int mf_gather(const char *path, struct kvc_mf_rec **all, size_t *n,
+		     size_t *cap)
+{
+	struct kvc_mf_rec *r;
+	size_t m, bad;
+	int ret = kvc_mf_read(path, &r, &m, &bad);
+
+	if (ret)
+		return ret;
+	if (*n + m > *cap) {
+		size_t c = (*n + m) * 2;
+		struct kvc_mf_rec *p = realloc(*all, c * sizeof(*p));
+
+		if (!p) {
+			free(r);
+			return -ENOMEM;
+		}
+		*all = p;
+		*cap = c;
+	}
+	if (m)
+		memcpy(*all + *n, r, m * sizeof(*r));
+	*n += m;
+	free(r);
+	return 0;
+}
+
+/*
+ * Rewrite this node's manifest from the index: every block present in
+ * the tier (for g4 other nodes' too: records are deduplicated at
+ * recovery before anything is checked).
+ */
+static void mf_compact(struct kvc_tier *t)
+{
+	struct kvc_mf_rec *r;
+	size_t n = 0;
+
+	if (!t->writable || !t->mf_path[0])
+		return;
+	r = malloc((t->st.blocks + 1) * sizeof(*r));
+	if (!r)
+		return;
+	for (uint32_t id = kvc_index_next(t->idx, 0);
+	     id != KVC_ID_NONE && n <= t->st.blocks;
+	     id = kvc_index_next(t->idx, id + 1)) {
+		const struct kvc_entry *e = kvc_index_entry(t->idx, id);
+
+		if (!(e->tiers & (1u << t->cfg.tier)))
+			continue;
+		memset(&r[n], 0, sizeof(r[n]));
+		r[n].ns = e->ns;
+		r[n].first = e->parent == KVC_ID_NONE;
+		r[n].size = e->loc[t->cfg.tier].u64;
+		memcpy(r[n].key, e->key, KVC_BF_KEY_SIZE);
+		if (!r[n].first)
+			memcpy(r[n].parent,
+			       kvc_index_entry(t->idx, e->parent)->key,
+			       KVC_BF_KEY_SIZE);
+		n++;
+	}
+	if (!kvc_mf_rewrite(t->mf_path, r, n)) {
+		if (t->mf_fd >= 0)
+			close(t->mf_fd);
+		t->mf_fd = kvc_mf_open(t->mf_path);
+		if (t->mf_fd < 0)
+			t->mf_fd = -1;
+		t->mf_records = n;
+	}
+	free(r);
+}
+
+long kvc_tier_recover(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg)
+{
+	struct kvc_mf_rec *all = NULL;
+	size_t n = 0, cap = 0, u = 0;
+	uint64_t found = t->st.found;
+	int64_t now = now_s();
+	bool any = false;
+
+	if (t->cfg.shared) {
+		/* Every node's manifest: each names what its node wrote. */
+		struct dirent *de;
+		DIR *dp = opendir(t->dir);
+
+		if (!dp)
+			return -errno;
+		while ((de = readdir(dp))) {
+			char path[PATH_MAX];
+			size_t len = strlen(de->d_name);
+
+			if (strncmp(de->d_name, ".manifest.", 10) ||
+			    (len > 4 && !strcmp(de->d_name + len - 4, ".new")) ||
+			    snprintf(path, sizeof(path), "%s/%s", t->dir,
+				     de->d_name) >= (int)sizeof(path))
+				continue;
+			if (!mf_gather(path, &all, &n, &cap) &&
+			    !strcmp(de->d_name + 10, t->node))
+				any = true;
+		}
+		closedir(dp);
+	} else if (t->mf_path[0]) {
+		any = !mf_gather(t->mf_path, &all, &n, &cap);
+	}
+	/* No manifest of ours (a first start, a lost file): scan it all,
+	 * and write one for the next start. */
+	if (!any) {
+		free(all);
+		return kvc_tier_scan(t, ns_ok, arg);
+	}
+	if (n)
+		qsort(all, n, sizeof(*all), mf_cmp);
+	t->nrecs = 0;
+	t->pass_bytes = 0;
+	t->orphan_bytes = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct kvc_mf_rec *m = &all[i];
+		char path[PATH_MAX];
+		struct stat st;
+		struct rec r;
+
+		if ((u && !mf_cmp(m, &all[u - 1])) || !ns_ok(arg, m->ns))
+			continue;
+		all[u++] = *m;
+		if (file_path(t, m->ns, m->key, path, sizeof(path)))
+			continue;
+		if (lstat(path, &st)) {
+			/* Written or deleted: a writer killed mid-spill may
+			 * have left its temp file next to where it would be. */
+			if (errno == ENOENT)
+				clean_leaf_tmp(t, path, now);
+			continue;
+		}
+		/* Same key, same bytes, same size: anything else is not the
+		 * file that was written. */
+		if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != m->size) {
+			quarantine(t, m->ns, m->key);
+			continue;
+		}
+		r.ns = m->ns;
+		r.first = m->first;
+		memcpy(r.key, m->key, KVC_BF_KEY_SIZE);
+		memcpy(r.parent, m->parent, KVC_BF_KEY_SIZE);
+		r.size = m->size;
+		r.mtime = st.st_mtime;
+		push_rec(t, &r);
+	}
+	free(all);
+	pass_end(t);
+	mf_compact(t);
+	/* What no manifest names (power loss, a lost append) and stale
+	 * temp files: a scan in the background finds them. */
+	t->bg_pass = true;
 	return (long)(t->st.found - found);
 }
 
@@ -741,6 +946,31 @@ static int ensure_ns_dir(struct kvc_tier *t, uint32_t ns, char *d,
 	return errno == EEXIST ? 0 : -errno;
 }
 
+/*
+ * Record the block in the manifest before its file is written: then a
+ * crash leaves no published file, and no temp file, without a record. A
+ * failed append costs only speed at the next start (the background scan
+ * finds the file).
+ */
+static void mf_note(struct kvc_tier *t, const struct kvc_bf_header *h,
+		    uint64_t size)
+{
+	struct kvc_mf_rec r = {
+		.ns = h->ns_id, .first = h->flags & KVC_BF_F_FIRST,
+		.size = size,
+	};
+
+	if (t->mf_fd < 0)
+		return;
+	memcpy(r.key, h->key, KVC_BF_KEY_SIZE);
+	memcpy(r.parent, h->parent, KVC_BF_KEY_SIZE);
+	if (kvc_mf_append(t->mf_fd, &r))
+		return;
+	/* Records of collected blocks pile up: start afresh now and then. */
+	if (++t->mf_records > 2 * t->st.blocks + 4096)
+		mf_compact(t);
+}
+
 /* A block file another writer published: present, at its size. */
 static void found_published(struct kvc_tier *t, uint32_t id, uint32_t ns,
 			    const uint8_t *key)
@@ -812,6 +1042,7 @@ int kvc_tier_spill_submit(struct kvc_tier *t, int slot, uint32_t id,
 		ret = p;
 		goto out;
 	}
+	mf_note(t, &h, size);
 	ret = kvc_tio_write_submit(t->tio, slot, d, &h, (uint64_t)p);
 	slot = -1;	/* submit frees the slot on failure */
 	if (ret) {
@@ -1021,7 +1252,8 @@ int kvc_tier_fd(const struct kvc_tier *t)
 
 void kvc_tier_tick(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg)
 {
-	if (t->cfg.shared) {
+	/* g4 rescans without end; g3 once, after a recovery. */
+	if (t->cfg.shared || t->bg_pass) {
 		double now = mono(), begun = (double)t->pass_start.tv_sec +
 			(double)t->pass_start.tv_nsec / 1e9;
 		double frac, interval = (double)t->cfg.scan_interval_ms / 1e3;
@@ -1039,9 +1271,12 @@ void kvc_tier_tick(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg)
 				  (unsigned int)(t->scan_pos % 256), wall);
 			t->scan_pos++;
 		}
-		if (t->scan_pos >= total && frac >= 1)
+		if (t->scan_pos >= total && frac >= 1) {
 			pass_end(t);
-		gc_trash(t);
+			t->bg_pass = false;
+		}
+		if (t->cfg.shared)
+			gc_trash(t);
 	}
 	if (t->st.usage > t->cfg.capacity)
 		gc(t, 0);

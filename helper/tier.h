@@ -106,6 +106,18 @@ void kvc_tier_close(struct kvc_tier *t);
 long kvc_tier_scan(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg);
 
 /*
+ * Recovery as kvcached does it at start: from the manifests (this node's
+ * for g3, every node's for g4; manifest.h) when there are: each named
+ * file is checked with one stat() (present, of its recorded size; a
+ * mismatch is quarantined), blocks go into the index parents first, this
+ * node's stale temp files next to them are removed; then a scan runs in
+ * the background (kvc_tier_tick) for what no manifest names. With no
+ * manifest of this node, kvc_tier_scan(). Rewrites this node's manifest
+ * from what was found. Returns the blocks found, or -errno.
+ */
+long kvc_tier_recover(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg);
+
+/*
  * Spill, in two steps (tierio.h): reserve a slot and get where the
  * payload goes (-EBUSY when the queue is full, -EROFS/-EACCES for a
  * read-only tier), then submit it as entry @id's block. submit makes
