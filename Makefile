@@ -50,7 +50,7 @@ DAEMON_SRCS := helper/daemon.c helper/daemon_tiers.c helper/server.c \
 	       helper/kdev.c
 UNIT_TESTS := test_uapi test_devinfo test_keys test_proto test_config \
 	      test_metrics test_mpool test_kevents test_index test_policy \
-	      test_blockfile test_tier
+	      test_blockfile test_tier test_manifest
 SELFTESTS := kvcache_dev_test bench_test pool_test pool_fuzz_test p2p_test \
 	     kvcached_test tiers_test
 

@@ -69,11 +69,24 @@ int kvc_mf_append(int fd, const struct kvc_mf_rec *r)
 	ssize_t w;
 
 	encode(r, b);
-	/* O_APPEND: one write lands whole at the end, or fails. */
+	/* O_APPEND: one write lands at the end, whole as a rule. */
 	w = write(fd, b, sizeof(b));
 	if (w < 0)
 		return -errno;
-	return w == (ssize_t)sizeof(b) ? 0 : -EIO;
+	if (w == (ssize_t)sizeof(b))
+		return 0;
+	/*
+	 * Part of a record (the disk filled up): cut it off, or every later
+	 * record would be read out of step. This node is the file's only
+	 * writer, so its end is the part just written.
+	 */
+	if (w > 0) {
+		off_t end = lseek(fd, 0, SEEK_END);
+
+		if (end >= w && ftruncate(fd, end - w))
+			return -errno;
+	}
+	return -EIO;
 }
 
 int kvc_mf_read(const char *path, struct kvc_mf_rec **out, size_t *n,
@@ -93,8 +106,9 @@ int kvc_mf_read(const char *path, struct kvc_mf_rec **out, size_t *n,
 		return -errno;
 	/*
 	 * Whole records only: a torn last record (a crash mid-append) is a
-	 * short tail; appends after it stay aligned since every append is
-	 * one whole record.
+	 * short tail. Records after one stay in step because the recovery
+	 * that reads a torn manifest rewrites it before anything is appended
+	 * again, and kvc_mf_append() cuts off its own partial writes.
 	 */
 	while ((got = read(fd, b + have, sizeof(b) - have)) > 0 ||
 	       (got < 0 && errno == EINTR)) {

@@ -694,18 +694,48 @@ static int mf_gather(const char *path, struct kvc_mf_rec **all, size_t *n,
  * the tier (for g4 other nodes' too: records are deduplicated at
  * recovery before anything is checked).
  */
-static void mf_compact(struct kvc_tier *t)
+/* The records of this node's manifest whose blocks are present, once. */
+static void mf_own_present(struct kvc_tier *t, struct kvc_mf_rec *out,
+			   size_t *n, size_t max)
 {
 	struct kvc_mf_rec *r;
-	size_t n = 0;
+	size_t m, bad;
+	uint32_t id;
+
+	if (kvc_mf_read(t->mf_path, &r, &m, &bad))
+		return;
+	if (m)
+		qsort(r, m, sizeof(*r), mf_cmp);
+	for (size_t i = 0; i < m && *n < max; i++) {
+		if (i && !mf_cmp(&r[i], &r[i - 1]))
+			continue;
+		if (kvc_index_find(t->idx, r[i].ns, r[i].key, &id) ||
+		    !is_present(t, id))
+			continue;
+		out[(*n)++] = r[i];
+	}
+	free(r);
+}
+
+static void mf_compact(struct kvc_tier *t)
+{
+	size_t n = 0, max = t->st.blocks + 1 + t->cfg.depth;
+	struct kvc_mf_rec *r;
 
 	if (!t->writable || !t->mf_path[0])
 		return;
-	r = malloc((t->st.blocks + 1) * sizeof(*r));
+	r = malloc(max * sizeof(*r));
 	if (!r)
 		return;
+	/*
+	 * g4: only what this node wrote. Every node reads every manifest at
+	 * start, so a manifest naming the whole directory would make each
+	 * start read it once per node.
+	 */
+	if (t->cfg.shared)
+		mf_own_present(t, r, &n, max);
 	for (uint32_t id = kvc_index_next(t->idx, 0);
-	     id != KVC_ID_NONE && n <= t->st.blocks;
+	     !t->cfg.shared && id != KVC_ID_NONE && n <= t->st.blocks;
 	     id = kvc_index_next(t->idx, id + 1)) {
 		const struct kvc_entry *e = kvc_index_entry(t->idx, id);
 
@@ -722,14 +752,33 @@ static void mf_compact(struct kvc_tier *t)
 			       KVC_BF_KEY_SIZE);
 		n++;
 	}
-	if (!kvc_mf_rewrite(t->mf_path, r, n)) {
-		if (t->mf_fd >= 0)
-			close(t->mf_fd);
-		t->mf_fd = kvc_mf_open(t->mf_path);
-		if (t->mf_fd < 0)
-			t->mf_fd = -1;
-		t->mf_records = n;
+	/*
+	 * Spills in flight are not in the index yet, but their records were
+	 * appended before their files were written: they must outlive the
+	 * rewrite, or a crash leaves a file, or a temp file, no record names.
+	 */
+	for (unsigned int i = 0; i < t->cfg.depth && n < max; i++) {
+		const struct pend *p = &t->pend[i];
+
+		if (!p->used || !p->write)
+			continue;
+		memset(&r[n], 0, sizeof(r[n]));
+		r[n].ns = p->ns;
+		r[n].first = p->first;
+		r[n].size = p->size;
+		memcpy(r[n].key, p->key, KVC_BF_KEY_SIZE);
+		memcpy(r[n].parent, p->parent, KVC_BF_KEY_SIZE);
+		n++;
 	}
+	if (!kvc_mf_rewrite(t->mf_path, r, n))
+		t->mf_records = n;
+	/* Reopened whatever the rewrite said: its rename may have happened
+	 * before a later step failed, and appends must reach the new file. */
+	if (t->mf_fd >= 0)
+		close(t->mf_fd);
+	t->mf_fd = kvc_mf_open(t->mf_path);
+	if (t->mf_fd < 0)
+		t->mf_fd = -1;
 	free(r);
 }
 
@@ -960,15 +1009,19 @@ static void mf_note(struct kvc_tier *t, const struct kvc_bf_header *h,
 		.size = size,
 	};
 
+	/*
+	 * Records of collected blocks pile up: start afresh now and then.
+	 * Before this block's record, not after: the rewrite names what the
+	 * index has, and this block is not there until its write is done.
+	 */
+	if (t->mf_records >= 2 * t->st.blocks + 4096)
+		mf_compact(t);
 	if (t->mf_fd < 0)
 		return;
 	memcpy(r.key, h->key, KVC_BF_KEY_SIZE);
 	memcpy(r.parent, h->parent, KVC_BF_KEY_SIZE);
-	if (kvc_mf_append(t->mf_fd, &r))
-		return;
-	/* Records of collected blocks pile up: start afresh now and then. */
-	if (++t->mf_records > 2 * t->st.blocks + 4096)
-		mf_compact(t);
+	if (!kvc_mf_append(t->mf_fd, &r))
+		t->mf_records++;
 }
 
 /* A block file another writer published: present, at its size. */
@@ -1254,15 +1307,22 @@ void kvc_tier_tick(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg)
 {
 	/* g4 rescans without end; g3 once, after a recovery. */
 	if (t->cfg.shared || t->bg_pass) {
-		double now = mono(), begun = (double)t->pass_start.tv_sec +
-			(double)t->pass_start.tv_nsec / 1e9;
-		double frac, interval = (double)t->cfg.scan_interval_ms / 1e3;
+		double now, begun, frac;
+		double interval = (double)t->cfg.scan_interval_ms / 1e3;
 		size_t total, want;
 		int64_t wall = now_s();
 
 		if (!t->in_pass && pass_begin(t, ns_ok, arg))
 			return;
-		/* Steps so far should match the share of the interval. */
+		/*
+		 * Steps so far should match the share of the interval, from
+		 * this pass's start: read after pass_begin(), or a new pass
+		 * would be timed from the last one's start (from 0 after a
+		 * recovery) and done whole in one tick.
+		 */
+		now = mono();
+		begun = (double)t->pass_start.tv_sec +
+			(double)t->pass_start.tv_nsec / 1e9;
 		total = t->scan_nns * 256;
 		frac = (now - begun) / interval;
 		want = frac >= 1 ? total : (size_t)(frac * (double)total) + 1;
@@ -1272,7 +1332,13 @@ void kvc_tier_tick(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg)
 			t->scan_pos++;
 		}
 		if (t->scan_pos >= total && frac >= 1) {
+			uint64_t found = t->st.found;
+
 			pass_end(t);
+			/* The pass after a recovery found blocks no manifest
+			 * names: name them, or every start finds them late. */
+			if (t->bg_pass && t->st.found != found)
+				mf_compact(t);
 			t->bg_pass = false;
 		}
 		if (t->cfg.shared)

@@ -17,6 +17,15 @@
  *    removals, leases keep a block being read, a rescan ending during a
  *    spill keeps its reservation, GC moves victims to .gc/ and deletes
  *    them only after the grace period.
+ *  - recovery from manifests (kvc_tier_recover): a full scan, which
+ *    writes the manifest, when there is none; the chain found from it
+ *    after a restart; a file deleted behind its back not found, one of
+ *    another size quarantined; a file no manifest names found by the
+ *    background pass (paced, once for g3) and named from then on; a
+ *    crashed writer's temp file removed by the recovery itself; a torn
+ *    manifest; the rewrite of a manifest whose records pile up keeping
+ *    the spills in flight; on G4, one node's recovery reading another's
+ *    manifest.
  *  - a tier on a directory the process may not write: read-only, reads
  *    still served.
  */
@@ -39,6 +48,7 @@
 
 #include "blockfile.h"
 #include "index.h"
+#include "manifest.h"
 #include "tier.h"
 #include "tierio.h"
 #include "tap.h"
@@ -1618,6 +1628,614 @@ out:
 	TAP_CHECK(count_tmp(g4dir) == 0);
 }
 
+/* ---- recovery from manifests --------------------------------------------- */
+
+/* dir/.manifest.<node>: the node's manifest in a tier's directory. */
+static void mf_file(const char *dir, const char *node, char *out, size_t len)
+{
+	pathf(out, len, "%s/.manifest.%s", dir, node);
+}
+
+/* Records in the manifest at @path (-1: unreadable), and whether @key
+ * (namespace 1) is among them. */
+static long mf_count(const char *path, const uint8_t *key, bool *named)
+{
+	struct kvc_mf_rec *r;
+	size_t n, bad;
+
+	if (named)
+		*named = false;
+	if (kvc_mf_read(path, &r, &n, &bad))
+		return -1;
+	for (size_t i = 0; named && key && i < n; i++)
+		if (r[i].ns == 1 && !memcmp(r[i].key, key, KEY))
+			*named = true;
+	free(r);
+	return bad ? -1 : (long)n;
+}
+
+static bool mf_names(const char *path, const uint8_t *key)
+{
+	bool named;
+
+	return mf_count(path, key, &named) >= 0 && named;
+}
+
+/*
+ * A node's first run with manifests: recovered (none there, so a full
+ * scan finds nothing), then the chain spilled, each block recorded
+ * before its file is written. The tier is closed as a crash would leave
+ * it (nothing is written at close).
+ */
+static void mf_fill(const struct kvc_tier_config *c)
+{
+	struct kvc_index *idx = index_new();
+	struct kvc_tier *t;
+	uint32_t ids[CHAIN_LEN];
+
+	if (!idx)
+		return;
+	TAP_CHECK(chain_insert(idx, ids) == 0);
+	t = tier_new(c, idx);
+	TAP_CHECK(t != NULL);
+	if (t) {
+		TAP_CHECK(kvc_tier_recover(t, ns1_only, NULL) == 0);
+		for (int i = 0; i < CHAIN_LEN; i++)
+			TAP_CHECK(spill(t, ids[i], chain_len[i], 70 + i) == 0);
+	}
+	kvc_tier_close(t);
+	kvc_index_destroy(idx);
+}
+
+/* A restart: a fresh index, the tier reopened and recovered. */
+static struct kvc_tier *mf_restart(const struct kvc_tier_config *c,
+				   struct kvc_index **idx, long *found)
+{
+	struct kvc_tier *t;
+
+	*idx = index_new();
+	*found = -1;
+	if (!*idx)
+		return NULL;
+	t = tier_new(c, *idx);
+	TAP_CHECK(t != NULL);
+	if (t)
+		*found = kvc_tier_recover(t, ns1_only, NULL);
+	return t;
+}
+
+/* Tick until a pass ends (or 5 s): whether one did, and how long it took. */
+static bool pass_done(struct kvc_tier *t, double *took)
+{
+	uint64_t scans = kvc_tier_stats(t)->scans;
+	double start = now_mono();
+
+	while (kvc_tier_stats(t)->scans == scans && now_mono() - start < 5) {
+		struct timespec ts = { 0, 5 * 1000 * 1000 };
+
+		kvc_tier_tick(t, ns1_only, NULL);
+		if (kvc_tier_stats(t)->scans == scans)
+			nanosleep(&ts, NULL);
+	}
+	*took = now_mono() - start;
+	return kvc_tier_stats(t)->scans == scans + 1;
+}
+
+/* The chain reads back as mf_fill() wrote it. */
+static void chain_reads_back(struct kvc_tier *t, struct kvc_index *idx)
+{
+	uint32_t ids[CHAIN_LEN];
+
+	TAP_CHECK(chain_find(idx, ids) == 0);
+	for (int i = 0; i < CHAIN_LEN; i++) {
+		TAP_CHECK(fetch(t, ids[i], 80 + i) == 0);
+		TAP_CHECK(same_pattern(seen.payload, chain_len[i], 70 + i));
+	}
+}
+
+/*
+ * A tier that never had a manifest (blocks written by an older version,
+ * or its manifest lost): recovered by a full scan, which writes the
+ * manifest the next start reads.
+ */
+static void g3_recover_no_manifest(void)
+{
+	uint8_t keys[CHAIN_LEN][KEY];
+	char dir[PATH_MAX], mf[PATH_MAX];
+	struct kvc_tier_config c;
+	struct kvc_index *idx = index_new();
+	struct kvc_mf_rec *r = NULL;
+	struct kvc_tier *t;
+	uint32_t ids[CHAIN_LEN];
+	size_t n = 0, bad = 0;
+	long found;
+
+	if (!idx)
+		return;
+	chain_keys(keys);
+	subdir(dir, sizeof(dir), "g3-mf-none");
+	TAP_CHECK(mkdir(dir, 0755) == 0);
+	mf_file(dir, "node-a", mf, sizeof(mf));
+	c = tier_cfg(KVC_TIER_G3, dir, 1 << 20, "node-a", 60000);
+	/* Spilled by a tier that was never recovered: no manifest open. */
+	TAP_CHECK(chain_insert(idx, ids) == 0);
+	t = tier_new(&c, idx);
+	TAP_CHECK(t != NULL);
+	for (int i = 0; t && i < CHAIN_LEN; i++)
+		TAP_CHECK(spill(t, ids[i], chain_len[i], 70 + i) == 0);
+	kvc_tier_close(t);
+	kvc_index_destroy(idx);
+	TAP_CHECK(!exists(mf));
+
+	t = mf_restart(&c, &idx, &found);
+	TAP_CHECK(found == CHAIN_LEN);
+	if (!t)
+		goto out;
+	TAP_CHECK(kvc_tier_stats(t)->scans == 1);
+	TAP_CHECK(kvc_tier_stats(t)->found == CHAIN_LEN);
+	TAP_CHECK(chain_present(idx, G3_BIT) == CHAIN_LEN);
+	TAP_CHECK(kvc_tier_stats(t)->usage == chain_bytes());
+	chain_reads_back(t, idx);
+
+	/* The manifest now names the chain: key, parent, first, size. */
+	TAP_CHECK(kvc_mf_read(mf, &r, &n, &bad) == 0);
+	TAP_CHECK(n == CHAIN_LEN && bad == 0);
+	for (int i = 0; i < CHAIN_LEN && n == CHAIN_LEN; i++) {
+		size_t j;
+
+		for (j = 0; j < n; j++)
+			if (!memcmp(r[j].key, keys[i], KEY))
+				break;
+		TAP_CHECK(j < n);
+		if (j == n)
+			continue;
+		TAP_CHECK(r[j].ns == 1 && r[j].first == (i == 0));
+		TAP_CHECK(r[j].size == kvc_bf_file_size(chain_len[i]));
+		if (i)
+			TAP_CHECK(!memcmp(r[j].parent, keys[i - 1], KEY));
+	}
+	free(r);
+out:
+	kvc_tier_close(t);
+	kvc_index_destroy(idx);
+}
+
+/* After spills, a restart finds the chain from the manifest. */
+static void g3_recover_from_manifest(void)
+{
+	uint8_t keys[CHAIN_LEN][KEY];
+	char dir[PATH_MAX], mf[PATH_MAX];
+	struct kvc_tier_config c;
+	struct kvc_index *idx;
+	struct kvc_tier *t;
+	uint32_t ids[CHAIN_LEN];
+	long found;
+
+	chain_keys(keys);
+	subdir(dir, sizeof(dir), "g3-mf");
+	TAP_CHECK(mkdir(dir, 0755) == 0);
+	mf_file(dir, "node-a", mf, sizeof(mf));
+	c = tier_cfg(KVC_TIER_G3, dir, 1 << 20, "node-a", 60000);
+	mf_fill(&c);
+	/* A record per spill, appended as it went. */
+	TAP_CHECK(mf_count(mf, NULL, NULL) == CHAIN_LEN);
+
+	t = mf_restart(&c, &idx, &found);
+	TAP_CHECK(found == CHAIN_LEN);
+	if (!t)
+		goto out;
+	TAP_CHECK(kvc_tier_stats(t)->found == CHAIN_LEN);
+	TAP_CHECK(kvc_tier_stats(t)->blocks == CHAIN_LEN);
+	TAP_CHECK(kvc_tier_stats(t)->usage == chain_bytes());
+	TAP_CHECK(kvc_tier_stats(t)->corrupt == 0);
+	TAP_CHECK(kvc_tier_stats(t)->unreachable == 0);
+	TAP_CHECK(chain_present(idx, G3_BIT) == CHAIN_LEN);
+	TAP_CHECK(chain_find(idx, ids) == 0);
+	TAP_CHECK(kvc_index_depth(idx, ids[2]) == 2);
+	chain_reads_back(t, idx);
+	/* Rewritten from what was found: the same three. */
+	for (int i = 0; i < CHAIN_LEN; i++)
+		TAP_CHECK(mf_names(mf, keys[i]));
+	TAP_CHECK(mf_count(mf, NULL, NULL) == CHAIN_LEN);
+out:
+	kvc_tier_close(t);
+	kvc_index_destroy(idx);
+	TAP_CHECK(count_tmp(dir) == 0);
+}
+
+/*
+ * Each record is checked against its file: one deleted behind the
+ * tier's back is simply not found; one whose size is not the recorded
+ * one is not the file that was written, and is quarantined.
+ */
+static void g3_recover_checks_files(void)
+{
+	uint8_t kd[KEY], kt[KEY];
+	char dir[PATH_MAX], mf[PATH_MAX], pd[PATH_MAX], pt[PATH_MAX];
+	char qdir[PATH_MAX];
+	struct kvc_tier_config c;
+	struct kvc_index *idx = index_new();
+	struct kvc_tier *t;
+	uint32_t ids[CHAIN_LEN], id;
+	long found;
+
+	if (!idx)
+		return;
+	subdir(dir, sizeof(dir), "g3-mf-check");
+	TAP_CHECK(mkdir(dir, 0755) == 0);
+	mf_file(dir, "node-a", mf, sizeof(mf));
+	pathf(qdir, sizeof(qdir), "%s/ns1/quarantine", dir);
+	c = tier_cfg(KVC_TIER_G3, dir, 1 << 20, "node-a", 60000);
+	/* The chain, and two more first blocks: one to delete, one to cut. */
+	fill_key(kd, 0xa0);
+	fill_key(kt, 0xb0);
+	TAP_CHECK(chain_insert(idx, ids) == 0);
+	t = tier_new(&c, idx);
+	TAP_CHECK(t != NULL);
+	if (t) {
+		TAP_CHECK(kvc_tier_recover(t, ns1_only, NULL) == 0);
+		for (int i = 0; i < CHAIN_LEN; i++)
+			TAP_CHECK(spill(t, ids[i], chain_len[i], 70 + i) == 0);
+		TAP_CHECK(kvc_index_insert(idx, 1, kd, NULL, &id) == 0);
+		TAP_CHECK(spill(t, id, 100, 1) == 0);
+		TAP_CHECK(kvc_index_insert(idx, 1, kt, NULL, &id) == 0);
+		TAP_CHECK(spill(t, id, 5000, 2) == 0);
+	}
+	kvc_tier_close(t);
+	kvc_index_destroy(idx);
+	TAP_CHECK(mf_count(mf, NULL, NULL) == CHAIN_LEN + 2);
+	tier_path(dir, 1, kd, pd, sizeof(pd));
+	tier_path(dir, 1, kt, pt, sizeof(pt));
+	TAP_CHECK(unlink(pd) == 0);
+	/* A page short: a size a block file could have, not this one's. */
+	TAP_CHECK(truncate(pt, file_size(pt) - 4096) == 0);
+
+	t = mf_restart(&c, &idx, &found);
+	TAP_CHECK(found == CHAIN_LEN);
+	if (!t)
+		goto out;
+	TAP_CHECK(chain_present(idx, G3_BIT) == CHAIN_LEN);
+	TAP_CHECK(!key_in(idx, kd, G3_BIT) && !key_in(idx, kt, G3_BIT));
+	TAP_CHECK(kvc_tier_stats(t)->corrupt == 1);
+	TAP_CHECK(kvc_tier_stats(t)->lost == 0);
+	TAP_CHECK(kvc_tier_stats(t)->blocks == CHAIN_LEN);
+	TAP_CHECK(kvc_tier_stats(t)->usage == chain_bytes());
+	TAP_CHECK(!exists(pd) && !exists(pt));
+	TAP_CHECK(count_entries(qdir) == 1);
+	/* Neither is named any more. */
+	TAP_CHECK(mf_count(mf, NULL, NULL) == CHAIN_LEN);
+	TAP_CHECK(!mf_names(mf, kd) && !mf_names(mf, kt));
+out:
+	kvc_tier_close(t);
+	kvc_index_destroy(idx);
+}
+
+/*
+ * A block file no manifest names (a lost append, another writer): not
+ * found by the recovery, found by the pass that follows it in the
+ * background, paced by the scan interval, once; and named from then on.
+ */
+static void g3_recover_background_scan(void)
+{
+	uint8_t kx[KEY], payload[100];
+	char dir[PATH_MAX], mf[PATH_MAX], d[PATH_MAX];
+	struct kvc_bf_header h;
+	struct kvc_tier_config c;
+	struct kvc_index *idx;
+	struct kvc_tier *t;
+	uint64_t scans;
+	double took, start;
+	long found;
+
+	subdir(dir, sizeof(dir), "g3-mf-bg");
+	TAP_CHECK(mkdir(dir, 0755) == 0);
+	mf_file(dir, "node-a", mf, sizeof(mf));
+	c = tier_cfg(KVC_TIER_G3, dir, 1 << 20, "node-a", 60000);
+	c.scan_interval_ms = 100;
+	mf_fill(&c);
+	pathf(d, sizeof(d), "%s/ns1", dir);
+	fill_key(kx, 0xc0);
+	make_header(&h, kx, NULL, 1, sizeof(payload));
+	memset(payload, 9, sizeof(payload));
+	TAP_CHECK(kvc_bf_publish(d, &h, payload, "node-a") == 0);
+
+	t = mf_restart(&c, &idx, &found);
+	TAP_CHECK(found == CHAIN_LEN);
+	if (!t)
+		goto out;
+	TAP_CHECK(!key_in(idx, kx, G3_BIT));
+	TAP_CHECK(!mf_names(mf, kx));
+	scans = kvc_tier_stats(t)->scans;
+
+	/* A slice per tick, not the whole pass in the first one. */
+	kvc_tier_tick(t, ns1_only, NULL);
+	TAP_CHECK(kvc_tier_stats(t)->scans == scans);
+	TAP_CHECK(!key_in(idx, kx, G3_BIT));
+
+	TAP_CHECK(pass_done(t, &took));
+	TAP_CHECK(took >= 0.05);	/* the interval is 0.1 s */
+	TAP_CHECK(key_in(idx, kx, G3_BIT));
+	TAP_CHECK(kvc_tier_stats(t)->found == CHAIN_LEN + 1);
+	TAP_CHECK(kvc_tier_stats(t)->lost == 0);
+	TAP_CHECK(chain_present(idx, G3_BIT) == CHAIN_LEN);
+	TAP_CHECK(kvc_tier_stats(t)->usage ==
+		  chain_bytes() + kvc_bf_file_size(sizeof(payload)));
+	/* The next start need not scan for it. */
+	TAP_CHECK(mf_names(mf, kx));
+
+	/* A g3 tier is rescanned once after a recovery, not forever. */
+	scans = kvc_tier_stats(t)->scans;
+	start = now_mono();
+	while (now_mono() - start < 0.25) {
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+
+		kvc_tier_tick(t, ns1_only, NULL);
+		nanosleep(&ts, NULL);
+	}
+	TAP_CHECK(kvc_tier_stats(t)->scans == scans);
+	kvc_tier_close(t);
+	kvc_index_destroy(idx);
+
+	/* Restarted: found from the manifest this time. */
+	t = mf_restart(&c, &idx, &found);
+	TAP_CHECK(found == CHAIN_LEN + 1);
+	TAP_CHECK(key_in(idx, kx, G3_BIT));
+out:
+	kvc_tier_close(t);
+	kvc_index_destroy(idx);
+}
+
+/* The temp file name of @node's writer @pid for @key: as kvc_bf_prepare. */
+static void tmp_name(char *out, size_t len, const char *leaf,
+		     const char *node, long pid, const uint8_t *key)
+{
+	char hex[2 * KEY + 1];
+
+	for (int i = 0; i < KEY; i++)
+		snprintf(hex + 2 * i, 3, "%02x", key[i]);
+	pathf(out, len, "%s/.tmp.%s.%ld.0.%s", leaf, node, pid, hex);
+}
+
+/*
+ * A crash mid-spill: the block's record is there, its final file is not,
+ * its temp file is. The recovery itself removes this node's temp file of
+ * an earlier run (another pid), before any background pass; it keeps
+ * another node's recent one and one of this very process.
+ */
+static void g3_recover_stale_tmp(void)
+{
+	uint8_t keys[CHAIN_LEN][KEY];
+	char dir[PATH_MAX], path[PATH_MAX], leaf[PATH_MAX];
+	char stale[PATH_MAX], other[PATH_MAX], mine[PATH_MAX];
+	struct kvc_tier_config c;
+	struct kvc_index *idx;
+	struct kvc_tier *t;
+	long found;
+
+	chain_keys(keys);
+	subdir(dir, sizeof(dir), "g3-mf-tmp");
+	TAP_CHECK(mkdir(dir, 0755) == 0);
+	c = tier_cfg(KVC_TIER_G3, dir, 1 << 20, "node-a", 60000);
+	mf_fill(&c);
+	tier_path(dir, 1, keys[2], path, sizeof(path));
+	pathf(leaf, sizeof(leaf), "%.*s", (int)(strrchr(path, '/') - path),
+	      path);
+	TAP_CHECK(unlink(path) == 0);
+	tmp_name(stale, sizeof(stale), leaf, "node-a",
+		 (long)getpid() + 100000, keys[2]);
+	tmp_name(other, sizeof(other), leaf, "node-b", 123, keys[2]);
+	tmp_name(mine, sizeof(mine), leaf, "node-a", (long)getpid(), keys[2]);
+	junk_file(stale, 4096);
+	junk_file(other, 4096);
+	junk_file(mine, 4096);
+
+	t = mf_restart(&c, &idx, &found);
+	TAP_CHECK(found == CHAIN_LEN - 1);
+	TAP_CHECK(chain_present(idx, G3_BIT) == CHAIN_LEN - 1);
+	TAP_CHECK(!key_in(idx, keys[2], G3_BIT));
+	TAP_CHECK(!exists(stale));
+	TAP_CHECK(exists(other) && exists(mine));
+	kvc_tier_close(t);
+	kvc_index_destroy(idx);
+	unlink(other);
+	unlink(mine);
+	TAP_CHECK(count_tmp(dir) == 0);
+}
+
+/* Half the last record cut off (a crash mid-append): the rest recovers. */
+static void g3_recover_torn_manifest(void)
+{
+	uint8_t keys[CHAIN_LEN][KEY];
+	char dir[PATH_MAX], mf[PATH_MAX];
+	struct kvc_tier_config c;
+	struct kvc_index *idx;
+	struct kvc_tier *t;
+	double took;
+	long found;
+
+	chain_keys(keys);
+	subdir(dir, sizeof(dir), "g3-mf-torn");
+	TAP_CHECK(mkdir(dir, 0755) == 0);
+	mf_file(dir, "node-a", mf, sizeof(mf));
+	c = tier_cfg(KVC_TIER_G3, dir, 1 << 20, "node-a", 60000);
+	c.scan_interval_ms = 100;
+	mf_fill(&c);
+	TAP_CHECK(file_size(mf) == CHAIN_LEN * KVC_MF_REC_SIZE);
+	TAP_CHECK(truncate(mf, CHAIN_LEN * KVC_MF_REC_SIZE -
+			   KVC_MF_REC_SIZE / 2) == 0);
+
+	t = mf_restart(&c, &idx, &found);
+	TAP_CHECK(found == CHAIN_LEN - 1);
+	if (!t)
+		goto out;
+	TAP_CHECK(chain_present(idx, G3_BIT) == CHAIN_LEN - 1);
+	TAP_CHECK(!key_in(idx, keys[2], G3_BIT));
+	TAP_CHECK(kvc_tier_stats(t)->corrupt == 0);
+	/* Rewritten whole: no torn tail left for appends to follow. */
+	TAP_CHECK(mf_count(mf, NULL, NULL) == CHAIN_LEN - 1);
+	TAP_CHECK(file_size(mf) % KVC_MF_REC_SIZE == 0);
+	/* The leaf's file is there: the background pass finds it. */
+	TAP_CHECK(pass_done(t, &took));
+	TAP_CHECK(chain_present(idx, G3_BIT) == CHAIN_LEN);
+	chain_reads_back(t, idx);
+out:
+	kvc_tier_close(t);
+	kvc_index_destroy(idx);
+}
+
+/*
+ * Records of removed blocks pile up until the manifest is rewritten
+ * (past 4096 more than twice the blocks): the rewrite must keep the
+ * records of the spills in flight, and of the spill that triggers it,
+ * though none is in the index yet.
+ */
+static void g3_manifest_compaction(void)
+{
+	char dir[PATH_MAX], mf[PATH_MAX];
+	struct kvc_tier_config c;
+	struct kvc_index *idx = index_new();
+	struct kvc_tier *t;
+	uint8_t k[KEY], ka[KEY], kb[KEY], *p;
+	uint32_t id, ida, idb;
+	int ret = 0, sa, sb;
+	long found;
+
+	if (!idx)
+		return;
+	subdir(dir, sizeof(dir), "g3-mf-compact");
+	TAP_CHECK(mkdir(dir, 0755) == 0);
+	mf_file(dir, "node-a", mf, sizeof(mf));
+	c = tier_cfg(KVC_TIER_G3, dir, 1 << 20, "node-a", 60000);
+	c.fsync = false;	/* thousands of files: keep it quick */
+	t = tier_new(&c, idx);
+	TAP_CHECK(t != NULL);
+	if (!t) {
+		kvc_index_destroy(idx);
+		return;
+	}
+	TAP_CHECK(kvc_tier_recover(t, ns1_only, NULL) == 0);
+	/* One block spilled and dropped again and again: a record each. */
+	fill_key(k, 0x20);
+	for (int i = 0; i < 4095 && !ret; i++) {
+		ret = kvc_index_insert(idx, 1, k, NULL, &id);
+		if (!ret)
+			ret = spill(t, id, 1, 1);
+		if (!ret)
+			ret = kvc_tier_drop(t, id);
+	}
+	TAP_CHECK(ret == 0);
+	TAP_CHECK(kvc_tier_stats(t)->blocks == 0);
+	TAP_CHECK(mf_count(mf, NULL, NULL) == 4095);
+
+	/* Two spills at once; the second's record is past the limit. */
+	fill_key(ka, 0x40);
+	fill_key(kb, 0x60);
+	TAP_CHECK(kvc_index_insert(idx, 1, ka, NULL, &ida) == 0);
+	TAP_CHECK(kvc_index_insert(idx, 1, kb, NULL, &idb) == 0);
+	sa = kvc_tier_spill_begin(t, &p);
+	TAP_CHECK(sa >= 0);
+	if (sa >= 0) {
+		fill_pattern(p, 300, 1);
+		TAP_CHECK(kvc_tier_spill_submit(t, sa, ida, 300) == 0);
+	}
+	sb = kvc_tier_spill_begin(t, &p);
+	TAP_CHECK(sb >= 0);
+	if (sb >= 0) {
+		fill_pattern(p, 300, 2);
+		TAP_CHECK(kvc_tier_spill_submit(t, sb, idb, 300) == 0);
+	}
+	seen.n = 0;
+	TAP_CHECK(tier_wait(t, 2) == 0);
+	TAP_CHECK(key_in(idx, ka, G3_BIT) && key_in(idx, kb, G3_BIT));
+	/* Rewritten: the piled-up records gone, both blocks named. */
+	TAP_CHECK(mf_count(mf, NULL, NULL) == 2);
+	TAP_CHECK(mf_names(mf, ka) && mf_names(mf, kb));
+	kvc_tier_close(t);
+	kvc_index_destroy(idx);
+
+	t = mf_restart(&c, &idx, &found);
+	TAP_CHECK(found == 2);
+	TAP_CHECK(key_in(idx, ka, G3_BIT) && key_in(idx, kb, G3_BIT));
+	kvc_tier_close(t);
+	kvc_index_destroy(idx);
+}
+
+/*
+ * A shared tier: each node's recovery reads every node's manifest. Node
+ * B finds what node A spilled from A's manifest (a block no manifest
+ * names is left to the rescans), and names it in its own from then on.
+ */
+static void g4_recover_two_nodes(void)
+{
+	uint8_t keys[CHAIN_LEN][KEY], kx[KEY], payload[100];
+	char dir[PATH_MAX], mfa[PATH_MAX], mfb[PATH_MAX], d[PATH_MAX];
+	struct kvc_bf_header h;
+	struct kvc_tier_config ca, cb;
+	struct kvc_index *ia = index_new(), *ib = index_new();
+	struct kvc_tier *a = NULL, *b = NULL;
+	uint32_t ids[CHAIN_LEN], bids[CHAIN_LEN];
+	long found;
+
+	if (!ia || !ib)
+		goto out;
+	chain_keys(keys);
+	subdir(dir, sizeof(dir), "g4-mf");
+	TAP_CHECK(mkdir(dir, 0755) == 0);
+	mf_file(dir, "node-a", mfa, sizeof(mfa));
+	mf_file(dir, "node-b", mfb, sizeof(mfb));
+	ca = tier_cfg(KVC_TIER_G4, dir, 1 << 20, "node-a", 60000);
+	cb = tier_cfg(KVC_TIER_G4, dir, 1 << 20, "node-b", 60000);
+	a = tier_new(&ca, ia);
+	b = tier_new(&cb, ib);
+	TAP_CHECK(a && b);
+	if (!a || !b)
+		goto out;
+	/* Both start on an empty directory: a scan, a manifest each. */
+	TAP_CHECK(kvc_tier_recover(a, ns1_only, NULL) == 0);
+	TAP_CHECK(kvc_tier_recover(b, ns1_only, NULL) == 0);
+	TAP_CHECK(mf_count(mfa, NULL, NULL) == 0);
+	TAP_CHECK(mf_count(mfb, NULL, NULL) == 0);
+	TAP_CHECK(chain_insert(ia, ids) == 0);
+	for (int i = 0; i < CHAIN_LEN; i++)
+		TAP_CHECK(spill(a, ids[i], chain_len[i], 70 + i) == 0);
+	TAP_CHECK(mf_count(mfa, NULL, NULL) == CHAIN_LEN);
+	TAP_CHECK(mf_count(mfb, NULL, NULL) == 0);
+	pathf(d, sizeof(d), "%s/ns1", dir);
+	fill_key(kx, 0xc0);
+	make_header(&h, kx, NULL, 1, sizeof(payload));
+	memset(payload, 9, sizeof(payload));
+	TAP_CHECK(kvc_bf_publish(d, &h, payload, "node-x") == 0);
+
+	/* B restarts. */
+	kvc_tier_close(b);
+	kvc_index_destroy(ib);
+	b = mf_restart(&cb, &ib, &found);
+	TAP_CHECK(found == CHAIN_LEN);
+	if (!b)
+		goto out;
+	TAP_CHECK(kvc_tier_stats(b)->found == CHAIN_LEN);
+	TAP_CHECK(chain_present(ib, G4_BIT) == CHAIN_LEN);
+	TAP_CHECK(!key_in(ib, kx, G4_BIT));
+	TAP_CHECK(kvc_tier_stats(b)->usage == chain_bytes());
+	TAP_CHECK(chain_find(ib, bids) == 0);
+	for (int i = 0; i < CHAIN_LEN; i++) {
+		TAP_CHECK(fetch(b, bids[i], 90 + i) == 0);
+		TAP_CHECK(same_pattern(seen.payload, chain_len[i], 70 + i));
+	}
+	/* B's manifest names only what B wrote: every node reads every
+	 * manifest at start, so none repeats another's. */
+	for (int i = 0; i < CHAIN_LEN; i++)
+		TAP_CHECK(!mf_names(mfb, keys[i]));
+	/* A's manifest is A's: read, never rewritten by B. */
+	TAP_CHECK(mf_count(mfa, NULL, NULL) == CHAIN_LEN);
+out:
+	kvc_tier_close(a);
+	kvc_tier_close(b);
+	kvc_index_destroy(ia);
+	kvc_index_destroy(ib);
+	TAP_CHECK(count_tmp(dir) == 0);
+}
+
 /* ---- read-only ----------------------------------------------------------- */
 
 /* The checks of read_only_tier(), as a user who may not write @ro. */
@@ -1708,6 +2326,14 @@ int main(void)
 	TAP_RUN(g3_long_chain);
 	TAP_RUN(g4_two_nodes);
 	TAP_RUN(g4_gc);
+	TAP_RUN(g3_recover_no_manifest);
+	TAP_RUN(g3_recover_from_manifest);
+	TAP_RUN(g3_recover_checks_files);
+	TAP_RUN(g3_recover_background_scan);
+	TAP_RUN(g3_recover_stale_tmp);
+	TAP_RUN(g3_recover_torn_manifest);
+	TAP_RUN(g3_manifest_compaction);
+	TAP_RUN(g4_recover_two_nodes);
 	TAP_RUN(read_only_tier);
 	scratch_remove(tmpdir);
 	return tap_done();
