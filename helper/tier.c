@@ -661,6 +661,23 @@ static void clean_leaf_tmp(struct kvc_tier *t, const char *final,
 	closedir(dp);
 }
 
+/*
+ * A writer killed after the link but before removing its temp name
+ * leaves both: the spills in flight then are the last records of its
+ * manifest (appended in submission order, at most one per I/O slot, and
+ * a rewrite keeps them last), so their leaf directories are looked at
+ * whether their files are there or not.
+ */
+static void clean_tail_tmp(struct kvc_tier *t, const struct kvc_mf_rec *r,
+			   size_t n, int64_t now)
+{
+	char path[PATH_MAX];
+
+	for (size_t i = n > t->cfg.depth ? n - t->cfg.depth : 0; i < n; i++)
+		if (!file_path(t, r[i].ns, r[i].key, path, sizeof(path)))
+			clean_leaf_tmp(t, path, now);
+}
+
 /* Append the records of one manifest to *all; 0 or -errno. */
 static int mf_gather(const char *path, struct kvc_mf_rec **all, size_t *n,
 		     size_t *cap)
@@ -788,7 +805,8 @@ long kvc_tier_recover(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg)
 	size_t n = 0, cap = 0, u = 0;
 	uint64_t found = t->st.found;
 	int64_t now = now_s();
-	bool any = false;
+	bool any = false, own;
+	size_t before;
 
 	if (t->cfg.shared) {
 		/* Every node's manifest: each names what its node wrote. */
@@ -806,13 +824,19 @@ long kvc_tier_recover(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg)
 			    snprintf(path, sizeof(path), "%s/%s", t->dir,
 				     de->d_name) >= (int)sizeof(path))
 				continue;
-			if (!mf_gather(path, &all, &n, &cap) &&
-			    !strcmp(de->d_name + 10, t->node))
+			own = !strcmp(de->d_name + 10, t->node);
+			before = n;
+			if (!mf_gather(path, &all, &n, &cap) && own) {
 				any = true;
+				clean_tail_tmp(t, all + before, n - before,
+					       now);
+			}
 		}
 		closedir(dp);
 	} else if (t->mf_path[0]) {
 		any = !mf_gather(t->mf_path, &all, &n, &cap);
+		if (any)
+			clean_tail_tmp(t, all, n, now);
 	}
 	/* No manifest of ours (a first start, a lost file): scan it all,
 	 * and write one for the next start. */
