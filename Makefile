@@ -161,8 +161,8 @@ $(BUILD)/bench/p2p_bench: tests/bench/p2p_bench.c tests/selftests/*.h \
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) -Itests/selftests -o $@ $<
 
-$(BUILD)/bench/index_bench: tests/bench/index_bench.c helper/index.c \
-			    helper/index.h uapi/linux/kvcache.h
+$(BUILD)/bench/index_bench: tests/bench/index_bench.c tests/bench/bench.h \
+			    helper/index.c helper/index.h uapi/linux/kvcache.h
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) -o $@ $< helper/index.c
 
@@ -179,8 +179,8 @@ TIER_BENCH_SRCS := helper/blockfile.c helper/tierio.c helper/tier.c \
 		   helper/index.c helper/policy.c helper/manifest.c
 
 $(BUILD)/bench/tier_bench $(BUILD)/bench/recovery_bench: \
-		$(BUILD)/bench/%: tests/bench/%.c $(TIER_BENCH_SRCS) \
-		helper/*.h uapi/linux/kvcache.h
+		$(BUILD)/bench/%: tests/bench/%.c tests/bench/bench.h \
+		$(TIER_BENCH_SRCS) helper/*.h uapi/linux/kvcache.h
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) -o $@ $< $(TIER_BENCH_SRCS) -luring
 

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench.h"
 #include "index.h"
 
 #define KS		KVCACHE_KEY_SIZE
@@ -36,21 +37,6 @@
 #define QUERIES		(1u << 20)	/* single-key queries, 32 MiB */
 #define PREFIXES	2048		/* chain queries, 8 MiB */
 #define MIN_NS		200000000ULL	/* per measurement */
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t mix(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
 
 /* The key of block d of chain c: random-looking, like SHA-256 output. */
 static void key_of(uint64_t c, uint64_t d, uint8_t *k)

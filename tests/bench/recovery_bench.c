@@ -61,6 +61,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "manifest.h"
 #include "policy.h"
 #include "tier.h"
@@ -109,13 +110,6 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static uint64_t mix(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
 /* The key of block d of chain c: random-looking, like SHA-256 output. */
 static void key_of(uint64_t c, uint64_t d, uint8_t *k)
 {
@@ -125,20 +119,6 @@ static void key_of(uint64_t c, uint64_t d, uint8_t *k)
 
 		memcpy(k + 8 * j, &v, 8);
 	}
-}
-
-static void die(const char *what, int err)
-{
-	fprintf(stderr, "recovery_bench: %s: %s\n", what,
-		err ? strerror(err < 0 ? -err : err) : "failed");
-	exit(1);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 static void drop_caches(void)
@@ -189,7 +169,7 @@ static void rm_tree(const char *path)
 	if (lstat(path, &st))
 		return;
 	if (nftw(path, rm_one, 32, FTW_DEPTH | FTW_PHYS))
-		die(path, errno);
+		bench_die(path, errno);
 }
 
 /* The marker's text: what a directory holds once complete. */
@@ -218,7 +198,7 @@ static int dir_state(void)
 	}
 	dp = opendir(B.dir);
 	if (!dp)
-		die(B.dir, errno);
+		bench_die(B.dir, errno);
 	while ((de = readdir(dp)))
 		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
 			empty = false;
@@ -233,7 +213,7 @@ static void check_space(void)
 		      65792.0 * 4096 + (2ULL << 30);
 
 	if (statvfs(B.dir, &sv))
-		die(B.dir, errno);
+		bench_die(B.dir, errno);
 	if ((double)sv.f_bavail * (double)sv.f_frsize < need ||
 	    sv.f_favail < B.n + 70000) {
 		fprintf(stderr, "recovery_bench: %s: %zu blocks need %.1f GiB"
@@ -249,7 +229,7 @@ static void check_space(void)
 static void mkdir_p(const char *path)
 {
 	if (mkdir(path, 0755) && errno != EEXIST)
-		die(path, errno);
+		bench_die(path, errno);
 }
 
 static void mrec_of(const struct jrec *j, struct kvc_mf_rec *m)
@@ -281,16 +261,16 @@ static void populate(void)
 	check_space();
 	mkdir_p(B.nsdir);
 	if (posix_memalign((void **)&image, KVC_BF_ALIGN, FILE_SIZE))
-		die("memory", ENOMEM);
+		bench_die("memory", ENOMEM);
 	jb = malloc(JBUF_RECS * sizeof(*jb));
 	jfd = open(B.journal, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (!jb || jfd < 0)
-		die(B.journal, jfd < 0 ? errno : ENOMEM);
+		bench_die(B.journal, jfd < 0 ? errno : ENOMEM);
 	/* The tier's own manifest too, appended per block as kvcached does. */
 	unlink(B.manifest);
 	mfd = kvc_mf_open(B.manifest);
 	if (mfd < 0)
-		die(B.manifest, mfd);
+		bench_die(B.manifest, mfd);
 	fprintf(stderr, "# creating %zu block files of %d bytes in %s\n",
 		B.n, FILE_SIZE, B.nsdir);
 	for (size_t c = 0; made < B.n; c++) {
@@ -312,7 +292,7 @@ static void populate(void)
 			image[KVC_BF_HEADER_SIZE] = (uint8_t)made;
 			ret = kvc_bf_build(&h, image);
 			if (ret)
-				die("kvc_bf_build", ret);
+				bench_die("kvc_bf_build", ret);
 			leaf = (unsigned int)key[0] << 8 | key[1];
 			if (!(leaf_made[leaf / 8] & (1u << (leaf % 8)))) {
 				snprintf(path, sizeof(path), "%s/%02x", B.nsdir,
@@ -325,13 +305,13 @@ static void populate(void)
 			}
 			ret = kvc_bf_path(B.nsdir, key, path, sizeof(path));
 			if (ret)
-				die("kvc_bf_path", ret);
+				bench_die("kvc_bf_path", ret);
 			fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
 				  0644);
 			if (fd < 0)
-				die(path, errno);
+				bench_die(path, errno);
 			if (write(fd, image, FILE_SIZE) != FILE_SIZE)
-				die(path, errno ? errno : EIO);
+				bench_die(path, errno ? errno : EIO);
 			close(fd);
 
 			memset(r, 0, sizeof(*r));
@@ -346,11 +326,11 @@ static void populate(void)
 			mrec_of(r, &mrec);
 			ret = kvc_mf_append(mfd, &mrec);
 			if (ret)
-				die(B.manifest, ret);
+				bench_die(B.manifest, ret);
 			if (jn == JBUF_RECS) {
 				if (write(jfd, jb, jn * sizeof(*jb)) !=
 				    (ssize_t)(jn * sizeof(*jb)))
-					die(B.journal, errno ? errno : EIO);
+					bench_die(B.journal, errno ? errno : EIO);
 				jn = 0;
 			}
 			memcpy(parent, key, KVC_BF_KEY_SIZE);
@@ -362,9 +342,9 @@ static void populate(void)
 	}
 	if (jn && write(jfd, jb, jn * sizeof(*jb)) !=
 		  (ssize_t)(jn * sizeof(*jb)))
-		die(B.journal, errno ? errno : EIO);
+		bench_die(B.journal, errno ? errno : EIO);
 	if (fsync(jfd) || close(jfd) || fsync(mfd) || close(mfd))
-		die(B.journal, errno);
+		bench_die(B.journal, errno);
 	free(jb);
 	free(image);
 	fprintf(stderr, "# created in %.0f s; syncing\n", now_s() - t0);
@@ -378,7 +358,7 @@ static void finish_populate(void)
 
 	marker_text(text, sizeof(text));
 	if (!f || fputs(text, f) < 0 || fclose(f))
-		die(B.marker, errno);
+		bench_die(B.marker, errno);
 	sync();
 }
 
@@ -406,16 +386,16 @@ static double by_tier(struct kvc_index *idx, bool recover)
 
 	/* recover falls back to a scan without a manifest: not that. */
 	if (recover && stat(B.manifest, &st))
-		die(B.manifest, errno);
+		bench_die(B.manifest, errno);
 	ret = kvc_tier_open(&t, &cfg, idx);
 	if (ret)
-		die("kvc_tier_open", ret);
+		bench_die("kvc_tier_open", ret);
 	t0 = now_s();
 	found = recover ? kvc_tier_recover(t, ns_ok, NULL) :
 			  kvc_tier_scan(t, ns_ok, NULL);
 	t0 = now_s() - t0;
 	if (found != (long)B.n)
-		die(recover ? "the recovery did not find every block" :
+		bench_die(recover ? "the recovery did not find every block" :
 		    "the scan did not find every block",
 		    found < 0 ? (int)found : EBADMSG);
 	kvc_tier_close(t);
@@ -436,12 +416,12 @@ static int apply(struct kvc_index *idx, struct kvc_policy *pol,
 	if (ret == -ENOENT)
 		return ret;
 	if (ret && ret != -EEXIST)
-		die("kvc_index_insert", ret);
+		bench_die("kvc_index_insert", ret);
 	ret = kvc_index_set(idx, id, KVC_TIER_G3, loc);
 	if (!ret)
 		ret = kvc_policy_on_insert(pol, id);
 	if (ret && ret != -EEXIST)
-		die("journal: index", ret);
+		bench_die("journal: index", ret);
 	return 0;
 }
 
@@ -486,7 +466,7 @@ static size_t apply_later(struct kvc_index *idx, struct kvc_policy *pol,
 	uint8_t *used = calloc(n + 1, 1);
 
 	if (!stack || !used)
-		die("memory", ENOMEM);
+		bench_die("memory", ENOMEM);
 	qsort(later, n, sizeof(*later), by_parent);
 	for (size_t i = 0; i < n; i++) {
 		size_t sp = 0;
@@ -535,11 +515,11 @@ static double by_journal(struct kvc_index *idx, bool validate)
 
 	ret = kvc_policy_create(&pol, "lru", idx, KVC_TIER_G3, 1024);
 	if (ret || !buf)
-		die("policy", ret ? ret : ENOMEM);
+		bench_die("policy", ret ? ret : ENOMEM);
 	t0 = now_s();
 	fd = open(B.journal, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		die(B.journal, errno);
+		bench_die(B.journal, errno);
 	while (!torn && (r = read(fd, buf, JBUF_RECS * sizeof(*buf))) > 0) {
 		size_t n = (size_t)r / sizeof(*buf);
 
@@ -563,18 +543,18 @@ static double by_journal(struct kvc_index *idx, bool validate)
 				later = realloc(later,
 						caplater * sizeof(*later));
 				if (!later)
-					die("memory", ENOMEM);
+					bench_die("memory", ENOMEM);
 			}
 			later[nlater++] = *j;
 		}
 	}
 	if (r < 0)
-		die(B.journal, errno);
+		bench_die(B.journal, errno);
 	close(fd);
 	inserted += apply_later(idx, pol, later, nlater);
 	t0 = now_s() - t0;
 	if (inserted != B.n || kvc_index_count(idx) != B.n)
-		die("the journal did not give every block", EBADMSG);
+		bench_die("the journal did not give every block", EBADMSG);
 	kvc_policy_destroy(pol);
 	free(later);
 	free(buf);
@@ -588,7 +568,7 @@ static double measure(int method)
 	int ret = kvc_index_create(&idx, B.n, 0x5eed);
 
 	if (ret)
-		die("kvc_index_create", ret);
+		bench_die("kvc_index_create", ret);
 	if (method == SCAN || method == RECOVER)
 		s = by_tier(idx, method == RECOVER);
 	else
@@ -654,12 +634,12 @@ int main(int argc, char **argv)
 		abs = realpath(given, NULL);
 		if (!abs || snprintf(B.dir, sizeof(B.dir), "%s", abs) >=
 			    (int)sizeof(B.dir))
-			die(given, abs ? ENAMETOOLONG : errno);
+			bench_die(given, abs ? ENAMETOOLONG : errno);
 		free(abs);
 	} else if (snprintf(B.dir, sizeof(B.dir),
 			    "/var/tmp/kvc-recovery-bench.XXXXXX") < 0 ||
 		   !mkdtemp(B.dir)) {
-		die("/var/tmp", errno);
+		bench_die("/var/tmp", errno);
 	}
 	snprintf(B.nsdir, sizeof(B.nsdir), "%s/ns%d", B.dir, NS);
 	snprintf(B.journal, sizeof(B.journal), "%s/journal", B.dir);

@@ -65,6 +65,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "tierio.h"
 
 #define NS		1
@@ -90,35 +91,6 @@ static struct {
 	uint8_t *src, *dst;
 	bool warm;			/* could not drop the page cache */
 } B;
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t mix(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
-static void die(const char *what, int err)
-{
-	fprintf(stderr, "tier_bench: %s: %s\n", what,
-		err ? strerror(err < 0 ? -err : err) : "failed");
-	exit(1);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 /* ---- the directory --------------------------------------------------- */
 
@@ -151,7 +123,7 @@ static void rm_tree(const char *path, bool dirs)
 		return;
 	rm_dirs_too = dirs;
 	if (nftw(path, rm_one, 32, FTW_DEPTH | FTW_PHYS))
-		die(path, errno);
+		bench_die(path, errno);
 }
 
 /*
@@ -188,10 +160,10 @@ static void on_done(void *arg, const struct kvc_tio_done *d)
 	struct ctx *c = arg;
 
 	if (d->status)
-		die(d->op == KVC_TIO_READ ? "promote" : "spill", d->status);
+		bench_die(d->op == KVC_TIO_READ ? "promote" : "spill", d->status);
 	if (d->op == KVC_TIO_READ) {
 		if (d->h->payload_len != B.payload)
-			die("promote: wrong payload length", EBADMSG);
+			bench_die("promote: wrong payload length", EBADMSG);
 		/* Into the pool, as kvcached does with a promoted block. */
 		memcpy(B.dst + (d->cookie % NSRC) * B.payload, d->payload,
 		       B.payload);
@@ -204,7 +176,7 @@ static void reap(struct kvc_tio *t, struct ctx *c)
 	int ret = kvc_tio_reap(t, true, on_done, c);
 
 	if (ret < 0)
-		die("reap", ret);
+		bench_die("reap", ret);
 }
 
 static uint64_t ours_spill(struct kvc_tio *t)
@@ -222,7 +194,7 @@ static uint64_t ours_spill(struct kvc_tio *t)
 			if (slot == -EBUSY)
 				break;
 			if (slot < 0)
-				die("write_begin", slot);
+				bench_die("write_begin", slot);
 			/* The copy out of the pool is part of a spill. */
 			memcpy(p, B.src + (next % NSRC) * B.payload, B.payload);
 			memset(&h, 0, sizeof(h));
@@ -233,7 +205,7 @@ static uint64_t ours_spill(struct kvc_tio *t)
 			strcpy(h.node_id, TAG);
 			ret = kvc_tio_write_submit(t, slot, B.nsdir, &h, next);
 			if (ret)
-				die("write_submit", ret);
+				bench_die("write_submit", ret);
 			next++;
 		}
 		reap(t, &c);
@@ -254,7 +226,7 @@ static uint64_t ours_promote(struct kvc_tio *t)
 			if (ret == -EBUSY)
 				break;
 			if (ret)
-				die("read", ret);
+				bench_die("read", ret);
 			next++;
 		}
 		reap(t, &c);
@@ -274,10 +246,10 @@ static char *run(char *const argv[])
 	ssize_t r;
 
 	if (!out || pipe(pfd))
-		die("fio: pipe", errno);
+		bench_die("fio: pipe", errno);
 	pid = fork();
 	if (pid < 0)
-		die("fork", errno);
+		bench_die("fork", errno);
 	if (pid == 0) {
 		dup2(pfd[1], 1);
 		close(pfd[0]);
@@ -292,23 +264,23 @@ static char *run(char *const argv[])
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
-			die("fio: read", errno);
+			bench_die("fio: read", errno);
 		}
 		len += (size_t)r;
 		if (cap - len < 4096) {
 			cap *= 2;
 			out = realloc(out, cap);
 			if (!out)
-				die("fio output", ENOMEM);
+				bench_die("fio output", ENOMEM);
 		}
 	}
 	out[len] = '\0';
 	close(pfd[0]);
 	if (waitpid(pid, &status, 0) < 0)
-		die("waitpid", errno);
+		bench_die("waitpid", errno);
 	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
 		fprintf(stderr, "%s\n", out);
-		die("fio failed", 0);
+		bench_die("fio failed", 0);
 	}
 	return out;
 }
@@ -322,7 +294,7 @@ static uint64_t json_u64(const char *from, const char *name)
 	snprintf(key, sizeof(key), "\"%s\" : ", name);
 	p = strstr(from, key);
 	if (!p)
-		die("fio: unexpected output", EPROTO);
+		bench_die("fio: unexpected output", EPROTO);
 	return strtoull(p + strlen(key), NULL, 10);
 }
 
@@ -373,11 +345,11 @@ static uint64_t fio(unsigned int op, unsigned int base)
 	out = run(argv);
 	p = strstr(out, write ? "\"write\" : {" : "\"read\" : {");
 	if (!p || json_u64(out, "error"))
-		die("fio: no result", EPROTO);
+		bench_die("fio: no result", EPROTO);
 	bytes = json_u64(p, "io_bytes");
 	ms = json_u64(p, "runtime");
 	if (bytes != B.fsize * B.n || !ms)
-		die("fio moved the wrong number of bytes", EPROTO);
+		bench_die("fio moved the wrong number of bytes", EPROTO);
 	free(out);
 	return ms * 1000000ULL;
 }
@@ -548,18 +520,18 @@ int main(int argc, char **argv)
 
 	if (snprintf(B.work, sizeof(B.work), "%s/kvc-tier-bench.XXXXXX",
 		     parent) >= (int)sizeof(B.work) || !mkdtemp(B.work))
-		die(parent, errno);
+		bench_die(parent, errno);
 	snprintf(B.nsdir, sizeof(B.nsdir), "%s/ns%u", B.work, NS);
 	snprintf(B.raw, sizeof(B.raw), "%s/fio.raw", B.work);
 	snprintf(B.files, sizeof(B.files), "%s/fio", B.work);
 	if (mkdir(B.nsdir, 0755) || mkdir(B.files, 0755))
-		die(B.work, errno);
+		bench_die(B.work, errno);
 	/* fio --direct=1 needs it, and tierio would silently go buffered. */
 	snprintf(probe, sizeof(probe), "%s/probe", B.work);
 	fd = open(probe, O_CREAT | O_WRONLY | O_DIRECT, 0644);
 	if (fd < 0) {
 		rm_tree(B.work, true);
-		die("this filesystem takes no O_DIRECT", errno);
+		bench_die("this filesystem takes no O_DIRECT", errno);
 	}
 	close(fd);
 	unlink(probe);
@@ -568,7 +540,7 @@ int main(int argc, char **argv)
 	B.src = malloc(NSRC * B.payload);
 	B.dst = malloc(NSRC * B.payload);
 	if (!B.keys || !B.src || !B.dst)
-		die("memory", ENOMEM);
+		bench_die("memory", ENOMEM);
 	for (size_t i = 0; i < (size_t)B.n * KVC_BF_KEY_SIZE / 8; i++) {
 		uint64_t v = mix(i + 0x9e3779b97f4a7c15ULL);
 
@@ -589,7 +561,7 @@ int main(int argc, char **argv)
 		int ret = kvc_tio_create(&tio[f], &cfg);
 
 		if (ret)
-			die("kvc_tio_create", ret);
+			bench_die("kvc_tio_create", ret);
 	}
 
 	statfs(B.work, &sfs);
