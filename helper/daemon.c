@@ -816,24 +816,37 @@ static int kvcd_seal(struct kvcd *d, struct kvc_peer *p,
 }
 
 /*
- * Drop entry id's pool copy now (an admin asked): 0, -EBUSY (pinned or
- * mapped), -ENOTEMPTY (descendants still cached: they would be orphaned).
+ * Drop entry id's copies in the tiers of mask now (an admin asked): 0,
+ * -EBUSY (the pool copy is pinned or mapped), -ENOTEMPTY (a descendant
+ * is still in one of those tiers: it would be orphaned there), or the
+ * error of removing a file (-EROFS ...). The entry may be gone after.
  */
-static int kvcd_drop(struct kvcd *d, uint32_t id)
+static int kvcd_drop(struct kvcd *d, uint32_t id, unsigned int mask)
 {
 	const struct kvc_entry *e = kvc_index_entry(d->index, id);
+	unsigned int have = e->tiers & mask;
 	int ret;
 
-	/* Children in g3/g4 only do not need this copy. */
-	if (e->child_in[KVC_TIER_POOL])
-		return -ENOTEMPTY;
-	ret = kvcd_evict_block(d, e->loc[KVC_TIER_POOL].pool);
-	if (ret && ret != -ESTALE)
-		return ret;
-	kvcd_clear_pool(d, id);
-	if (!ret) {
-		d->evictions++;
-		kvc_metric_add(d->dm.evictions[KVC_TIER_POOL], 1);
+	for (unsigned int t = 0; t < KVC_NR_TIERS; t++)
+		if ((have & (1u << t)) && e->child_in[t])
+			return -ENOTEMPTY;
+	if (have & (1u << KVC_TIER_POOL)) {
+		ret = kvcd_evict_block(d, e->loc[KVC_TIER_POOL].pool);
+		if (ret && ret != -ESTALE)
+			return ret;
+		kvcd_clear_pool(d, id);
+		if (!ret) {
+			d->evictions++;
+			kvc_metric_add(d->dm.evictions[KVC_TIER_POOL], 1);
+		}
+	}
+	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++) {
+		if (!(have & (1u << t)) || !d->tier[t])
+			continue;
+		ret = kvc_tier_drop(d->tier[t], id);
+		if (ret && ret != -ENOENT)
+			return ret;
+		kvc_metric_add(d->dm.evictions[t], 1);
 	}
 	return 0;
 }
@@ -854,26 +867,26 @@ static int kvcd_evict(struct kvcd *d, struct kvc_peer *p,
 		const uint8_t *key = ev->keys + (size_t)i * KVCACHE_KEY_SIZE;
 
 		if (kvc_index_find(d->index, ev->ns_id, key, &id) ||
-		    !(kvc_index_entry(d->index, id)->tiers &
-		      (1u << KVC_TIER_POOL)))
+		    !kvc_index_entry(d->index, id)->tiers)
 			status[i] = -ENOENT;
 		else
-			status[i] = kvcd_drop(d, id);
+			status[i] = kvcd_drop(d, id, KVC_TIERS_ALL);
 	}
 	return kvc_proto_encode_evict_reply(reply, KVC_PROTO_MSG_MAX, m->seq,
 					    status, ev->count);
 }
 
 /*
- * FLUSH: evict every block of the namespace (0: of all) that can go,
- * leaves first, pass after pass until nothing more moves. A pinned block
- * stays, and so do its ancestors.
+ * FLUSH: evict every block of the namespace (0: of all) that can go, from
+ * the tiers asked (0: all), leaves first, pass after pass until nothing
+ * more moves. A pinned block stays, and so do its ancestors.
  */
 static int kvcd_flush(struct kvcd *d, struct kvc_peer *p,
 		      const struct kvc_msg *m, uint8_t *reply)
 {
 	struct kvc_flush_reply r = { 0 };
 	uint32_t ns = m->flush.ns_id;
+	unsigned int mask = m->flush.tiers ? m->flush.tiers : KVC_TIERS_ALL;
 	bool progress = true;
 
 	if (p->uid != 0)
@@ -889,9 +902,9 @@ static int kvcd_flush(struct kvcd *d, struct kvc_peer *p,
 			int ret;
 
 			if ((ns != KVC_PROTO_NS_ALL && e->ns != ns) ||
-			    !(e->tiers & (1u << KVC_TIER_POOL)))
+			    !(e->tiers & mask))
 				continue;
-			ret = kvcd_drop(d, id);
+			ret = kvcd_drop(d, id, mask);
 			if (!ret) {
 				r.evicted++;
 				progress = true;

@@ -8,7 +8,7 @@
  *   kvcachectl [-S SOCKET] ns-create ID UID GID MODE
  *   kvcachectl [-S SOCKET] namespaces
  *   kvcachectl [-S SOCKET] evict NAMESPACE KEY...
- *   kvcachectl [-S SOCKET] flush [NAMESPACE]
+ *   kvcachectl [-S SOCKET] flush [NAMESPACE|all [pool,g3,g4]]
  *   kvcachectl config [FILE]
  *
  * info prints what the module reports through KVCACHE_IOC_INFO, then its
@@ -20,8 +20,9 @@
  * reads, corrupt files, evictions),
  * a new namespace (as root), the namespaces with their owners, modes and
  * pool blocks. evict drops blocks by key (64 hex digits
- * each; a chain's keys are taken deepest first), flush everything that is
- * not in use in one namespace or all (both as root). config prints the
+ * each; a chain's keys are taken deepest first; from every tier), flush
+ * everything that is not in use in one namespace or all, from every tier
+ * or those named (both as root). config prints the
  * effective daemon settings
  * of FILE (default /etc/kvcache/kvcached.conf, or the defaults).
  * Exit status: 0; 1 when the device, the daemon or a call fails; 2 on a
@@ -82,7 +83,7 @@ static void usage(FILE *f)
 		   "       kvcachectl [-S SOCKET] ns-create ID UID GID MODE\n"
 		   "       kvcachectl [-S SOCKET] namespaces\n"
 		   "       kvcachectl [-S SOCKET] evict NAMESPACE KEY...\n"
-		   "       kvcachectl [-S SOCKET] flush [NAMESPACE]\n"
+		   "       kvcachectl [-S SOCKET] flush [NAMESPACE|all [pool,g3,g4]]\n"
 		   "       kvcachectl config [FILE]\n");
 }
 
@@ -436,22 +437,48 @@ static int cmd_evict(const char *sock, char **args, int n)
 	return failed ? 1 : 0;
 }
 
-static int cmd_flush(const char *sock, const char *ns_arg)
+/* "pool,g3,g4" (any of them, comma-separated) into a tier mask. */
+static int parse_tiers(const char *arg, uint32_t *mask)
+{
+	static const char *const names[] = { "pool", "g3", "g4" };
+	const char *p = arg;
+
+	*mask = 0;
+	while (*p) {
+		size_t len = strcspn(p, ",");
+		size_t t;
+
+		for (t = 0; t < 3; t++)
+			if (len == strlen(names[t]) &&
+			    !strncmp(p, names[t], len))
+				break;
+		if (t == 3)
+			return -1;
+		*mask |= 1u << t;
+		p += len + (p[len] == ',');
+	}
+	return *mask ? 0 : -1;
+}
+
+static int cmd_flush(const char *sock, const char *ns_arg,
+		     const char *tiers_arg)
 {
 	struct kvc_client c;
 	struct kvc_msg m;
 	uint8_t req[64];
-	uint32_t ns = KVC_PROTO_NS_ALL;
+	uint32_t ns = KVC_PROTO_NS_ALL, tiers = 0;
 	int ret, len;
 
-	if (ns_arg && (parse_u32(ns_arg, KVCACHE_NS_MAX, &ns, 0) || !ns)) {
+	if ((ns_arg && strcmp(ns_arg, "all") &&
+	     (parse_u32(ns_arg, KVCACHE_NS_MAX, &ns, 0) || !ns)) ||
+	    (tiers_arg && parse_tiers(tiers_arg, &tiers))) {
 		usage(stderr);
 		return 2;
 	}
 	if (daemon_open(&c, sock))
 		return 1;
-	len = kvc_proto_encode_flush(req, sizeof(req), kvc_client_next_seq(&c),
-				     ns);
+	len = kvc_proto_encode_flush_tiers(req, sizeof(req),
+					   kvc_client_next_seq(&c), ns, tiers);
 	ret = len < 0 ? len : kvc_client_call(&c, req, (size_t)len, &m);
 	kvc_client_close(&c);
 	if (ret) {
@@ -527,7 +554,8 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[optind], "evict"))
 		return cmd_evict(sock, argv + optind + 1, argc - optind - 1);
 	if (!strcmp(argv[optind], "flush"))
-		return cmd_flush(sock, argv[optind + 1]);
+		return cmd_flush(sock, argv[optind + 1],
+				 argv[optind + 1] ? argv[optind + 2] : NULL);
 	if (!strcmp(argv[optind], "config"))
 		return cmd_config(argv[optind + 1]);
 	fprintf(stderr, "kvcachectl: unknown command '%s'\n", argv[optind]);

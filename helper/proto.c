@@ -583,8 +583,9 @@ static int decode_flush(struct kvc_msg *m, const uint8_t *b, size_t blen)
 	if (blen != FLUSH_SIZE)
 		return fail(m, -EBADMSG, "FLUSH body is not 8 bytes");
 	f->ns_id = get32(b);
-	if (get32(b + 4))
-		return fail(m, -EINVAL, "reserved field is not zero");
+	f->tiers = get32(b + 4);
+	if (f->tiers & ~KVC_PROTO_TIERS_ALL)
+		return fail(m, -EINVAL, "unknown tier in the mask");
 	if (!flush_ns_ok(f->ns_id))
 		return fail(m, -EINVAL, "namespace id out of range");
 	return 0;
@@ -1330,21 +1331,27 @@ int kvc_proto_encode_evict_reply(void *buf, size_t size, uint32_t seq,
 				  count);
 }
 
-int kvc_proto_encode_flush(void *buf, size_t size, uint32_t seq,
-			   uint32_t ns_id)
+int kvc_proto_encode_flush_tiers(void *buf, size_t size, uint32_t seq,
+				 uint32_t ns_id, uint32_t tiers)
 {
 	const size_t total = KVC_PROTO_HDR_SIZE + FLUSH_SIZE;
 	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
 	int ret;
 
-	if (!flush_ns_ok(ns_id))
+	if (!flush_ns_ok(ns_id) || (tiers & ~KVC_PROTO_TIERS_ALL))
 		return -EINVAL;
 	ret = begin(buf, size, total, KVC_MSG_FLUSH, seq);
 	if (ret)
 		return ret;
 	put32(b, ns_id);
-	put32(b + 4, 0);
+	put32(b + 4, tiers);
 	return (int)total;
+}
+
+int kvc_proto_encode_flush(void *buf, size_t size, uint32_t seq,
+			   uint32_t ns_id)
+{
+	return kvc_proto_encode_flush_tiers(buf, size, seq, ns_id, 0);
 }
 
 int kvc_proto_encode_flush_reply(void *buf, size_t size, uint32_t seq,

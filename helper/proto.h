@@ -260,6 +260,7 @@ struct kvc_evict {
 /* FLUSH: evict everything evictable (privileged peers only). */
 struct kvc_flush {
 	uint32_t ns_id;		/* KVC_PROTO_NS_ALL, or 1..KVCACHE_NS_MAX */
+	uint32_t tiers;		/* subset of KVC_PROTO_TIERS_ALL; 0: all */
 };
 
 struct kvc_flush_reply {
@@ -465,6 +466,9 @@ int kvc_proto_encode_evict(void *buf, size_t size, uint32_t seq,
 int kvc_proto_encode_evict_reply(void *buf, size_t size, uint32_t seq,
 				 const int32_t *status, uint32_t count);
 /* ns_id: KVC_PROTO_NS_ALL, or one namespace. */
+/* kvc_proto_encode_flush() is every tier; _tiers() some (0: all). */
+int kvc_proto_encode_flush_tiers(void *buf, size_t size, uint32_t seq,
+				 uint32_t ns_id, uint32_t tiers);
 int kvc_proto_encode_flush(void *buf, size_t size, uint32_t seq,
 			   uint32_t ns_id);
 int kvc_proto_encode_flush_reply(void *buf, size_t size, uint32_t seq,

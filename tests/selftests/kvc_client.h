@@ -424,16 +424,26 @@ static inline int kvcc_evict(struct kvcc *c, uint32_t ns, const uint8_t *keys,
 	return ret;
 }
 
-/* FLUSH ns (KVC_PROTO_NS_ALL: every namespace); the counts into *r. */
-static inline int kvcc_flush(struct kvcc *c, uint32_t ns,
-			     struct kvc_flush_reply *r)
+/*
+ * FLUSH ns (KVC_PROTO_NS_ALL: every namespace) from the tiers of the mask
+ * (0: all); the counts into *r.
+ */
+static inline int kvcc_flush_tiers(struct kvcc *c, uint32_t ns,
+				   uint32_t tiers, struct kvc_flush_reply *r)
 {
-	int ret = kvcc_call(c, kvc_proto_encode_flush(KVCC_TX(c), ns),
+	int ret = kvcc_call(c, kvc_proto_encode_flush_tiers(KVCC_TX(c), ns,
+							    tiers),
 			    KVC_MSG_FLUSH_REPLY);
 
 	if (!ret)
 		*r = c->msg.flush_reply;
 	return ret;
+}
+
+static inline int kvcc_flush(struct kvcc *c, uint32_t ns,
+			     struct kvc_flush_reply *r)
+{
+	return kvcc_flush_tiers(c, ns, 0, r);
 }
 
 /* One page of NS_LIST from start; the reply stays in c->msg. */

@@ -164,7 +164,7 @@ static int flush_pool(struct kvcc *c, uint32_t ns)
 {
 	struct kvc_flush_reply r;
 
-	return kvcc_flush(c, ns, &r);
+	return kvcc_flush_tiers(c, ns, KVC_PROTO_TIER_POOL, &r);
 }
 
 /* The block file of key under dir/ns<ns>. */
@@ -582,6 +582,59 @@ TEST_F_TIMEOUT(kvcd, g4_shared_by_two_nodes, 180)
 	EXPECT_EQ(0, count_files(ca, ""));
 	fixture_down(_metadata, b);
 	free(b);
+	rm_rf(dir);
+}
+
+/*
+ * EVICT drops a block from every tier that holds it (deepest first), and
+ * FLUSH of a namespace empties it on every tier: an admin purging a
+ * tenant leaves nothing of it on disk.
+ */
+TEST_F_TIMEOUT(kvcd, evict_and_flush_reach_every_tier, 120)
+{
+	struct kvc_lookup_entry le[4];
+	struct kvc_flush_reply fr;
+	struct kvcache_handle h[4];
+	char dir[PATH_MAX], conf[PATH_MAX + 128], why[512] = "";
+	char path[PATH_MAX];
+	int32_t st[4];
+	kvc_key keys[4];
+
+	tier_dir(dir, sizeof(dir), "g3");
+	snprintf(conf, sizeof(conf),
+		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = through\n",
+		 dir);
+	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
+	chain_keys(self, 10, 4, keys);
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, 4, false, h));
+	ASSERT_EQ(4, wait_stat(&self->c, "g3_spills", 4, 30));
+
+	/* The parent alone: its child is still cached, in both tiers. */
+	ASSERT_EQ(0, kvcc_evict(&self->c, self->ns, keys[2], 1, st));
+	EXPECT_EQ(-ENOTEMPTY, st[0]);
+	/* The last two, in one request: deepest first, from both tiers. */
+	ASSERT_EQ(0, kvcc_evict(&self->c, self->ns, keys[2], 2, st));
+	EXPECT_EQ(0, st[0]);
+	EXPECT_EQ(0, st[1]);
+	file_of(dir, self->ns, keys[3], path, sizeof(path));
+	EXPECT_NE(0, access(path, F_OK));
+	EXPECT_EQ(2, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIERS_ALL,
+				 keys[0], 4, le));
+	EXPECT_EQ(2, block_files(dir));
+
+	/* FLUSH of the pool only leaves the disk copies... */
+	ASSERT_EQ(0, kvcc_flush_tiers(&self->c, self->ns, KVC_PROTO_TIER_POOL,
+				      &fr));
+	EXPECT_EQ(2, fr.evicted);
+	EXPECT_EQ(2, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIER_G3,
+				 keys[0], 4, le));
+	/* ... FLUSH of every tier leaves nothing. */
+	ASSERT_EQ(0, kvcc_flush(&self->c, self->ns, &fr));
+	EXPECT_EQ(2, fr.evicted);
+	EXPECT_EQ(0, fr.busy);
+	EXPECT_EQ(0, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIERS_ALL,
+				 keys[0], 4, le));
+	EXPECT_EQ(0, block_files(dir));
 	rm_rf(dir);
 }
 

@@ -175,8 +175,9 @@ static int reencode(const struct kvc_msg *m, uint8_t *out, size_t size)
 		return kvc_proto_encode_evict_reply(out, size, m->seq, status,
 						    m->evict_reply.count);
 	case KVC_MSG_FLUSH:
-		return kvc_proto_encode_flush(out, size, m->seq,
-					      m->flush.ns_id);
+		return kvc_proto_encode_flush_tiers(out, size, m->seq,
+						    m->flush.ns_id,
+						    m->flush.tiers);
 	case KVC_MSG_FLUSH_REPLY:
 		return kvc_proto_encode_flush_reply(out, size, m->seq,
 						    &m->flush_reply);
@@ -1808,8 +1809,21 @@ static void bad_flush(void)
 	TAP_CHECK(dec(resize(40)) == -EBADMSG);
 	TAP_CHECK(dec(resize(32)) == 0);
 
+	buf[28] = 8;
+	TAP_CHECK(dec(len) == -EINVAL);		/* not a tier */
+	buf[28] = 0;
 	buf[31] = 1;
-	TAP_CHECK(dec(len) == -EINVAL);		/* reserved */
+	TAP_CHECK(dec(len) == -EINVAL);
+	buf[31] = 0;
+	buf[28] = KVC_PROTO_TIER_POOL | KVC_PROTO_TIER_G4;
+	TAP_CHECK(dec(len) == 0);
+	TAP_CHECK(kvc_proto_encode_flush_tiers(buf, sizeof(buf), 1, 9, 8) ==
+		  -EINVAL);
+	len = (size_t)kvc_proto_encode_flush_tiers(buf, sizeof(buf), 1, 9, 2);
+	TAP_CHECK(len == 32 && dec(len) == 0);
+	TAP_CHECK(buf[28] == 2 && !buf[29] && !buf[30] && !buf[31]);
+	buf[31] = 1;
+	TAP_CHECK(dec(len) == -EINVAL);
 	buf[31] = 0;
 	put32(buf + 28, 0x80000000u);
 	TAP_CHECK(dec(len) == -EINVAL);
