@@ -32,6 +32,7 @@
 
 #define TIER_GC_SLACK		32	/* GC tries past one per block */
 #define TIER_TMP_MAX_AGE	3600	/* s: any write is done by then */
+#define TIER_GC_MAX_LOOKS	1024	/* victims one gc() may examine */
 #define TIER_ORPHAN_AGE		600	/* s: any chain is published by then */
 
 struct pend {
@@ -960,6 +961,13 @@ static void gc(struct kvc_tier *t, uint64_t need)
 
 	if (!t->writable)
 		return;
+	/*
+	 * A bounded number of looks per call: on g4 each is a stat() on the
+	 * shared filesystem, and a directory whose every block is leased
+	 * must not hold the daemon's thread; the next tick goes on.
+	 */
+	if (budget > TIER_GC_MAX_LOOKS)
+		budget = TIER_GC_MAX_LOOKS;
 	/*
 	 * One victim at a time, so that no more go than needed: a picked
 	 * victim is detached, and one given back counts as just used.
