@@ -70,6 +70,15 @@ static void tier_dir(char *out, size_t len, const char *name)
 	mkdir(out, 0755);
 }
 
+/* A fresh g3 directory, and the configuration of a write-through g3 on it. */
+static void g3_through(char *dir, size_t dlen, char *conf, size_t clen)
+{
+	tier_dir(dir, dlen, "g3");
+	snprintf(conf, clen,
+		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = through\n",
+		 dir);
+}
+
 /* Stop the daemon, start it again with extra configuration, reconnect. */
 static int restart(SELF *self, const char *extra, char *why, size_t wlen)
 {
@@ -255,10 +264,7 @@ TEST_F_TIMEOUT(kvcd, g3_write_through_and_promote, 120)
 	char dir[PATH_MAX], conf[PATH_MAX + 128], why[512] = "";
 	kvc_key keys[8];
 
-	tier_dir(dir, sizeof(dir), "g3");
-	snprintf(conf, sizeof(conf),
-		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = through\n",
-		 dir);
+	g3_through(dir, sizeof(dir), conf, sizeof(conf));
 	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
 	chain_keys(self, 1, 8, keys);
 	ASSERT_EQ(0, store_chain(self, self->ns, keys, 8, false, h));
@@ -350,10 +356,7 @@ TEST_F_TIMEOUT(kvcd, g3_survives_restart, 120)
 	char dir[PATH_MAX], conf[PATH_MAX + 128], why[512] = "";
 	kvc_key keys[6];
 
-	tier_dir(dir, sizeof(dir), "g3");
-	snprintf(conf, sizeof(conf),
-		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = through\n",
-		 dir);
+	g3_through(dir, sizeof(dir), conf, sizeof(conf));
 	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
 	chain_keys(self, 4, 6, keys);
 	ASSERT_EQ(0, store_chain(self, self->ns, keys, 6, false, h));
@@ -384,10 +387,7 @@ TEST_F_TIMEOUT(kvcd, sigkill_during_spill, 600)
 	unsigned int seed = (unsigned int)getpid();
 	int served = 0;
 
-	tier_dir(dir, sizeof(dir), "g3");
-	snprintf(conf, sizeof(conf),
-		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = through\n",
-		 dir);
+	g3_through(dir, sizeof(dir), conf, sizeof(conf));
 	for (int r = 0; r < rounds; r++) {
 		int pid;
 
@@ -452,10 +452,7 @@ TEST_F_TIMEOUT(kvcd, corrupt_files_are_misses, 120)
 	char path[PATH_MAX], q[PATH_MAX];
 	kvc_key keys[4];
 
-	tier_dir(dir, sizeof(dir), "g3");
-	snprintf(conf, sizeof(conf),
-		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = through\n",
-		 dir);
+	g3_through(dir, sizeof(dir), conf, sizeof(conf));
 	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
 	chain_keys(self, 5, 4, keys);
 	ASSERT_EQ(0, store_chain(self, self->ns, keys, 4, false, h));
@@ -600,10 +597,7 @@ TEST_F_TIMEOUT(kvcd, evict_and_flush_reach_every_tier, 120)
 	int32_t st[4];
 	kvc_key keys[4];
 
-	tier_dir(dir, sizeof(dir), "g3");
-	snprintf(conf, sizeof(conf),
-		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = through\n",
-		 dir);
+	g3_through(dir, sizeof(dir), conf, sizeof(conf));
 	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
 	chain_keys(self, 10, 4, keys);
 	ASSERT_EQ(0, store_chain(self, self->ns, keys, 4, false, h));
