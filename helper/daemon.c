@@ -1179,11 +1179,6 @@ static int kvcd_metrics_open(struct kvcd *d)
 	return 0;
 }
 
-int kvcd_metrics_fd(const struct kvcd *d)
-{
-	return d->metrics_fd;
-}
-
 static void kvcd_tick(void *ctx)
 {
 	kvcd_check_pool(ctx);
@@ -1379,11 +1374,6 @@ void kvcd_destroy(struct kvcd *d)
 	free(d->by_block);
 	free(d->orphan_seen);
 	free(d);
-}
-
-int kvcd_event_fd(const struct kvcd *d)
-{
-	return d->ev ? kvc_kevents_fd(d->ev) : -1;
 }
 
 void kvcd_set_server(struct kvcd *d, struct kvc_server *s)

@@ -47,15 +47,9 @@ void kvcd_destroy(struct kvcd *d);
 extern const struct kvc_server_ops kvcd_server_ops;
 
 /*
- * Descriptors the server loop must watch: the kernel's events and the
- * metrics endpoint (-1 when there is none).
- */
-int kvcd_event_fd(const struct kvcd *d);
-int kvcd_metrics_fd(const struct kvcd *d);
-
-/*
- * Every descriptor the server loop must watch (the above, and the
- * persistent tiers' I/O completions), up to max: how many.
+ * Every descriptor the server loop must watch (the kernel's events, the
+ * metrics endpoint, the persistent tiers' I/O completions), up to max:
+ * how many.
  */
 size_t kvcd_watch_fds(const struct kvcd *d, int *fds, size_t max);
 

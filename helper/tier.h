@@ -96,12 +96,14 @@ int kvc_tier_open(struct kvc_tier **out, const struct kvc_tier_config *cfg,
 void kvc_tier_close(struct kvc_tier *t);
 
 /*
- * Recovery: read the header of every block file (not the payloads: every
+ * The full scan (kvc_tier_recover() runs it when there is no manifest of
+ * this node): read the header of every block file (not the payloads: every
  * read verifies them anyway) of every namespace ns_ok() accepts, insert
  * the blocks into the index, parents first, and account the bytes.
  * Removes this node's temp files left by a crash, and other temp files
  * and unreachable blocks older than the grace period. Returns the number
- * of blocks found, or -errno when the directory cannot be read.
+ * of blocks found, or -errno when the directory cannot be read. Writes
+ * this node's manifest from what it found.
  */
 long kvc_tier_scan(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg);
 

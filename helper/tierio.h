@@ -15,8 +15,8 @@
  * (O_DIRECT when the filesystem takes it), one write of the whole image
  * with a linked fsync, close, link (never replacing), fsync of the leaf
  * directory. The data path (write, fsync, directory fsync) goes through
- * the ring; the metadata calls (mkdir, open, link) are synchronous, as
- * they are short on every filesystem this targets.
+ * the ring; the writer's metadata calls (mkdir, the temp file's create,
+ * link) are synchronous, as they touch directories just used.
  * A read (promotion) opens the file through the ring (a cold-cache open
  * reads directory and inode blocks: it must not block the thread), reads
  * the whole file into a slot in one request and verifies it
