@@ -9,7 +9,11 @@
 #   make kernel                 build (or find cached) the 6.12 test kernel
 #   make module [KDIR=dir]      build kvcache.ko (default KDIR: the test kernel,
 #                               into build/6.12; else into build/module)
-#   make helper                 build kvcachectl
+#   make helper                 build kvcached and kvcachectl
+#   make lib                    build libkvcache (.so, .a, pkg-config file)
+#   make engine                 build the reference engine, kvc-engine
+#   make install [PREFIX=/usr/local]  install the library, its header and
+#                               the tools
 #   make unit                   build and run the host unit tests (ASan/UBSan)
 #   make selftests              build the in-VM selftests
 #   make bench                  benchmarks in the VM -> Documentation/benchmarks.md
@@ -52,12 +56,12 @@ UNIT_TESTS := test_uapi test_devinfo test_keys test_proto test_config \
 	      test_metrics test_mpool test_kevents test_index test_policy \
 	      test_blockfile test_tier test_manifest
 SELFTESTS := kvcache_dev_test bench_test pool_test pool_fuzz_test p2p_test \
-	     kvcached_test tiers_test
+	     kvcached_test tiers_test libkvcache_test
 
-.PHONY: all deps kernel module helper unit unit-build selftests check demo \
+.PHONY: all deps kernel module helper lib engine install unit unit-build selftests check demo \
 	bench bench-build vm-shell clean
 
-all: helper unit-build
+all: helper lib engine unit-build
 
 deps:
 	$(TOP)/scripts/deps
@@ -83,6 +87,76 @@ $(BUILD)/helper/kvcachectl: helper/kvcachectl.c $(HELPER_SRCS) helper/*.h \
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) -o $@ helper/kvcachectl.c $(HELPER_SRCS) \
 		$(HELPER_LIBS)
+
+# ---- libkvcache: what engines link -----------------------------------------
+#
+# Built with hidden visibility: only the kvcache_* calls of libkvcache.h
+# are exported, the helper modules it shares (keys, proto, blockfile) stay
+# private. The static library holds the same objects.
+LIB_SRCS := helper/libkvcache/conn.c helper/libkvcache/lib.c \
+	    helper/libkvcache/blocks.c helper/libkvcache/async.c \
+	    helper/libkvcache/region.c helper/keys.c helper/proto.c \
+	    helper/blockfile.c
+LIB_OBJS := $(patsubst %.c,$(BUILD)/lib/obj/%.o,$(LIB_SRCS))
+LIB_LIBS := -lcrypto -pthread
+LIB_SONAME := libkvcache.so.1
+PREFIX ?= /usr/local
+
+lib: $(BUILD)/lib/libkvcache.so $(BUILD)/lib/libkvcache.a \
+     $(BUILD)/lib/libkvcache.pc $(BUILD)/lib/libkvcache-uninstalled.pc
+
+$(BUILD)/lib/obj/%.o: %.c helper/*.h helper/libkvcache/*.h \
+		      uapi/linux/kvcache.h
+	@mkdir -p $(dir $@)
+	$(CC) $(USER_CFLAGS) -I$(TOP)/helper/libkvcache -fPIC \
+		-fvisibility=hidden -c -o $@ $<
+
+$(BUILD)/lib/libkvcache.so: $(LIB_OBJS)
+	$(CC) -shared -Wl,-soname,$(LIB_SONAME) -Wl,--no-undefined \
+		-o $(BUILD)/lib/$(LIB_SONAME) $(LIB_OBJS) $(LIB_LIBS)
+	ln -sf $(LIB_SONAME) $@
+
+$(BUILD)/lib/libkvcache.a: $(LIB_OBJS)
+	rm -f $@
+	ar rcs $@ $(LIB_OBJS)
+
+# pkg-config: the installed file, and the -uninstalled one pkg-config
+# prefers when PKG_CONFIG_PATH holds build/lib (a build from the tree).
+$(BUILD)/lib/libkvcache.pc: helper/libkvcache/libkvcache.pc.in Makefile
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(PREFIX)/lib|' \
+	    -e 's|@INCLUDEDIR@|$(PREFIX)/include|' $< >$@
+
+$(BUILD)/lib/libkvcache-uninstalled.pc: helper/libkvcache/libkvcache.pc.in \
+					Makefile
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(TOP)|' -e 's|@LIBDIR@|$(BUILD)/lib|' \
+	    -e 's|@INCLUDEDIR@|$(TOP)/helper/libkvcache|' $< >$@
+
+# ---- the reference engine ---------------------------------------------------
+
+ENGINE_SRCS := helper/engine/model.c helper/engine/engine.c
+
+engine: $(BUILD)/engine/kvc-engine
+
+$(BUILD)/engine/kvc-engine: helper/engine/kvc-engine.c $(ENGINE_SRCS) \
+			    helper/engine/*.h $(BUILD)/lib/libkvcache.a
+	@mkdir -p $(dir $@)
+	$(CC) $(USER_CFLAGS) -I$(TOP)/helper/libkvcache -o $@ $< \
+		$(ENGINE_SRCS) $(BUILD)/lib/libkvcache.a $(LIB_LIBS) -lm
+
+install: helper lib
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
+		$(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin \
+		$(DESTDIR)$(PREFIX)/sbin
+	install -m 0755 $(BUILD)/lib/$(LIB_SONAME) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf $(LIB_SONAME) $(DESTDIR)$(PREFIX)/lib/libkvcache.so
+	install -m 0644 $(BUILD)/lib/libkvcache.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 0644 helper/libkvcache/libkvcache.h $(DESTDIR)$(PREFIX)/include/
+	install -m 0644 $(BUILD)/lib/libkvcache.pc \
+		$(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 0755 $(BUILD)/helper/kvcached $(DESTDIR)$(PREFIX)/sbin/
+	install -m 0755 $(BUILD)/helper/kvcachectl $(DESTDIR)$(PREFIX)/bin/
 
 unit-build: $(addprefix $(BUILD)/unit/,$(UNIT_TESTS))
 
@@ -135,6 +209,31 @@ $(BUILD)/selftests/kvcached_test $(BUILD)/selftests/tiers_test: \
 		$(CFLAGS) -I$(TOP)/uapi -I$(TOP)/helper \
 		-I$(KSRC)/tools/testing/selftests -o $@ $< helper/proto.c \
 		helper/keys.c helper/blockfile.c -lcrypto -pthread
+
+# The library's tests link it statically (it holds proto, keys and
+# blockfile, which the fixture uses too).
+$(BUILD)/selftests/libkvcache_test: tests/selftests/libkvcache_test.c \
+		tests/selftests/*.h helper/*.h helper/libkvcache/libkvcache.h \
+		uapi/linux/kvcache.h $(BUILD)/lib/libkvcache.a \
+		$(BUILD)/helper/kvcached
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) -Wno-unused-parameter -Wno-sign-compare -Wno-clobbered \
+		-Wno-unused-function -Wno-format-truncation \
+		$(CFLAGS) -I$(TOP)/uapi -I$(TOP)/helper -I$(TOP)/helper/libkvcache \
+		-I$(KSRC)/tools/testing/selftests -o $@ $< \
+		$(BUILD)/lib/libkvcache.a -lcrypto -pthread
+
+# The same test on the host under ASan and UBSan, with the library's
+# sources compiled in (scripts/check runs this one in memfd mode).
+$(BUILD)/san/libkvcache_test: tests/selftests/libkvcache_test.c \
+		tests/selftests/*.h helper/*.h helper/libkvcache/*.h \
+		$(LIB_SRCS) uapi/linux/kvcache.h $(BUILD)/helper/kvcached
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) -Wno-unused-parameter -Wno-sign-compare -Wno-clobbered \
+		-Wno-unused-function -Wno-format-truncation $(SAN_FLAGS) \
+		$(CFLAGS) -I$(TOP)/uapi -I$(TOP)/helper -I$(TOP)/helper/libkvcache \
+		-I$(KSRC)/tools/testing/selftests -o $@ $< $(LIB_SRCS) \
+		-lcrypto -pthread
 
 # ---- the whole thing ------------------------------------------------------
 

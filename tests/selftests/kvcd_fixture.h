@@ -1,13 +1,18 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * kvcd_fixture: the fixture the kvcached suites share (kvcached_test.c,
- * tiers_test.c): one daemon per test, started from the binary next to the
- * test (or $KVC_KVCACHED) with a small configuration of its own, in the
- * mode $KVC_DAEMON_MODE asks for, and the helpers that make, store and
- * check blocks through it. Include it after kselftest_harness.h.
+ * tiers_test.c, libkvcache_test.c): one daemon per test, started from the
+ * binary next to the test (or $KVC_KVCACHED) with a small configuration
+ * of its own, in the mode $KVC_DAEMON_MODE asks for, the helpers that
+ * make, store and check blocks through it, and restarts with tier
+ * directories. Include it after kselftest_harness.h and kvc_client.h.
  */
 #ifndef KVCD_FIXTURE_H
 #define KVCD_FIXTURE_H
+
+#include <ftw.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 
 #define TPB		16		/* tokens per block */
 #define PAYLOAD		4096		/* bytes written and sealed per block */
@@ -660,6 +665,91 @@ static int raw_error(struct kvcc *c, const void *buf, size_t len,
 	return 0;
 }
 
-/* ---- 1: HELLO ------------------------------------------------------------- */
+/* ---- tier directories and restarts ------------------------------------------ */
+
+static int rm_one(const char *path, const struct stat *st, int type,
+		  struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	return type == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+static void rm_rf(const char *path)
+{
+	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A fresh directory $TMPDIR/kvcd-<pid>.<name>. */
+static void tier_dir(char *out, size_t len, const char *name)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	snprintf(out, len, "%s/kvcd-%d.%s", tmp && *tmp ? tmp : "/tmp",
+		 (int)getpid(), name);
+	rm_rf(out);
+	mkdir(out, 0755);
+}
+
+/* A fresh g3 directory, and the configuration of a write-through g3 on it. */
+static void g3_through(char *dir, size_t dlen, char *conf, size_t clen)
+{
+	tier_dir(dir, dlen, "g3");
+	snprintf(conf, clen,
+		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = through\n",
+		 dir);
+}
+
+/* Stop the daemon, start it again with extra configuration, reconnect. */
+static int restart(SELF *self, const char *extra, char *why, size_t wlen)
+{
+	int ret;
+
+	why[0] = '\0';
+	kvcc_close(&self->c);
+	daemon_stop(self);
+	/*
+	 * A killed daemon's listening socket can outlive it for a moment
+	 * (its io_uring is torn down asynchronously) and accept: connect
+	 * must only succeed once the new daemon is there.
+	 */
+	unlink(self->sock);
+	self->extra_conf = extra;
+	ret = write_config(self);
+	if (!ret)
+		ret = daemon_start(self, why, wlen);
+	if (!ret)
+		ret = kvcc_open(&self->c, self->sock);
+	if (!ret)
+		ret = kvcc_hello(&self->c);
+	if (ret && !why[0])
+		snprintf(why, wlen, "reconnect: %d %s", ret, self->c.why);
+	if (ret)
+		fprintf(stderr, "# restart: %s (daemon %d)\n", why,
+			(int)self->daemon);
+	return ret;
+}
+
+/* Drop the pool's copies of the namespace: what follows comes from disk. */
+static int flush_pool(struct kvcc *c, uint32_t ns)
+{
+	struct kvc_flush_reply r;
+
+	return kvcc_flush_tiers(c, ns, KVC_PROTO_TIER_POOL, &r);
+}
+
+/* Poll a counter until it reaches want (timeout_s at most); its value. */
+static uint64_t wait_stat(struct kvcc *c, const char *name, uint64_t want,
+			  double timeout_s)
+{
+	uint64_t v = UINT64_MAX;
+
+	for (double end = now_s() + timeout_s; now_s() < end; msleep(20)) {
+		v = kvcc_stat1(c, name);
+		if (v != UINT64_MAX && v >= want)
+			break;
+	}
+	return v;
+}
 
 #endif /* KVCD_FIXTURE_H */

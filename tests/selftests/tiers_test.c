@@ -46,83 +46,6 @@
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-static int rm_one(const char *path, const struct stat *st, int type,
-		  struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	return type == FTW_DP ? rmdir(path) : unlink(path);
-}
-
-static void rm_rf(const char *path)
-{
-	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/* A fresh directory $TMPDIR/kvcd-<pid>.<name>. */
-static void tier_dir(char *out, size_t len, const char *name)
-{
-	const char *tmp = getenv("TMPDIR");
-
-	snprintf(out, len, "%s/kvcd-%d.%s", tmp && *tmp ? tmp : "/tmp",
-		 (int)getpid(), name);
-	rm_rf(out);
-	mkdir(out, 0755);
-}
-
-/* A fresh g3 directory, and the configuration of a write-through g3 on it. */
-static void g3_through(char *dir, size_t dlen, char *conf, size_t clen)
-{
-	tier_dir(dir, dlen, "g3");
-	snprintf(conf, clen,
-		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = through\n",
-		 dir);
-}
-
-/* Stop the daemon, start it again with extra configuration, reconnect. */
-static int restart(SELF *self, const char *extra, char *why, size_t wlen)
-{
-	int ret;
-
-	why[0] = '\0';
-	kvcc_close(&self->c);
-	daemon_stop(self);
-	/*
-	 * A killed daemon's listening socket can outlive it for a moment
-	 * (its io_uring is torn down asynchronously) and accept: connect
-	 * must only succeed once the new daemon is there.
-	 */
-	unlink(self->sock);
-	self->extra_conf = extra;
-	ret = write_config(self);
-	if (!ret)
-		ret = daemon_start(self, why, wlen);
-	if (!ret)
-		ret = kvcc_open(&self->c, self->sock);
-	if (!ret)
-		ret = kvcc_hello(&self->c);
-	if (ret && !why[0])
-		snprintf(why, wlen, "reconnect: %d %s", ret, self->c.why);
-	if (ret)
-		fprintf(stderr, "# restart: %s (daemon %d)\n", why,
-			(int)self->daemon);
-	return ret;
-}
-
-/* Poll a counter until it reaches want (timeout_s at most); its value. */
-static uint64_t wait_stat(struct kvcc *c, const char *name, uint64_t want,
-			  double timeout_s)
-{
-	uint64_t v = UINT64_MAX;
-
-	for (double end = now_s() + timeout_s; now_s() < end; msleep(20)) {
-		v = kvcc_stat1(c, name);
-		if (v != UINT64_MAX && v >= want)
-			break;
-	}
-	return v;
-}
-
 /*
  * Check what a LOAD returned: every block with status 0 holds its key's
  * bytes (read through the pool mapping, or in kernel mode through a pin
@@ -166,14 +89,6 @@ static int check_loaded(SELF *self, struct kvcc *c, int mode,
 		}
 	}
 	return bad ? -1 : good;
-}
-
-/* Drop the pool's copies of the namespace: what follows comes from disk. */
-static int flush_pool(struct kvcc *c, uint32_t ns)
-{
-	struct kvc_flush_reply r;
-
-	return kvcc_flush_tiers(c, ns, KVC_PROTO_TIER_POOL, &r);
 }
 
 /* The block file of key under dir/ns<ns>. */

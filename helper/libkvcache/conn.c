@@ -1,0 +1,366 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * libkvcache connections: a fixed set of SOCK_SEQPACKET connections to
+ * kvcached, each used by one call at a time (lib_priv.h has the locking).
+ *
+ * A connection that fails in any way the protocol cannot recover from (the
+ * daemon gone, no reply in time, a reply that does not decode or answers
+ * another request) is closed at once: a late or stray reply must never be
+ * taken for the answer to a later request. Its epoch moves on, so callers
+ * holding pins of the old connection (memfd mode) know they are gone. The
+ * next call to take the slot connects again, which is how a daemon
+ * restart is ridden out.
+ */
+#include "lib_priv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+int lib_conn_init(struct kvcache *c, unsigned int n)
+{
+	c->conns = calloc(n, sizeof(*c->conns));
+	if (!c->conns)
+		return -ENOMEM;
+	c->nconns = n;
+	for (unsigned int i = 0; i < n; i++) {
+		struct lib_conn *k = &c->conns[i];
+
+		k->fd = -1;
+		k->seq = (uint32_t)i << 24;
+		k->tx = malloc(KVC_PROTO_MSG_MAX);
+		k->rx = malloc(KVC_PROTO_MSG_MAX + 1);
+		if (!k->tx || !k->rx)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static void conn_drop(struct lib_conn *k)
+{
+	if (k->fd >= 0)
+		close(k->fd);
+	k->fd = -1;
+	k->epoch++;
+}
+
+void lib_conn_fini(struct kvcache *c)
+{
+	for (unsigned int i = 0; c->conns && i < c->nconns; i++) {
+		conn_drop(&c->conns[i]);
+		free(c->conns[i].tx);
+		free(c->conns[i].rx);
+	}
+	free(c->conns);
+	c->conns = NULL;
+}
+
+unsigned int lib_conn_index(const struct kvcache *c, const struct lib_conn *k)
+{
+	return (unsigned int)(k - c->conns);
+}
+
+static long ms_left(const struct timespec *end)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (end->tv_sec - now.tv_sec) * 1000 +
+	       (end->tv_nsec - now.tv_nsec) / 1000000;
+}
+
+/*
+ * Receive one datagram into k->rx within the deadline; a descriptor that
+ * comes with it goes to *fd when fd is given (else it is closed).
+ */
+static ssize_t conn_recv(struct lib_conn *k, const struct timespec *end,
+			 int *fd)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int) * 4)];
+	} cbuf;
+	struct iovec iov = { .iov_base = k->rx, .iov_len = KVC_PROTO_MSG_MAX + 1 };
+	struct msghdr mh = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf),
+	};
+	struct pollfd pfd = { .fd = k->fd, .events = POLLIN };
+	struct cmsghdr *cm;
+	ssize_t n;
+
+	for (;;) {
+		long left = ms_left(end);
+		int r;
+
+		if (left < 0)
+			return -ETIMEDOUT;
+		r = poll(&pfd, 1, (int)(left > 1000000 ? 1000000 : left));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (!r)
+			return -ETIMEDOUT;
+		n = recvmsg(k->fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		break;
+	}
+	if (n < 0)
+		return errno == EPIPE ? -ECONNRESET : -errno;
+	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		size_t nfd;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < nfd; i++) {
+			int got;
+
+			memcpy(&got, CMSG_DATA(cm) + i * sizeof(int),
+			       sizeof(got));
+			if (fd && *fd < 0)
+				*fd = got;
+			else
+				close(got);
+		}
+	}
+	if (n == 0)
+		return -ECONNRESET;
+	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+		return -EPROTO;
+	return n;
+}
+
+/* The exchange itself, with the pool descriptor of a HELLO reply. */
+static int conn_exchange(struct kvcache *c, struct lib_conn *k, int len,
+			 uint16_t want, int *fd)
+{
+	struct timespec end;
+	ssize_t n;
+	int ret;
+
+	if (len < 0)
+		return len;		/* the encoder refused: a caller bug */
+	if (k->fd < 0)
+		return -ENOTCONN;
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += c->timeout_ms / 1000;
+	end.tv_nsec += (long)(c->timeout_ms % 1000) * 1000000;
+	if (end.tv_nsec >= 1000000000) {
+		end.tv_sec++;
+		end.tv_nsec -= 1000000000;
+	}
+	n = send(k->fd, k->tx, (size_t)len, MSG_NOSIGNAL);
+	if (n != len) {
+		ret = n < 0 && errno != EPIPE && errno != ECONNRESET ?
+		      -errno : -ECONNRESET;
+		goto broken;
+	}
+	n = conn_recv(k, &end, fd);
+	if (n < 0) {
+		ret = (int)n;
+		goto broken;
+	}
+	/* A reply that does not decode, or answers something else: desync. */
+	if (kvc_proto_decode(k->rx, (size_t)n, &k->msg) ||
+	    k->msg.seq != k->seq) {
+		ret = -EPROTO;
+		goto broken;
+	}
+	if (k->msg.type == KVC_MSG_ERROR) {
+		if (k->msg.error.bad_type != (want & ~KVC_MSG_REPLY)) {
+			ret = -EPROTO;
+			goto broken;
+		}
+		return k->msg.error.error;
+	}
+	if (k->msg.type != want) {
+		ret = -EPROTO;
+		goto broken;
+	}
+	return 0;
+broken:
+	conn_drop(k);
+	return ret;
+}
+
+int lib_call(struct kvcache *c, struct lib_conn *k, int len, uint16_t want)
+{
+	return conn_exchange(c, k, len, want, NULL);
+}
+
+/*
+ * Map the pool a HELLO reply passed (memfd mode). The same daemon passes
+ * the same memfd on every connection: keep one mapping per memfd. A new
+ * daemon means a new pool; the old mapping stays until close, for blocks
+ * still mapped from it.
+ */
+static int pool_adopt(struct kvcache *c, int fd)
+{
+	size_t len = (size_t)(c->block_size * c->nr_blocks);
+	struct lib_old_map *old;
+	struct stat st;
+	void *p;
+	int ret = 0;
+
+	if (fstat(fd, &st))
+		return -errno;
+	if ((uint64_t)st.st_size < c->block_size * c->nr_blocks)
+		return -EPROTO;		/* smaller than announced */
+	pthread_mutex_lock(&c->lock);
+	if (c->pool && c->pool_dev == st.st_dev && c->pool_ino == st.st_ino)
+		goto out;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		ret = -errno;
+		goto out;
+	}
+	if (c->pool) {
+		old = malloc(sizeof(*old));
+		if (!old) {
+			munmap(p, len);
+			ret = -ENOMEM;
+			goto out;
+		}
+		old->addr = c->pool;
+		old->len = c->pool_len;
+		old->next = c->old_maps;
+		c->old_maps = old;
+	}
+	c->pool = p;
+	c->pool_len = len;
+	c->pool_dev = st.st_dev;
+	c->pool_ino = st.st_ino;
+out:
+	pthread_mutex_unlock(&c->lock);
+	return ret;
+}
+
+uint8_t *lib_pool_block(struct kvcache *c, uint32_t index)
+{
+	uint8_t *p = NULL;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->pool && index < c->nr_blocks)
+		p = c->pool + (size_t)index * c->block_size;
+	pthread_mutex_unlock(&c->lock);
+	return p;
+}
+
+static int conn_connect(struct kvcache *c, struct lib_conn *k)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct kvc_hello h = {
+		.min_version = KVC_PROTO_VERSION_MIN,
+		.max_version = KVC_PROTO_VERSION_MAX,
+		.caps = KVC_PROTO_CAP_ALL,
+	};
+	const struct kvc_hello_reply *r;
+	int pool_fd = -1;
+	bool first;
+	int ret;
+
+	strcpy(a.sun_path, c->socket);	/* length checked at open */
+	k->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (k->fd < 0)
+		return -errno;
+	if (connect(k->fd, (struct sockaddr *)&a, sizeof(a))) {
+		ret = -errno;
+		conn_drop(k);
+		return ret;
+	}
+	ret = conn_exchange(c, k, kvc_proto_encode_hello(LIB_TX(k), &h),
+			    KVC_MSG_HELLO_REPLY, &pool_fd);
+	if (ret) {
+		conn_drop(k);
+		goto out;
+	}
+	r = &k->msg.hello_reply;
+	pthread_mutex_lock(&c->lock);
+	first = !c->mode;
+	/*
+	 * A restarted daemon must keep the geometry: block handles and
+	 * strides the engine computed depend on it.
+	 */
+	if (!first && (r->mode != c->mode || r->block_size != c->block_size ||
+		       r->nr_blocks != c->nr_blocks))
+		ret = -EPROTO;
+	if ((r->mode == KVC_PROTO_MODE_MEMFD) != (pool_fd >= 0))
+		ret = -EPROTO;
+	if (!ret && first) {
+		c->mode = r->mode;
+		c->max_batch = r->max_batch;
+		c->block_size = r->block_size;
+		c->nr_blocks = r->nr_blocks;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (!ret && pool_fd >= 0)
+		ret = pool_adopt(c, pool_fd);
+	if (ret)
+		conn_drop(k);
+out:
+	if (pool_fd >= 0)
+		close(pool_fd);
+	return ret;
+}
+
+struct lib_conn *lib_conn_get(struct kvcache *c, int want, int *err)
+{
+	struct lib_conn *k = NULL;
+	int ret;
+
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		if (want >= 0) {
+			if (!c->conns[want].busy)
+				k = &c->conns[want];
+		} else {
+			/*
+			 * Prefer a connection that is up; rotate so the
+			 * load spreads over the daemon's connections.
+			 */
+			for (unsigned int i = 0; i < c->nconns && !k; i++) {
+				struct lib_conn *t =
+					&c->conns[(c->next_conn + i) % c->nconns];
+
+				if (!t->busy && t->fd >= 0)
+					k = t;
+			}
+			for (unsigned int i = 0; i < c->nconns && !k; i++)
+				if (!c->conns[i].busy)
+					k = &c->conns[i];
+			c->next_conn++;
+		}
+		if (k)
+			break;
+		pthread_cond_wait(&c->cond, &c->lock);
+	}
+	k->busy = true;
+	pthread_mutex_unlock(&c->lock);
+	if (k->fd >= 0)
+		return k;
+	ret = conn_connect(c, k);
+	if (!ret)
+		return k;
+	lib_conn_put(c, k);
+	*err = ret;
+	return NULL;
+}
+
+void lib_conn_put(struct kvcache *c, struct lib_conn *k)
+{
+	pthread_mutex_lock(&c->lock);
+	k->busy = false;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * libkvcache internals, shared by its files:
+ *   conn.c     connections to kvcached: connect, HELLO, request/reply
+ *   client.c   kvcache_open/close, namespaces, keys, counters
+ *   blocks.c   lookup, load, store: the two pool modes
+ *   async.c    the worker threads behind the _async calls
+ *   region.c   GPU regions and loads from G3 into them
+ *
+ * Lifetime: a struct kvcache owns its connections, its namespaces, the
+ * device descriptor (kernel mode), the pool mappings (memfd mode) and the
+ * workers; all live until kvcache_close().
+ *
+ * Locking: c->lock (a mutex) guards the connection slots' busy flags, the
+ * pool mapping fields and the namespace list; c->cond signals a slot
+ * coming free. A call takes a slot (conn_get), which gives it the
+ * connection alone, drops c->lock, talks to the daemon and copies block
+ * data without any lock, and puts the slot back (conn_put). Kernel-side
+ * state (pins, mappings, writable blocks) belongs to c->dev, which the
+ * kernel locks itself. The async queues have their own lock (async.c).
+ */
+#ifndef KVC_LIB_PRIV_H
+#define KVC_LIB_PRIV_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "libkvcache.h"
+#include "proto.h"
+
+#define LIB_DEFAULT_CONNS	4
+#define LIB_DEFAULT_WORKERS	2
+#define LIB_DEFAULT_TIMEOUT	30000
+#define LIB_MAX_THREADS		64
+
+/* One connection to kvcached. */
+struct lib_conn {
+	int fd;			/* -1 while down */
+	bool busy;		/* held by a call (under c->lock) */
+	uint32_t seq;		/* of the last request */
+	uint32_t epoch;		/* bumped when the connection is dropped */
+	uint8_t *tx;		/* KVC_PROTO_MSG_MAX bytes */
+	uint8_t *rx;		/* KVC_PROTO_MSG_MAX + 1 bytes */
+	struct kvc_msg msg;	/* the last reply, pointing into rx */
+};
+
+/* A memfd pool mapping replaced after a daemon restart, kept until close. */
+struct lib_old_map {
+	struct lib_old_map *next;
+	void *addr;
+	size_t len;
+};
+
+struct lib_async;
+
+struct kvcache {
+	char socket[108];
+	char device[256];
+	char g3_dir[4096];
+	int timeout_ms;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct lib_conn *conns;
+	unsigned int nconns;
+	unsigned int next_conn;		/* where conn_get starts looking */
+
+	/* From the last HELLO (under lock; the geometry never changes). */
+	uint32_t mode;			/* KVC_PROTO_MODE_* */
+	uint32_t max_batch;
+	uint64_t block_size;
+	uint64_t nr_blocks;
+
+	int dev;			/* kernel mode: /dev/kvcache, else -1 */
+	bool dev_writable;
+
+	/* memfd mode: the pool (under lock) */
+	uint8_t *pool;
+	size_t pool_len;
+	dev_t pool_dev;
+	ino_t pool_ino;
+	struct lib_old_map *old_maps;
+
+	struct kvcache_namespace *namespaces;	/* under lock */
+	struct lib_async *async;
+};
+
+struct kvcache_namespace {
+	struct kvcache *c;
+	struct kvcache_namespace *next;		/* c->namespaces */
+	uint32_t ns_id;
+	uint32_t tokens_per_block;
+	size_t block_bytes;
+	uint8_t seed[KVCACHE_KEY_SIZE];
+};
+
+/* conn.c */
+int lib_conn_init(struct kvcache *c, unsigned int n);
+void lib_conn_fini(struct kvcache *c);
+/*
+ * Take connection slot want (or any free one when want < 0), connected
+ * (reconnecting if it was down). Returns the slot, or NULL with *err set.
+ */
+struct lib_conn *lib_conn_get(struct kvcache *c, int want, int *err);
+void lib_conn_put(struct kvcache *c, struct lib_conn *k);
+unsigned int lib_conn_index(const struct kvcache *c,
+			    const struct lib_conn *k);
+/*
+ * Send the request encoded in k->tx (len bytes, or a negative encoder
+ * error) and wait for the reply of type want into k->msg. Returns 0, the
+ * errno of an ERROR reply, or -ECONNRESET / -ETIMEDOUT / -EPROTO after
+ * which the connection is dropped (its pins with it).
+ */
+int lib_call(struct kvcache *c, struct lib_conn *k, int len, uint16_t want);
+/* Encoder arguments for k's next request. */
+#define LIB_TX(k)	(k)->tx, KVC_PROTO_MSG_MAX, ++(k)->seq
+
+/* The memfd pool's bytes of block index, or NULL (under no lock). */
+uint8_t *lib_pool_block(struct kvcache *c, uint32_t index);
+
+/* blocks.c */
+uint32_t lib_batch(const struct kvcache *c);
+
+/* async.c */
+int lib_async_start(struct kvcache *c, unsigned int workers);
+void lib_async_stop(struct kvcache *c);
+
+#endif /* KVC_LIB_PRIV_H */

@@ -1,0 +1,771 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Tests of libkvcache, the engines' library, against a real kvcached
+ * (kvcd_fixture.h): memfd mode on the host, kernel mode in the test VM.
+ * The library is linked statically, as an engine could; the fixture's own
+ * raw client (kvc_client.h) sets namespaces up and flushes tiers.
+ *
+ * What is checked: bytes stored come back identical, through every load
+ * call, from every tier (DRAM, g3, g4), from another process and after a
+ * daemon restart; lookups and loads stop at the first missing block;
+ * asynchronous calls complete and signal their eventfd; many threads at
+ * once; and the error paths an engine must survive: no daemon, a daemon
+ * restarting, a namespace it may not use, bad arguments, and a daemon that
+ * answers nonsense or nothing (a fake one, in a thread).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kselftest_harness.h"
+#include "kvc_client.h"
+#include "kvc_ioctl.h"
+#include "keys.h"
+#include "proto.h"
+#include "libkvcache.h"
+
+#include "kvcd_fixture.h"
+
+#define BLOCK_BYTES	(64u * 1024)	/* KV bytes per block in these tests */
+#define KEY		KVCACHE_LIB_KEY_SIZE
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+static const struct kvcache_identity test_id = {
+	.model = "libkvcache-test/model", .weights_revision = "r1",
+	.tokenizer = "tok-1", .kv_layout = "test-layout", .kv_dtype = "f32",
+	.lora = "", .tokens_per_block = TPB, .tp_size = 1, .pp_size = 1,
+};
+
+/* A token sequence of n blocks; different salts share no block. */
+static void tokens_of(uint32_t salt, uint32_t nblocks, uint32_t *tok)
+{
+	for (uint32_t i = 0; i < nblocks * TPB; i++)
+		tok[i] = salt * 1000003u + i * 7u + 1;
+}
+
+/* Block i's bytes are a function of its key: a wrong block is visible. */
+static void fill(uint8_t *p, const uint8_t *key)
+{
+	for (uint32_t i = 0; i < BLOCK_BYTES; i++)
+		p[i] = (uint8_t)(key[i % KEY] ^ (i >> 8) ^ i);
+}
+
+static bool same(const uint8_t *p, const uint8_t *key)
+{
+	for (uint32_t i = 0; i < BLOCK_BYTES; i++)
+		if (p[i] != (uint8_t)(key[i % KEY] ^ (i >> 8) ^ i))
+			return false;
+	return true;
+}
+
+/* One chain: tokens, keys and the block bytes. */
+struct chain {
+	uint32_t n;
+	uint32_t tok[32 * TPB];
+	uint8_t keys[32 * KEY];
+	uint8_t *data;
+};
+
+static struct chain *chain_new(struct kvcache_namespace *ns, uint32_t salt,
+			       uint32_t n)
+{
+	struct chain *ch = calloc(1, sizeof(*ch));
+
+	if (!ch || n > 32)
+		return NULL;
+	ch->n = n;
+	tokens_of(salt, n, ch->tok);
+	if (kvcache_ns_keys(ns, ch->tok, n * TPB, ch->keys, n) != n)
+		return NULL;
+	ch->data = malloc((size_t)n * BLOCK_BYTES);
+	for (uint32_t i = 0; ch->data && i < n; i++)
+		fill(ch->data + (size_t)i * BLOCK_BYTES, ch->keys + i * KEY);
+	return ch->data ? ch : NULL;
+}
+
+static void chain_free(struct chain *ch)
+{
+	if (ch)
+		free(ch->data);
+	free(ch);
+}
+
+/* Load n blocks into a fresh buffer; how many came back with right bytes. */
+static int load_check(struct kvcache_namespace *ns, const struct chain *ch,
+		      uint32_t n)
+{
+	uint8_t *buf = calloc(n, BLOCK_BYTES);
+	int got, good = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	got = kvcache_load(ns, ch->keys, n, buf, BLOCK_BYTES);
+	for (int i = 0; i < got; i++)
+		if (same(buf + (size_t)i * BLOCK_BYTES, ch->keys + i * KEY))
+			good++;
+	free(buf);
+	return got < 0 ? got : (good == got ? got : -EBADMSG);
+}
+
+static int lib_open(SELF *self, struct kvcache **c,
+		    struct kvcache_namespace **ns)
+{
+	struct kvcache_options o = { .socket = self->sock };
+	int ret = kvcache_open(&o, c);
+
+	if (ret)
+		return ret;
+	ret = kvcache_ns_open(*c, self->ns, &test_id, BLOCK_BYTES, ns);
+	if (ret)
+		kvcache_close(*c);
+	return ret;
+}
+
+static uint64_t lib_stat(struct kvcache *c, const char *name)
+{
+	uint64_t v;
+
+	return kvcache_stat(c, name, &v) ? UINT64_MAX : v;
+}
+
+/* ---- tests ------------------------------------------------------------------ */
+
+/* Stored bytes come back through load, load_map, and lookup sees them. */
+TEST_F(kvcd, store_lookup_load)
+{
+	struct kvcache_client_info info;
+	struct kvc_flush_reply fr;
+	struct kvcache_block blk[8];
+	struct kvcache_namespace *ns;
+	struct kvcache *c;
+	struct chain *ch;
+	uint32_t tiers[8];
+
+	ASSERT_EQ(0, lib_open(self, &c, &ns));
+	ASSERT_EQ(0, kvcache_get_info(c, &info));
+	EXPECT_EQ(self->mode == KVC_PROTO_MODE_KERNEL ? KVCACHE_MODE_KERNEL :
+		  KVCACHE_MODE_MEMFD, info.mode);
+	EXPECT_EQ(self->bs, info.block_size);
+	ch = chain_new(ns, 1, 8);
+	ASSERT_NE(NULL, ch);
+
+	EXPECT_EQ(0, kvcache_lookup(ns, ch->keys, 8, tiers));
+	EXPECT_EQ(0, load_check(ns, ch, 8));
+	ASSERT_EQ(8, kvcache_store(ns, NULL, ch->keys, 8, ch->data,
+				   BLOCK_BYTES));
+	EXPECT_EQ(8, kvcache_lookup(ns, ch->keys, 8, tiers));
+	for (int i = 0; i < 8; i++) {
+		EXPECT_TRUE(tiers[i] & KVCACHE_TIER_DRAM);
+	}
+	EXPECT_EQ(8, load_check(ns, ch, 8));
+	/* Storing again: already cached, counted as stored. */
+	EXPECT_EQ(8, kvcache_store(ns, NULL, ch->keys, 8, ch->data,
+				   BLOCK_BYTES));
+
+	ASSERT_EQ(8, kvcache_load_map(ns, ch->keys, 8, blk));
+	for (int i = 0; i < 8; i++) {
+		EXPECT_EQ(BLOCK_BYTES, blk[i].len);
+		EXPECT_TRUE(same(blk[i].data, ch->keys + i * KEY));
+	}
+	kvcache_release(c, blk, 8);
+	for (int i = 0; i < 8; i++) {
+		EXPECT_EQ(NULL, blk[i].data);
+	}
+	EXPECT_LE(8, lib_stat(c, "hit_keys"));
+	/* Released: nothing is pinned or mapped, so all of it can go. */
+	ASSERT_EQ(0, kvcc_flush_tiers(&self->c, self->ns, KVC_PROTO_TIER_POOL,
+				      &fr));
+	EXPECT_EQ(0, fr.busy);
+	EXPECT_LE(8, fr.evicted);
+	chain_free(ch);
+	kvcache_close(c);
+}
+
+/* A chain stored in two calls, the second continuing the first. */
+TEST_F(kvcd, store_continues_a_chain)
+{
+	struct kvcache_namespace *ns;
+	struct kvcache *c;
+	uint8_t stray[KEY], stray_parent[KEY];
+	struct chain *ch;
+	uint8_t *buf;
+
+	ASSERT_EQ(0, lib_open(self, &c, &ns));
+	ch = chain_new(ns, 2, 12);
+	ASSERT_NE(NULL, ch);
+	ASSERT_EQ(5, kvcache_store(ns, NULL, ch->keys, 5, ch->data,
+				   BLOCK_BYTES));
+	ASSERT_EQ(7, kvcache_store(ns, ch->keys + 4 * KEY, ch->keys + 5 * KEY,
+				   7, ch->data + 5 * BLOCK_BYTES, BLOCK_BYTES));
+	EXPECT_EQ(12, load_check(ns, ch, 12));
+	/* A parent the cache never saw: nothing stored. */
+	memset(stray, 0x55, sizeof(stray));
+	memset(stray_parent, 0x66, sizeof(stray_parent));
+	EXPECT_EQ(-ENOENT, kvcache_store(ns, stray_parent, stray, 1, ch->data,
+					 BLOCK_BYTES));
+	EXPECT_EQ(0, kvcache_lookup(ns, stray, 1, NULL));
+	/* With a stride: block i at buf + i * 2 * BLOCK_BYTES. */
+	buf = calloc(12, 2 * BLOCK_BYTES);
+	ASSERT_EQ(12, kvcache_load(ns, ch->keys, 12, buf, 2 * BLOCK_BYTES));
+	for (int i = 0; i < 12; i++) {
+		EXPECT_TRUE(same(buf + (size_t)i * 2 * BLOCK_BYTES,
+				 ch->keys + i * KEY));
+	}
+	free(buf);
+	chain_free(ch);
+	kvcache_close(c);
+}
+
+/* Lookups and loads stop at the first block that is not cached. */
+TEST_F(kvcd, prefix_stops_at_a_gap)
+{
+	struct kvcache_namespace *ns;
+	struct kvcache *c;
+	struct chain *ch;
+	int32_t st[1];
+
+	ASSERT_EQ(0, lib_open(self, &c, &ns));
+	ch = chain_new(ns, 3, 10);
+	ASSERT_NE(NULL, ch);
+	ASSERT_EQ(10, kvcache_store(ns, NULL, ch->keys, 10, ch->data,
+				    BLOCK_BYTES));
+	/* Evict the leaf, then block 9 is gone: 9 of 10 left. */
+	ASSERT_EQ(0, kvcc_evict(&self->c, self->ns, ch->keys + 9 * KEY, 1, st));
+	ASSERT_EQ(0, st[0]);
+	EXPECT_EQ(9, kvcache_lookup(ns, ch->keys, 10, NULL));
+	EXPECT_EQ(9, load_check(ns, ch, 10));
+	/* A key that is not the chain's in the middle of the request. */
+	memset(ch->keys + 4 * KEY, 0xab, KEY);
+	EXPECT_EQ(4, kvcache_lookup(ns, ch->keys, 10, NULL));
+	EXPECT_EQ(4, load_check(ns, ch, 10));
+	chain_free(ch);
+	kvcache_close(c);
+}
+
+/* Asynchronous stores and loads complete, with their tags and eventfd. */
+TEST_F(kvcd, async_calls_complete)
+{
+	struct kvcache_completion done[4];
+	struct kvcache_namespace *ns;
+	struct pollfd pfd;
+	struct kvcache *c;
+	struct chain *a, *b;
+	uint8_t *buf;
+	int got = 0;
+
+	ASSERT_EQ(0, lib_open(self, &c, &ns));
+	a = chain_new(ns, 4, 6);
+	b = chain_new(ns, 5, 6);
+	ASSERT_NE(NULL, a);
+	ASSERT_NE(NULL, b);
+	ASSERT_EQ(0, kvcache_store_async(ns, NULL, a->keys, 6, a->data,
+					 BLOCK_BYTES, 11));
+	ASSERT_EQ(0, kvcache_store_async(ns, NULL, b->keys, 6, b->data,
+					 BLOCK_BYTES, 22));
+	pfd = (struct pollfd){ .fd = kvcache_event_fd(c), .events = POLLIN };
+	ASSERT_LE(0, pfd.fd);
+	ASSERT_EQ(1, poll(&pfd, 1, 10000));
+	while (got < 2) {
+		int r = kvcache_poll(c, done + got, 4, 10000);
+
+		ASSERT_LT(0, r);
+		got += r;
+	}
+	EXPECT_EQ(0, kvcache_pending(c));
+	for (int i = 0; i < 2; i++) {
+		EXPECT_TRUE(done[i].tag == 11 || done[i].tag == 22);
+		EXPECT_EQ(6, done[i].result);
+	}
+	/* Drained: the eventfd is quiet again. */
+	EXPECT_EQ(0, poll(&pfd, 1, 0));
+	EXPECT_EQ(0, kvcache_poll(c, done, 4, 0));
+
+	buf = calloc(6, BLOCK_BYTES);
+	ASSERT_EQ(0, kvcache_load_async(ns, b->keys, 6, buf, BLOCK_BYTES, 33));
+	ASSERT_EQ(1, kvcache_poll(c, done, 4, 10000));
+	EXPECT_EQ(33, done[0].tag);
+	EXPECT_EQ(6, done[0].result);
+	for (int i = 0; i < 6; i++) {
+		EXPECT_TRUE(same(buf + (size_t)i * BLOCK_BYTES,
+				 b->keys + i * KEY));
+	}
+	/* Bad arguments are refused at once, not completed later. */
+	EXPECT_EQ(-EINVAL, kvcache_load_async(ns, b->keys, 6, buf, 1, 44));
+	EXPECT_EQ(0, kvcache_pending(c));
+	free(buf);
+	chain_free(a);
+	chain_free(b);
+	kvcache_close(c);
+}
+
+/* Another process, with its own client, reads what this one stored. */
+TEST_F(kvcd, reuse_across_processes)
+{
+	struct kvcache_namespace *ns;
+	struct kvcache *c;
+	struct chain *ch;
+	pid_t pid;
+	int st;
+
+	ASSERT_EQ(0, lib_open(self, &c, &ns));
+	ch = chain_new(ns, 6, 8);
+	ASSERT_NE(NULL, ch);
+	ASSERT_EQ(8, kvcache_store(ns, NULL, ch->keys, 8, ch->data,
+				   BLOCK_BYTES));
+	kvcache_close(c);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		struct kvcache_namespace *ns2;
+		struct kvcache *c2;
+		struct chain *mine;
+
+		if (lib_open(self, &c2, &ns2))
+			_exit(2);
+		/* Derived again from the tokens, not inherited. */
+		mine = chain_new(ns2, 6, 8);
+		_exit(mine && load_check(ns2, mine, 8) == 8 ? 0 : 1);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	chain_free(ch);
+}
+
+/* Loads come back from g3 and from g4 once the tiers above are flushed. */
+TEST_F_TIMEOUT(kvcd, loads_from_every_tier, 180)
+{
+	char g3[PATH_MAX], g4[PATH_MAX], conf[3 * PATH_MAX], why[512] = "";
+	struct kvc_flush_reply fr;
+	struct kvcache_namespace *ns;
+	struct kvcache *c;
+	struct chain *ch;
+	uint32_t tiers[8];
+
+	tier_dir(g3, sizeof(g3), "g3");
+	tier_dir(g4, sizeof(g4), "g4");
+	snprintf(conf, sizeof(conf),
+		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = through\n"
+		 "[g4]\ndirectory = %s\ncapacity = 64M\nwrite = through\n"
+		 "node = n1\n", g3, g4);
+	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
+	ASSERT_EQ(0, lib_open(self, &c, &ns));
+	ch = chain_new(ns, 7, 8);
+	ASSERT_NE(NULL, ch);
+	ASSERT_EQ(8, kvcache_store(ns, NULL, ch->keys, 8, ch->data,
+				   BLOCK_BYTES));
+	ASSERT_EQ(8, wait_stat(&self->c, "g3_spills", 8, 30));
+	ASSERT_EQ(8, wait_stat(&self->c, "g4_spills", 8, 30));
+
+	/* DRAM gone: the blocks come from g3. */
+	ASSERT_EQ(0, flush_pool(&self->c, self->ns));
+	ASSERT_EQ(8, kvcache_lookup(ns, ch->keys, 8, tiers));
+	for (int i = 0; i < 8; i++) {
+		EXPECT_EQ(KVCACHE_TIER_G3 | KVCACHE_TIER_G4, tiers[i]);
+	}
+	EXPECT_EQ(8, load_check(ns, ch, 8));
+	EXPECT_LE(8, lib_stat(c, "promotions"));
+
+	/* DRAM and g3 gone: from g4. */
+	ASSERT_EQ(0, kvcc_flush_tiers(&self->c, self->ns,
+				      KVC_PROTO_TIER_POOL | KVC_PROTO_TIER_G3,
+				      &fr));
+	ASSERT_EQ(8, kvcache_lookup(ns, ch->keys, 8, tiers));
+	for (int i = 0; i < 8; i++) {
+		EXPECT_EQ(KVCACHE_TIER_G4, tiers[i]);
+	}
+	EXPECT_EQ(8, load_check(ns, ch, 8));
+	EXPECT_LE(8, lib_stat(c, "g4_reads"));
+	chain_free(ch);
+	kvcache_close(c);
+	rm_rf(g3);
+	rm_rf(g4);
+}
+
+/*
+ * kvcached restarts under an open client: the call caught by it fails
+ * with a clear error, later calls reconnect by themselves, and the blocks
+ * g3 kept are there, intact.
+ */
+TEST_F_TIMEOUT(kvcd, daemon_restart_under_a_client, 180)
+{
+	char g3[PATH_MAX], conf[PATH_MAX + 128], why[512] = "";
+	struct kvcache_namespace *ns;
+	struct kvcache *c;
+	struct chain *ch;
+	int r = 0;
+
+	g3_through(g3, sizeof(g3), conf, sizeof(conf));
+	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
+	ASSERT_EQ(0, lib_open(self, &c, &ns));
+	ch = chain_new(ns, 8, 8);
+	ASSERT_NE(NULL, ch);
+	ASSERT_EQ(8, kvcache_store(ns, NULL, ch->keys, 8, ch->data,
+				   BLOCK_BYTES));
+	ASSERT_EQ(8, wait_stat(&self->c, "g3_spills", 8, 30));
+
+	/* Down: a clear error, no crash. */
+	kvcc_close(&self->c);
+	daemon_stop(self);
+	unlink(self->sock);
+	r = kvcache_lookup(ns, ch->keys, 8, NULL);
+	EXPECT_TRUE(r == -ECONNRESET || r == -ENOENT || r == -ECONNREFUSED)
+		TH_LOG("lookup with the daemon down: %d", r);
+	r = kvcache_load(ns, ch->keys, 8, ch->data, BLOCK_BYTES);
+	EXPECT_TRUE(r == -ECONNRESET || r == -ENOENT || r == -ECONNREFUSED)
+		TH_LOG("load with the daemon down: %d", r);
+	EXPECT_NE(NULL, kvcache_strerror(r));
+
+	/* Back: the next calls work, and g3 still has the chain. */
+	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
+	for (int i = 0; i < 3; i++) {
+		r = kvcache_lookup(ns, ch->keys, 8, NULL);
+		if (r >= 0)
+			break;
+	}
+	EXPECT_EQ(8, r);
+	for (uint32_t i = 0; i < 8; i++)
+		fill(ch->data + (size_t)i * BLOCK_BYTES, ch->keys + i * KEY);
+	EXPECT_EQ(8, load_check(ns, ch, 8));
+	chain_free(ch);
+	kvcache_close(c);
+	rm_rf(g3);
+}
+
+struct worker_arg {
+	struct kvcache_namespace *ns;
+	uint32_t salt;
+	int result;
+};
+
+static void *worker(void *p)
+{
+	struct worker_arg *w = p;
+	struct chain *ch = chain_new(w->ns, w->salt, 2);
+
+	w->result = -ENOMEM;
+	if (!ch)
+		return NULL;
+	w->result = kvcache_store(w->ns, NULL, ch->keys, 2, ch->data,
+				  BLOCK_BYTES);
+	for (int round = 0; w->result == 2 && round < 20; round++)
+		w->result = load_check(w->ns, ch, 2);
+	chain_free(ch);
+	return NULL;
+}
+
+/* Eight threads share one client: every one gets its own bytes back. */
+TEST_F(kvcd, threads_share_a_client)
+{
+	struct kvcache_options o = { .socket = self->sock, .connections = 3 };
+	struct worker_arg w[8];
+	struct kvcache_namespace *ns;
+	pthread_t t[8];
+	struct kvcache *c;
+
+	ASSERT_EQ(0, kvcache_open(&o, &c));
+	ASSERT_EQ(0, kvcache_ns_open(c, self->ns, &test_id, BLOCK_BYTES, &ns));
+	for (int i = 0; i < 8; i++) {
+		w[i] = (struct worker_arg){ .ns = ns, .salt = 100 + i };
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, worker, &w[i]));
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(t[i], NULL);
+		EXPECT_EQ(2, w[i].result) TH_LOG("thread %d", i);
+	}
+	kvcache_close(c);
+}
+
+/* Arguments the library must refuse before anything reaches the daemon. */
+TEST_F(kvcd, bad_arguments)
+{
+	struct kvcache_options o = { .socket = self->sock };
+	struct kvcache_identity bad = test_id;
+	struct kvcache_namespace *ns, *ns2;
+	uint8_t keys[2 * KEY] = { 0 }, buf[16];
+	struct kvcache *c;
+
+	ASSERT_EQ(0, lib_open(self, &c, &ns));
+	EXPECT_EQ(-EINVAL, kvcache_open(NULL, NULL));
+	o.connections = 1000;
+	EXPECT_EQ(-EINVAL, kvcache_open(&o, &c));
+	o.connections = 0;
+	o.socket = "/this/path/is/much/too/long/for/a/unix/socket/address/"
+		   "so/the/library/says/so/instead/of/truncating/it/silently";
+	EXPECT_EQ(-ENAMETOOLONG, kvcache_open(&o, &c));
+	EXPECT_EQ(-EINVAL, kvcache_ns_open(c, 0, &test_id, BLOCK_BYTES, &ns2));
+	EXPECT_EQ(-EINVAL, kvcache_ns_open(c, 70000, &test_id, BLOCK_BYTES,
+					   &ns2));
+	EXPECT_EQ(-EINVAL, kvcache_ns_open(c, self->ns, &test_id, 0, &ns2));
+	EXPECT_EQ(-EINVAL, kvcache_ns_open(c, self->ns, &test_id,
+					   self->bs + 1, &ns2));
+	bad.tokens_per_block = 0;
+	EXPECT_EQ(-EINVAL, kvcache_ns_open(c, self->ns, &bad, BLOCK_BYTES,
+					   &ns2));
+	bad = test_id;
+	bad.model = NULL;
+	EXPECT_EQ(-EINVAL, kvcache_ns_open(c, self->ns, &bad, BLOCK_BYTES,
+					   &ns2));
+	bad = test_id;
+	bad.salt_len = 4;
+	EXPECT_EQ(-EINVAL, kvcache_ns_open(c, self->ns, &bad, BLOCK_BYTES,
+					   &ns2));
+	EXPECT_EQ(-EINVAL, kvcache_load(ns, keys, 2, buf, 16));
+	EXPECT_EQ(-EINVAL, kvcache_load(ns, NULL, 2, buf, BLOCK_BYTES));
+	EXPECT_EQ(-EINVAL, kvcache_store(ns, NULL, keys, 2, NULL, BLOCK_BYTES));
+	EXPECT_EQ(-EINVAL, kvcache_lookup(NULL, keys, 2, NULL));
+	EXPECT_EQ(-EINVAL, kvcache_poll(c, NULL, 4, 0));
+	EXPECT_EQ(0, kvcache_ns_keys(ns, NULL, 5, keys, 2));
+	/* A partial block has no key. */
+	EXPECT_EQ(0, kvcache_ns_keys(ns, (uint32_t[TPB]){ 0 }, TPB - 1,
+				     keys, 2));
+	EXPECT_EQ(-EOPNOTSUPP, kvcache_load_region(ns, keys, 1, 1, 0, 4096));
+	kvcache_close(c);
+}
+
+/* No daemon at the socket: a clear error from open. */
+TEST(no_daemon)
+{
+	char path[108];
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct kvcache_options o = { .socket = path };
+	struct kvcache *c = (struct kvcache *)1;
+	int fd;
+
+	snprintf(path, sizeof(path), "/tmp/libkvc-%d.sock", (int)getpid());
+	unlink(path);
+	EXPECT_EQ(-ENOENT, kvcache_open(&o, &c));
+	EXPECT_EQ(NULL, c);
+	/* A socket file nobody listens on any more. */
+	fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	strcpy(a.sun_path, path);
+	ASSERT_EQ(0, bind(fd, (struct sockaddr *)&a, sizeof(a)));
+	close(fd);
+	EXPECT_EQ(-ECONNREFUSED, kvcache_open(&o, &c));
+	EXPECT_NE(NULL, strstr(kvcache_strerror(-ECONNREFUSED), "kvcached"));
+	unlink(path);
+}
+
+/* A namespace this process may not use: refused, nothing crashes. */
+TEST_F(kvcd, namespace_denied)
+{
+	struct kvcache_namespace *ns;
+	struct kvcache *c;
+	struct chain *ch;
+	pid_t pid;
+	int st;
+
+	if (geteuid() != 0)
+		SKIP(return, "needs root to run a client as nobody");
+	/* Ours (0700 root) has a chain; nobody may neither read nor add. */
+	ASSERT_EQ(0, lib_open(self, &c, &ns));
+	ch = chain_new(ns, 9, 4);
+	ASSERT_NE(NULL, ch);
+	ASSERT_EQ(4, kvcache_store(ns, NULL, ch->keys, 4, ch->data,
+				   BLOCK_BYTES));
+	kvcache_close(c);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		struct kvcache_namespace *ns2;
+		struct kvcache *c2;
+		int l, s;
+
+		if (setgid(NOBODY) || setuid(NOBODY))
+			_exit(2);
+		/* Kernel mode: the device may refuse nobody at once. */
+		l = lib_open(self, &c2, &ns2);
+		if (l)
+			_exit(l == -EACCES ? 0 : 3);
+		l = kvcache_load(ns2, ch->keys, 4, ch->data, BLOCK_BYTES);
+		s = kvcache_store(ns2, NULL, ch->keys, 4, ch->data,
+				  BLOCK_BYTES);
+		/* Denied outright, or seen as nothing cached: no bytes. */
+		if ((l != -EACCES && l != 0) || s != -EACCES)
+			_exit(10 + (l == 4));
+		kvcache_close(c2);
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		TH_LOG("child status %#x", st);
+	chain_free(ch);
+}
+
+/* ---- a daemon that answers nonsense ------------------------------------------ */
+
+enum fake_mode {
+	FAKE_BAD_MAGIC,		/* reply with the magic broken */
+	FAKE_WRONG_SEQ,		/* a valid reply to another request */
+	FAKE_WRONG_TYPE,	/* a reply of another type */
+	FAKE_TRUNCATED,		/* a reply cut short */
+	FAKE_SILENT,		/* no reply at all */
+	FAKE_BAD_HELLO,		/* even HELLO's reply is wrong */
+	FAKE_MODES
+};
+
+struct fake {
+	int lfd;
+	enum fake_mode mode;
+	char path[108];
+	pthread_t thread;
+};
+
+static void fake_reply(int fd, const uint8_t *req, ssize_t len,
+		       enum fake_mode mode)
+{
+	uint8_t out[256];
+	struct kvc_msg m;
+	int n;
+
+	if (kvc_proto_decode(req, (size_t)len, &m))
+		return;
+	if (m.type == KVC_MSG_HELLO && mode != FAKE_BAD_HELLO) {
+		struct kvc_hello_reply r = {
+			.version = 1, .mode = KVC_PROTO_MODE_MEMFD,
+			.max_batch = 64, .caps = KVC_PROTO_CAP_MEMFD,
+			.block_size = 1 << 20, .nr_blocks = 4,
+		};
+		int pool = memfd_create("fake-pool", MFD_CLOEXEC);
+		union {
+			struct cmsghdr align;
+			char buf[CMSG_SPACE(sizeof(int))];
+		} cb;
+		struct iovec iov;
+		struct msghdr mh = {
+			.msg_iov = &iov, .msg_iovlen = 1,
+			.msg_control = cb.buf, .msg_controllen = sizeof(cb.buf),
+		};
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+		if (ftruncate(pool, 4 << 20))
+			return;
+		n = kvc_proto_encode_hello_reply(out, sizeof(out), m.seq, &r);
+		iov = (struct iovec){ .iov_base = out, .iov_len = (size_t)n };
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &pool, sizeof(int));
+		sendmsg(fd, &mh, MSG_NOSIGNAL);
+		close(pool);
+		return;
+	}
+	/* Anything else gets an empty LOOKUP reply, then spoiled. */
+	n = kvc_proto_encode_lookup_reply(out, sizeof(out), m.seq, NULL, 0);
+	switch (mode) {
+	case FAKE_BAD_MAGIC:
+	case FAKE_BAD_HELLO:
+		out[0] ^= 0xff;
+		break;
+	case FAKE_WRONG_SEQ:
+		n = kvc_proto_encode_lookup_reply(out, sizeof(out),
+						  m.seq + 7, NULL, 0);
+		break;
+	case FAKE_WRONG_TYPE:
+		n = kvc_proto_encode_flush_reply(out, sizeof(out), m.seq,
+			&(struct kvc_flush_reply){ 0 });
+		break;
+	case FAKE_TRUNCATED:
+		n -= 3;
+		break;
+	case FAKE_SILENT:
+	case FAKE_MODES:
+		return;
+	}
+	send(fd, out, (size_t)n, MSG_NOSIGNAL);
+}
+
+static void *fake_daemon(void *p)
+{
+	struct fake *f = p;
+	uint8_t req[KVC_PROTO_MSG_MAX];
+
+	for (;;) {
+		int fd = accept(f->lfd, NULL, NULL);
+		ssize_t n;
+
+		if (fd < 0)
+			return NULL;
+		while ((n = recv(fd, req, sizeof(req), 0)) > 0)
+			fake_reply(fd, req, n, f->mode);
+		close(fd);
+	}
+}
+
+static int fake_start(struct fake *f, enum fake_mode mode)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+
+	f->mode = mode;
+	snprintf(f->path, sizeof(f->path), "/tmp/libkvc-fake-%d.sock",
+		 (int)getpid());
+	unlink(f->path);
+	strcpy(a.sun_path, f->path);
+	f->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (f->lfd < 0 || bind(f->lfd, (struct sockaddr *)&a, sizeof(a)) ||
+	    listen(f->lfd, 8))
+		return -errno;
+	return -pthread_create(&f->thread, NULL, fake_daemon, f);
+}
+
+static void fake_stop(struct fake *f)
+{
+	shutdown(f->lfd, SHUT_RDWR);
+	pthread_join(f->thread, NULL);
+	close(f->lfd);
+	unlink(f->path);
+}
+
+/* Every kind of nonsense is -EPROTO (or -ETIMEDOUT), never a crash. */
+TEST(malformed_replies)
+{
+	static const struct kvcache_identity id = {
+		.model = "m", .weights_revision = "r", .tokenizer = "t",
+		.kv_layout = "l", .kv_dtype = "d", .lora = "",
+		.tokens_per_block = 4, .tp_size = 1, .pp_size = 1,
+	};
+
+	for (int mode = 0; mode < FAKE_MODES; mode++) {
+		struct kvcache_options o = { .timeout_ms = 300 };
+		struct kvcache_namespace *ns;
+		uint8_t keys[KEY] = { 1 };
+		struct fake f;
+		struct kvcache *c;
+		int r;
+
+		ASSERT_EQ(0, fake_start(&f, mode));
+		o.socket = f.path;
+		r = kvcache_open(&o, &c);
+		if (mode == FAKE_BAD_HELLO) {
+			EXPECT_EQ(-EPROTO, r);
+			fake_stop(&f);
+			continue;
+		}
+		ASSERT_EQ(0, r) TH_LOG("mode %d", mode);
+		ASSERT_EQ(0, kvcache_ns_open(c, 1, &id, 4096, &ns));
+		for (int i = 0; i < 2; i++) {
+			r = kvcache_lookup(ns, keys, 1, NULL);
+			EXPECT_EQ(mode == FAKE_SILENT ? -ETIMEDOUT : -EPROTO, r)
+				TH_LOG("mode %d, call %d", mode, i);
+		}
+		kvcache_close(c);
+		fake_stop(&f);
+	}
+}
+
+TEST_HARNESS_MAIN
