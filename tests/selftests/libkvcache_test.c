@@ -35,6 +35,8 @@
 #include "kselftest_harness.h"
 #include "kvc_client.h"
 #include "kvc_ioctl.h"
+#include "kvc_p2p.h"
+#include "blockfile.h"
 #include "keys.h"
 #include "proto.h"
 #include "libkvcache.h"
@@ -60,13 +62,13 @@ static void tokens_of(uint32_t salt, uint32_t nblocks, uint32_t *tok)
 }
 
 /* Block i's bytes are a function of its key: a wrong block is visible. */
-static void fill(uint8_t *p, const uint8_t *key)
+static void kv_fill(uint8_t *p, const uint8_t *key)
 {
 	for (uint32_t i = 0; i < BLOCK_BYTES; i++)
 		p[i] = (uint8_t)(key[i % KEY] ^ (i >> 8) ^ i);
 }
 
-static bool same(const uint8_t *p, const uint8_t *key)
+static bool kv_same(const volatile uint8_t *p, const uint8_t *key)
 {
 	for (uint32_t i = 0; i < BLOCK_BYTES; i++)
 		if (p[i] != (uint8_t)(key[i % KEY] ^ (i >> 8) ^ i))
@@ -95,7 +97,7 @@ static struct chain *chain_new(struct kvcache_namespace *ns, uint32_t salt,
 		return NULL;
 	ch->data = malloc((size_t)n * BLOCK_BYTES);
 	for (uint32_t i = 0; ch->data && i < n; i++)
-		fill(ch->data + (size_t)i * BLOCK_BYTES, ch->keys + i * KEY);
+		kv_fill(ch->data + (size_t)i * BLOCK_BYTES, ch->keys + i * KEY);
 	return ch->data ? ch : NULL;
 }
 
@@ -117,10 +119,19 @@ static int load_check(struct kvcache_namespace *ns, const struct chain *ch,
 		return -ENOMEM;
 	got = kvcache_load(ns, ch->keys, n, buf, BLOCK_BYTES);
 	for (int i = 0; i < got; i++)
-		if (same(buf + (size_t)i * BLOCK_BYTES, ch->keys + i * KEY))
+		if (kv_same(buf + (size_t)i * BLOCK_BYTES, ch->keys + i * KEY))
 			good++;
 	free(buf);
 	return got < 0 ? got : (good == got ? got : -EBADMSG);
+}
+
+/* A socket path of our own under $TMPDIR (the VM's /tmp is read-only). */
+static void tmp_sock(char *out, size_t len, const char *what)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	snprintf(out, len, "%s/libkvc-%s-%d.sock", tmp && *tmp ? tmp : "/tmp",
+		 what, (int)getpid());
 }
 
 static int lib_open(SELF *self, struct kvcache **c,
@@ -181,7 +192,7 @@ TEST_F(kvcd, store_lookup_load)
 	ASSERT_EQ(8, kvcache_load_map(ns, ch->keys, 8, blk));
 	for (int i = 0; i < 8; i++) {
 		EXPECT_EQ(BLOCK_BYTES, blk[i].len);
-		EXPECT_TRUE(same(blk[i].data, ch->keys + i * KEY));
+		EXPECT_TRUE(kv_same(blk[i].data, ch->keys + i * KEY));
 	}
 	kvcache_release(c, blk, 8);
 	for (int i = 0; i < 8; i++) {
@@ -224,7 +235,7 @@ TEST_F(kvcd, store_continues_a_chain)
 	buf = calloc(12, 2 * BLOCK_BYTES);
 	ASSERT_EQ(12, kvcache_load(ns, ch->keys, 12, buf, 2 * BLOCK_BYTES));
 	for (int i = 0; i < 12; i++) {
-		EXPECT_TRUE(same(buf + (size_t)i * 2 * BLOCK_BYTES,
+		EXPECT_TRUE(kv_same(buf + (size_t)i * 2 * BLOCK_BYTES,
 				 ch->keys + i * KEY));
 	}
 	free(buf);
@@ -302,7 +313,7 @@ TEST_F(kvcd, async_calls_complete)
 	EXPECT_EQ(33, done[0].tag);
 	EXPECT_EQ(6, done[0].result);
 	for (int i = 0; i < 6; i++) {
-		EXPECT_TRUE(same(buf + (size_t)i * BLOCK_BYTES,
+		EXPECT_TRUE(kv_same(buf + (size_t)i * BLOCK_BYTES,
 				 b->keys + i * KEY));
 	}
 	/* Bad arguments are refused at once, not completed later. */
@@ -440,7 +451,7 @@ TEST_F_TIMEOUT(kvcd, daemon_restart_under_a_client, 180)
 	}
 	EXPECT_EQ(8, r);
 	for (uint32_t i = 0; i < 8; i++)
-		fill(ch->data + (size_t)i * BLOCK_BYTES, ch->keys + i * KEY);
+		kv_fill(ch->data + (size_t)i * BLOCK_BYTES, ch->keys + i * KEY);
 	EXPECT_EQ(8, load_check(ns, ch, 8));
 	chain_free(ch);
 	kvcache_close(c);
@@ -547,7 +558,7 @@ TEST(no_daemon)
 	struct kvcache *c = (struct kvcache *)1;
 	int fd;
 
-	snprintf(path, sizeof(path), "/tmp/libkvc-%d.sock", (int)getpid());
+	tmp_sock(path, sizeof(path), "none");
 	unlink(path);
 	EXPECT_EQ(-ENOENT, kvcache_open(&o, &c));
 	EXPECT_EQ(NULL, c);
@@ -605,6 +616,86 @@ TEST_F(kvcd, namespace_denied)
 	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
 		TH_LOG("child status %#x", st);
 	chain_free(ch);
+}
+
+/*
+ * Kernel mode with the bench's fake GPU: blocks g3 holds go from the NVMe
+ * straight into a region of the BAR, and land there intact; a block whose
+ * file is corrupt ends the prefix.
+ */
+TEST_F_TIMEOUT(kvcd, load_region_from_g3, 300)
+{
+	char g3[PATH_MAX], conf[PATH_MAX + 128], why[512] = "", gpu[64];
+	char bar_path[PATH_MAX], file[PATH_MAX], nsdir[PATH_MAX];
+	const uint64_t roff = 8ull << 20, stride = BLOCK_BYTES;
+	struct kvcache_options o = { .g3_directory = g3 };
+	struct kvcache_namespace *ns;
+	volatile uint8_t *bar;
+	struct kvcache *c;
+	struct chain *ch;
+	uint32_t region;
+	int prov, bfd, fd;
+	uint8_t b;
+
+	if (self->mode != KVC_PROTO_MODE_KERNEL ||
+	    find_pci(0x1af4, 0x1110, 0, gpu, sizeof(gpu)))
+		SKIP(return, "needs kvcache.ko and the bench's ivshmem GPU");
+	ASSERT_EQ(0, nvme_fs());
+	prov = bind_gpu(gpu);
+	ASSERT_LE(0, prov);
+	snprintf(bar_path, sizeof(bar_path), PCI_DEVICES "/%s/resource2", gpu);
+	bfd = open(bar_path, O_RDWR | O_SYNC | O_CLOEXEC);
+	ASSERT_LE(0, bfd);
+	bar = mmap(NULL, 64ull << 20, PROT_READ | PROT_WRITE, MAP_SHARED, bfd,
+		   0);
+	close(bfd);
+	ASSERT_NE(MAP_FAILED, bar);
+
+	/* g3 on the NVMe's ext4: O_DIRECT, so the kernel can DMA it. */
+	snprintf(g3, sizeof(g3), MNT "/libkvc-g3-%d", (int)getpid());
+	rm_rf(g3);
+	mkdir(g3, 0755);
+	snprintf(conf, sizeof(conf),
+		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = through\n", g3);
+	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
+	o.socket = self->sock;
+	ASSERT_EQ(0, kvcache_open(&o, &c));
+	ASSERT_EQ(0, kvcache_ns_open(c, self->ns, &test_id, BLOCK_BYTES, &ns));
+	ch = chain_new(ns, 10, 4);
+	ASSERT_NE(NULL, ch);
+	ASSERT_EQ(4, kvcache_store(ns, NULL, ch->keys, 4, ch->data,
+				   BLOCK_BYTES));
+	ASSERT_EQ(4, wait_stat(&self->c, "g3_spills", 4, 30));
+
+	ASSERT_EQ(0, kvcache_region_register(c, (uint32_t)prov, roff,
+					     4 * stride, &region));
+	for (uint64_t i = 0; i < 4 * stride; i++)
+		bar[roff + i] = 0;
+	EXPECT_EQ(-EINVAL, kvcache_load_region(ns, ch->keys, 4, region, 100,
+					       stride));
+	ASSERT_EQ(4, kvcache_load_region(ns, ch->keys, 4, region, 0, stride));
+	for (int i = 0; i < 4; i++) {
+		EXPECT_TRUE(kv_same(bar + roff + i * stride, ch->keys + i * KEY))
+			TH_LOG("block %d in the BAR", i);
+	}
+	/* One payload byte flipped on disk: the prefix ends before it. */
+	snprintf(nsdir, sizeof(nsdir), "%s/ns%u", g3, self->ns);
+	ASSERT_EQ(0, kvc_bf_path(nsdir, ch->keys + 2 * KEY, file, sizeof(file)));
+	fd = open(file, O_RDWR);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(1, pread(fd, &b, 1, 4096 + 100));
+	b ^= 1;
+	ASSERT_EQ(1, pwrite(fd, &b, 1, 4096 + 100));
+	close(fd);
+	/* The page cache holds the good copy: drop it, as a reboot would. */
+	ASSERT_EQ(0, write_str("/proc/sys/vm/drop_caches", "3"));
+	EXPECT_EQ(2, kvcache_load_region(ns, ch->keys, 4, region, 0, stride));
+	EXPECT_EQ(0, kvcache_region_unregister(c, region));
+	EXPECT_EQ(-ENOENT, kvcache_region_unregister(c, region));
+	munmap((void *)bar, 64ull << 20);
+	chain_free(ch);
+	kvcache_close(c);
+	rm_rf(g3);
 }
 
 /* ---- a daemon that answers nonsense ------------------------------------------ */
@@ -712,8 +803,7 @@ static int fake_start(struct fake *f, enum fake_mode mode)
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 
 	f->mode = mode;
-	snprintf(f->path, sizeof(f->path), "/tmp/libkvc-fake-%d.sock",
-		 (int)getpid());
+	tmp_sock(f->path, sizeof(f->path), "fake");
 	unlink(f->path);
 	strcpy(a.sun_path, f->path);
 	f->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
