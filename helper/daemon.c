@@ -530,14 +530,16 @@ static int kvcd_lookup(struct kvcd *d, struct kvc_peer *p,
 	static struct kvc_match match[KVC_PROTO_MAX_BATCH];
 	static struct kvc_lookup_entry out[KVC_PROTO_MAX_BATCH];
 	const struct kvc_lookup *l = &m->lookup;
+	bool more = l->flags & KVC_PROTO_LOOKUP_CONTINUE;
 	double t0 = kvcd_now();
+	uint64_t asked, hits;
 	int n;
 
 	if (!kvcd_may(d, p, l->ns_id, 4))
 		return kvcd_error(reply, m, -EACCES, "namespace not readable");
-	n = kvc_index_lookup(d->index, l->ns_id,
-			     (const uint8_t (*)[KVCACHE_KEY_SIZE])l->keys,
-			     l->count, l->tiers, match);
+	n = (more ? kvc_index_lookup_more : kvc_index_lookup)(d->index,
+			l->ns_id, (const uint8_t (*)[KVCACHE_KEY_SIZE])l->keys,
+			l->count, l->tiers, match);
 	if (n < 0)
 		return kvcd_error(reply, m, n, "lookup failed");
 	for (int i = 0; i < n; i++) {
@@ -561,11 +563,14 @@ static int kvcd_lookup(struct kvcd *d, struct kvc_peer *p,
 				 kvc_index_hash(d->index, l->ns_id,
 						l->keys + (size_t)n *
 						KVCACHE_KEY_SIZE));
+	/* A continued chain's first key was counted by the lookup before. */
+	asked = l->count - (more ? 1 : 0);
+	hits = (uint64_t)n - (more && n ? 1 : 0);
 	d->lookups++;
-	d->lookup_keys += l->count;
-	d->hit_keys += (uint64_t)n;
-	kvc_metric_add(d->dm.hits[KVC_TIER_POOL], (uint64_t)n);
-	kvc_metric_add(d->dm.misses[KVC_TIER_POOL], l->count - (uint64_t)n);
+	d->lookup_keys += asked;
+	d->hit_keys += hits;
+	kvc_metric_add(d->dm.hits[KVC_TIER_POOL], hits);
+	kvc_metric_add(d->dm.misses[KVC_TIER_POOL], asked - hits);
 	kvc_metric_observe(d->dm.lookup_seconds, kvcd_now() - t0);
 	return kvc_proto_encode_lookup_reply(reply, KVC_PROTO_MSG_MAX, m->seq,
 					     out, (uint32_t)n);

@@ -18,6 +18,7 @@
  * 11.4 bytes a key, and a successful probe reads 1.5 to 4.5 slots.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -297,9 +298,10 @@ int kvc_index_find(const struct kvc_index *idx, uint32_t ns,
  */
 #define LOOKAHEAD	8
 
-int kvc_index_lookup(const struct kvc_index *idx, uint32_t ns,
-		     const uint8_t (*keys)[KVCACHE_KEY_SIZE], size_t n,
-		     unsigned int tier_mask, struct kvc_match *out)
+static int index_lookup(const struct kvc_index *idx, uint32_t ns,
+			const uint8_t (*keys)[KVCACHE_KEY_SIZE], size_t n,
+			unsigned int tier_mask, struct kvc_match *out,
+			bool more)
 {
 	uint64_t hs[LOOKAHEAD];
 	size_t mask = idx->nslots - 1, i;
@@ -328,7 +330,8 @@ int kvc_index_lookup(const struct kvc_index *idx, uint32_t ns,
 		if (id == KVC_ID_NONE)
 			break;
 		e = slab(idx, id);
-		if (e->parent != prev || !(e->tiers & tier_mask))
+		if ((e->parent != prev && (i || !more)) ||
+		    !(e->tiers & tier_mask))
 			break;
 		if (out) {
 			out[i].id = id;
@@ -338,6 +341,20 @@ int kvc_index_lookup(const struct kvc_index *idx, uint32_t ns,
 		prev = id;
 	}
 	return (int)i;
+}
+
+int kvc_index_lookup(const struct kvc_index *idx, uint32_t ns,
+		     const uint8_t (*keys)[KVCACHE_KEY_SIZE], size_t n,
+		     unsigned int tier_mask, struct kvc_match *out)
+{
+	return index_lookup(idx, ns, keys, n, tier_mask, out, false);
+}
+
+int kvc_index_lookup_more(const struct kvc_index *idx, uint32_t ns,
+			  const uint8_t (*keys)[KVCACHE_KEY_SIZE], size_t n,
+			  unsigned int tier_mask, struct kvc_match *out)
+{
+	return index_lookup(idx, ns, keys, n, tier_mask, out, true);
 }
 
 const struct kvc_entry *kvc_index_entry(const struct kvc_index *idx,

@@ -121,6 +121,13 @@ int kvc_index_find(const struct kvc_index *idx, uint32_t ns,
 int kvc_index_lookup(const struct kvc_index *idx, uint32_t ns,
 		     const uint8_t (*keys)[KVCACHE_KEY_SIZE], size_t n,
 		     unsigned int tier_mask, struct kvc_match *out);
+/*
+ * The same, continuing a chain matched before: keys[0] is its last
+ * matched key, so its parent is not checked (LOOKUP's CONTINUE flag).
+ */
+int kvc_index_lookup_more(const struct kvc_index *idx, uint32_t ns,
+			  const uint8_t (*keys)[KVCACHE_KEY_SIZE], size_t n,
+			  unsigned int tier_mask, struct kvc_match *out);
 
 /* The entry with this id, or NULL if there is none. O(1). */
 const struct kvc_entry *kvc_index_entry(const struct kvc_index *idx,

@@ -318,8 +318,9 @@ static int decode_lookup(struct kvc_msg *m, const uint8_t *b, size_t blen)
 	l->ns_id = get32(b);
 	l->tiers = get32(b + 4);
 	l->count = get32(b + 8);
-	if (get32(b + 12))
-		return fail(m, -EINVAL, "reserved field is not zero");
+	l->flags = get32(b + 12);
+	if (l->flags & ~KVC_PROTO_LOOKUP_FLAGS_ALL)
+		return fail(m, -EINVAL, "unknown LOOKUP flags");
 	if (!ns_ok(l->ns_id))
 		return fail(m, -EINVAL, "namespace id out of range");
 	if (!tiers_ok(l->tiers))
@@ -978,12 +979,22 @@ int kvc_proto_encode_lookup(void *buf, size_t size, uint32_t seq,
 			    const uint8_t *keys,
 			    uint32_t count)
 {
+	return kvc_proto_encode_lookup_flags(buf, size, seq, ns_id, tiers, 0,
+					     keys, count);
+}
+
+int kvc_proto_encode_lookup_flags(void *buf, size_t size, uint32_t seq,
+				  uint32_t ns_id, uint32_t tiers,
+				  uint32_t flags, const uint8_t *keys,
+				  uint32_t count)
+{
 	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
 	size_t total;
 	int ret;
 
 	if (!ns_ok(ns_id) || !tiers_ok(tiers) || !count ||
-	    count > KVC_PROTO_MAX_BATCH || !keys)
+	    count > KVC_PROTO_MAX_BATCH || !keys ||
+	    (flags & ~KVC_PROTO_LOOKUP_FLAGS_ALL))
 		return -EINVAL;
 	total = KVC_PROTO_HDR_SIZE + LOOKUP_FIXED +
 		(size_t)count * KVCACHE_KEY_SIZE;
@@ -993,7 +1004,7 @@ int kvc_proto_encode_lookup(void *buf, size_t size, uint32_t seq,
 	put32(b, ns_id);
 	put32(b + 4, tiers);
 	put32(b + 8, count);
-	put32(b + 12, 0);
+	put32(b + 12, flags);
 	/* Keys are bytes, not integers: they go out as they are. */
 	memcpy(b + LOOKUP_FIXED, keys, (size_t)count * KVCACHE_KEY_SIZE);
 	return (int)total;

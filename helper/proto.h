@@ -107,6 +107,15 @@
 #define KVC_PROTO_CAP_MEMFD	(1ull << 1)
 #define KVC_PROTO_CAP_ALL	(KVC_PROTO_CAP_DEVICE | KVC_PROTO_CAP_MEMFD)
 
+/*
+ * LOOKUP flags. CONTINUE: the request continues a chain a previous LOOKUP
+ * matched, so keys[0] (the last key matched then) need not start a chain:
+ * its parent is not checked, the rest are as usual. It lets a client look
+ * up chains longer than one message.
+ */
+#define KVC_PROTO_LOOKUP_CONTINUE	(1u << 0)
+#define KVC_PROTO_LOOKUP_FLAGS_ALL	KVC_PROTO_LOOKUP_CONTINUE
+
 /* STORE entry flags. FIRST: the first block of a chain, no parent. */
 #define KVC_PROTO_STORE_FIRST		(1u << 0)
 #define KVC_PROTO_STORE_FLAGS_ALL	KVC_PROTO_STORE_FIRST
@@ -152,6 +161,7 @@ struct kvc_lookup {
 	uint32_t ns_id;		/* 1..KVCACHE_NS_MAX */
 	uint32_t tiers;		/* non-zero subset of KVC_PROTO_TIERS_ALL */
 	uint32_t count;		/* 1..KVC_PROTO_MAX_BATCH keys, chain order */
+	uint32_t flags;		/* KVC_PROTO_LOOKUP_* */
 	const uint8_t *keys;	/* count keys, key i at keys + i * 32 */
 };
 
@@ -425,6 +435,11 @@ int kvc_proto_encode_lookup(void *buf, size_t size, uint32_t seq,
 			    uint32_t ns_id, uint32_t tiers,
 			    const uint8_t *keys,
 			    uint32_t count);
+/* The same with KVC_PROTO_LOOKUP_* flags. */
+int kvc_proto_encode_lookup_flags(void *buf, size_t size, uint32_t seq,
+				  uint32_t ns_id, uint32_t tiers,
+				  uint32_t flags, const uint8_t *keys,
+				  uint32_t count);
 int kvc_proto_encode_lookup_reply(void *buf, size_t size, uint32_t seq,
 				  const struct kvc_lookup_entry *e,
 				  uint32_t matched);

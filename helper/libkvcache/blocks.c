@@ -67,13 +67,20 @@ LIB_EXPORT int kvcache_lookup(struct kvcache_namespace *ns,
 	if (!k)
 		return ret;
 	while (done < n) {
-		uint32_t chunk = (uint32_t)(n - done < lib_batch(c) ?
-					    n - done : lib_batch(c));
-		uint32_t matched;
+		/*
+		 * Past the first message, the next one starts with the last
+		 * key matched, flagged CONTINUE: the daemon checks the chain
+		 * from there on (a message's first key need not be a root).
+		 */
+		size_t from = done ? done - 1 : 0;
+		uint32_t chunk = (uint32_t)(n - from < lib_batch(c) ?
+					    n - from : lib_batch(c));
+		uint32_t flags = done ? KVC_PROTO_LOOKUP_CONTINUE : 0;
+		uint32_t matched, fresh;
 
-		ret = lib_call(c, k, kvc_proto_encode_lookup(LIB_TX(k),
-				ns->ns_id, KVC_PROTO_TIERS_ALL,
-				key_at(keys, done), chunk),
+		ret = lib_call(c, k, kvc_proto_encode_lookup_flags(LIB_TX(k),
+				ns->ns_id, KVC_PROTO_TIERS_ALL, flags,
+				key_at(keys, from), chunk),
 			       KVC_MSG_LOOKUP_REPLY);
 		if (ret)
 			break;
@@ -82,14 +89,17 @@ LIB_EXPORT int kvcache_lookup(struct kvcache_namespace *ns,
 			ret = -EPROTO;
 			break;
 		}
-		for (uint32_t i = 0; tiers && i < matched; i++) {
+		/* Keys matched beyond those known before this message. */
+		fresh = matched - (done && matched ? 1 : 0);
+		for (uint32_t i = 0; tiers && i < fresh; i++) {
 			struct kvc_lookup_entry e;
 
-			kvc_proto_lookup_entry(&k->msg.lookup_reply, i, &e);
+			kvc_proto_lookup_entry(&k->msg.lookup_reply,
+					       i + (matched - fresh), &e);
 			tiers[done + i] = e.tiers;
 		}
-		done += matched;
-		if (matched < chunk)
+		done += fresh;
+		if (matched < chunk || !fresh)
 			break;
 	}
 	lib_conn_put(c, k);

@@ -314,6 +314,21 @@ out:
 	return ret;
 }
 
+/*
+ * The daemon never speaks unasked, so an idle connection that is readable
+ * has been closed (a restarted or stopped daemon) or broken: drop it and
+ * connect again, rather than fail the call that would send on it.
+ */
+static bool conn_idle_ok(struct lib_conn *k)
+{
+	struct pollfd pfd = { .fd = k->fd, .events = POLLIN };
+
+	if (poll(&pfd, 1, 0) == 0)
+		return true;
+	conn_drop(k);
+	return false;
+}
+
 struct lib_conn *lib_conn_get(struct kvcache *c, int want, int *err)
 {
 	struct lib_conn *k = NULL;
@@ -347,7 +362,7 @@ struct lib_conn *lib_conn_get(struct kvcache *c, int want, int *err)
 	}
 	k->busy = true;
 	pthread_mutex_unlock(&c->lock);
-	if (k->fd >= 0)
+	if (k->fd >= 0 && conn_idle_ok(k))
 		return k;
 	ret = conn_connect(c, k);
 	if (!ret)

@@ -150,7 +150,8 @@ LIB_EXPORT const char *kvcache_strerror(int err)
 	case 0:
 		return "success";
 	case ENOENT:
-		return "no such socket or key: is kvcached running?";
+		return "not found (a key, a parent key, or kvcached's socket: "
+		       "is kvcached running?)";
 	case ECONNREFUSED:
 		return "kvcached is not accepting connections (not running?)";
 	case ECONNRESET:

@@ -185,6 +185,20 @@ static void chain_lookup(void)
 	TAP_CHECK(kvc_index_lookup(idx, 9, k, 20, 8, NULL) == -EINVAL);
 	/* Not a chain from its start: keys[0] has a parent. */
 	TAP_CHECK(kvc_index_lookup(idx, 9, k + 1, 19, KVC_TIERS_ALL, NULL) == 0);
+	/* ... unless it continues a chain matched before. */
+	TAP_CHECK(kvc_index_lookup_more(idx, 9, k + 1, 19, KVC_TIERS_ALL,
+					out) == 15);
+	TAP_CHECK(out[0].id == id[1] && out[14].id == id[15]);
+	TAP_CHECK(kvc_index_lookup_more(idx, 9, k + 7, 5, 1u << KVC_TIER_POOL,
+					NULL) == 1);
+	/* Only the first key's parent goes unchecked. */
+	TAP_CHECK(kvc_index_lookup_more(idx, 9, k + 3, 1, KVC_TIERS_ALL,
+					NULL) == 1);
+	memcpy(out, k[5], KS);
+	memcpy(k[5], k[9], KS);
+	TAP_CHECK(kvc_index_lookup_more(idx, 9, k + 3, 10, KVC_TIERS_ALL,
+					NULL) == 2);
+	memcpy(k[5], out, KS);
 	/* A present key that is not the child of the previous one ends it. */
 	TAP_CHECK(kvc_index_insert(idx, 9, k[19], NULL, &other) == -EEXIST);
 	memcpy(k[4], k[6], KS);

@@ -91,11 +91,12 @@ static int reencode(const struct kvc_msg *m, uint8_t *out, size_t size)
 		return kvc_proto_encode_hello_reply(out, size, m->seq,
 						    &m->hello_reply);
 	case KVC_MSG_LOOKUP:
-		return kvc_proto_encode_lookup(out, size, m->seq,
-					       m->lookup.ns_id,
-					       m->lookup.tiers,
-					       m->lookup.keys,
-					       m->lookup.count);
+		return kvc_proto_encode_lookup_flags(out, size, m->seq,
+						     m->lookup.ns_id,
+						     m->lookup.tiers,
+						     m->lookup.flags,
+						     m->lookup.keys,
+						     m->lookup.count);
 	case KVC_MSG_LOOKUP_REPLY:
 		for (i = 0; i < m->lookup_reply.matched; i++)
 			kvc_proto_lookup_entry(&m->lookup_reply, i, &le[i]);
@@ -281,7 +282,21 @@ static void lookup_roundtrip(void)
 	/* Keys are not copied: they point into the datagram. */
 	TAP_CHECK(m.lookup.keys == buf + 40);
 	TAP_CHECK(!memcmp(m.lookup.keys, keys, 3 * 32));
+	TAP_CHECK(m.lookup.flags == 0);
 	TAP_CHECK(same_after_roundtrip(buf, n));
+
+	/* CONTINUE is the one flag; offset 36 holds it. */
+	n = kvc_proto_encode_lookup_flags(buf, sizeof(buf), 5, 1, 1,
+					  KVC_PROTO_LOOKUP_CONTINUE, keys[0], 2);
+	TAP_CHECK(n == 40 + 2 * 32 && buf[36] == 1 && !buf[37] && !buf[38] &&
+		  !buf[39]);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.lookup.flags == KVC_PROTO_LOOKUP_CONTINUE);
+	TAP_CHECK(same_after_roundtrip(buf, n));
+	put32(buf + 36, 2);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == -EINVAL);
+	TAP_CHECK(kvc_proto_encode_lookup_flags(buf, sizeof(buf), 5, 1, 1, 2,
+						keys[0], 2) == -EINVAL);
 
 	/* The largest batch fits one message. */
 	n = kvc_proto_encode_lookup(buf, sizeof(buf), 5, 1, 1, keys[0],
@@ -1357,8 +1372,12 @@ static void bad_fields(void)
 	put32(buf + 24, 0x10000);
 	TAP_CHECK(dec(len) == -EINVAL);
 	put32(buf + 24, 1);
-	buf[36] = 1;
-	TAP_CHECK(dec(len) == -EINVAL);		/* reserved */
+	buf[36] = 2;
+	TAP_CHECK(dec(len) == -EINVAL);		/* unknown flag */
+	buf[36] = 0;
+	buf[39] = 0x80;
+	TAP_CHECK(dec(len) == -EINVAL);
+	buf[39] = 0;
 
 	len = (size_t)kvc_proto_encode_lookup_reply(buf, sizeof(buf), 1, le,
 						    1);
