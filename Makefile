@@ -15,6 +15,7 @@
 #   make install [PREFIX=/usr/local]  install the library, its header and
 #                               the tools
 #   make unit                   build and run the host unit tests (ASan/UBSan)
+#   make pytest                 the Python binding's tests (a real kvcached)
 #   make selftests              build the in-VM selftests
 #   make bench                  benchmarks in the VM -> Documentation/benchmarks.md
 #   make vm-shell               interactive shell in the test VM
@@ -58,7 +59,7 @@ UNIT_TESTS := test_uapi test_devinfo test_keys test_proto test_config \
 SELFTESTS := kvcache_dev_test bench_test pool_test pool_fuzz_test p2p_test \
 	     kvcached_test tiers_test libkvcache_test
 
-.PHONY: all deps kernel module helper lib engine install unit unit-build selftests check demo \
+.PHONY: all deps kernel module helper lib engine install pytest unit unit-build selftests check demo \
 	bench bench-build vm-shell clean
 
 all: helper lib engine unit-build
@@ -178,6 +179,10 @@ $(BUILD)/unit/%: tests/unit/%.c tests/unit/tap.h tests/unit/scratch.h $(SAN_OBJS
 
 unit: unit-build
 	@for t in $(UNIT_TESTS); do $(BUILD)/unit/$$t || exit 1; done
+
+# Debian's python3 is the one python3-pytest is installed for.
+pytest: helper lib
+	/usr/bin/python3 -m pytest -q $(TOP)/tests/python
 
 # The selftests use the kernel's kselftest_harness.h (GNU C), from the test
 # kernel's source tree. Its macros compare int constants with unsigned
