@@ -55,9 +55,9 @@ DAEMON_SRCS := helper/daemon.c helper/daemon_tiers.c helper/server.c \
 	       helper/kdev.c
 UNIT_TESTS := test_uapi test_devinfo test_keys test_proto test_config \
 	      test_metrics test_mpool test_kevents test_index test_policy \
-	      test_blockfile test_tier test_manifest
+	      test_blockfile test_tier test_manifest test_model
 SELFTESTS := kvcache_dev_test bench_test pool_test pool_fuzz_test p2p_test \
-	     kvcached_test tiers_test libkvcache_test
+	     kvcached_test tiers_test libkvcache_test engine_test
 
 .PHONY: all deps kernel module helper lib engine install pytest unit unit-build selftests check demo \
 	bench bench-build vm-shell clean
@@ -169,6 +169,13 @@ $(BUILD)/unit/obj/%.o: helper/%.c helper/*.h uapi/linux/kvcache.h
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) $(SAN_FLAGS) -c -o $@ $<
 
+# The reference engine's model: its own sources, not the helper's.
+$(BUILD)/unit/test_model: tests/unit/test_model.c tests/unit/tap.h \
+			  helper/engine/model.c helper/engine/model.h
+	@mkdir -p $(dir $@)
+	$(CC) $(USER_CFLAGS) $(SAN_FLAGS) -I$(TOP)/tests/unit -o $@ $< \
+		helper/engine/model.c -pthread -lm
+
 $(BUILD)/unit/%: tests/unit/%.c tests/unit/tap.h tests/unit/scratch.h $(SAN_OBJS) helper/*.h \
 		 uapi/linux/kvcache.h tests/unit/key_vectors.txt helper/kvcached.conf
 	@mkdir -p $(dir $@)
@@ -203,11 +210,12 @@ $(BUILD)/selftests/%: tests/selftests/%.c tests/selftests/*.h \
 # start the daemon they test. They share kvcd_fixture.h, of which each uses
 # a part (hence -Wno-unused-function); their paths are built under
 # $TMPDIR and checked where it matters.
-$(BUILD)/selftests/kvcached_test $(BUILD)/selftests/tiers_test: \
+$(BUILD)/selftests/kvcached_test $(BUILD)/selftests/tiers_test \
+$(BUILD)/selftests/engine_test: \
 		$(BUILD)/selftests/%: tests/selftests/%.c \
 		tests/selftests/*.h helper/proto.c helper/keys.c \
 		helper/blockfile.c helper/*.h uapi/linux/kvcache.h \
-		$(BUILD)/helper/kvcached
+		$(BUILD)/helper/kvcached $(BUILD)/engine/kvc-engine
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -Wno-unused-parameter -Wno-sign-compare -Wno-clobbered \
 		-Wno-unused-function -Wno-format-truncation \

@@ -11,8 +11,10 @@
 #define KVCD_FIXTURE_H
 
 #include <ftw.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #define TPB		16		/* tokens per block */
 #define PAYLOAD		4096		/* bytes written and sealed per block */
