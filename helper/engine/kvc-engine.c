@@ -107,6 +107,11 @@ static const char usage_text[] =
 "          --requests R (200) --clients C (28) --prompts P (100)\n"
 "          --shared-tokens S (1024) --unique-tokens U (128) --docs D (4)\n"
 "          --gen G (0)\n"
+"  reload  per context length, the prompt ttft made with the same\n"
+"          --prompt-seed, loaded from wherever the cache holds it now\n"
+"          (after kvcachectl flush, from g3 or g4), timed against a\n"
+"          full recompute, with the bit-exact check\n"
+"          --contexts LIST   as ttft\n"
 "  verify  store a prompt, load it back, compare with a full recompute:\n"
 "          exit 0 only if the logits are bit-identical\n"
 "          --context N (1024) --phase both|store|load (both): store\n"
@@ -607,6 +612,69 @@ static int cmd_ttft(struct app *a)
 	return status;
 }
 
+/* ---- reload ---------------------------------------------------------------- */
+
+/*
+ * The ttft prompts again (same --prompt-seed), served from wherever the
+ * cache holds them now: the demo flushes the pool, then g3, between runs
+ * to time each tier. Each is checked against a full recompute.
+ */
+static int cmd_reload(struct app *a)
+{
+	static const char header[] =
+		"cmd,model,context,ttft_s,ttft_full_s,speedup,reused_tokens,"
+		"computed_tokens,bytes_loaded,blocks_dram,blocks_g3,"
+		"blocks_g4,identical,errors";
+	uint32_t max = 0, *tok;
+	struct engine_result r;
+	struct engine *e;
+	int status = 0;
+
+	for (unsigned int i = 0; i < a->o.ncontexts; i++)
+		if (a->o.contexts[i] > max)
+			max = a->o.contexts[i];
+	tok = malloc((size_t)max * sizeof(*tok));
+	if (!tok || make_engine(a, max, a->o.threads, &e)) {
+		free(tok);
+		return 1;
+	}
+	printf("%8s %10s %12s %8s %8s %6s %6s %6s %9s\n", "context", "ttft_s",
+	       "ttft_full_s", "speedup", "reused", "dram", "g3", "g4",
+	       "identical");
+	for (unsigned int i = 0; i < a->o.ncontexts; i++) {
+		uint32_t n = a->o.contexts[i];
+		double speedup;
+		int same;
+
+		make_tokens(tok, n, a->o.prompt_seed, S_TTFT, n, a->cfg.vocab);
+		progress(a, "reload: context %u...\n", n);
+		same = engine_verify(e, tok, n, 0, &r);
+		if (same < 0) {
+			status = request_failed(n, same);
+			break;
+		}
+		report_errors(&r);
+		if (!same)
+			status = 1;
+		speedup = r.ttft_s > 0 ? r.recompute_s / r.ttft_s : 0;
+		printf("%8u %10.4f %12.4f %8.1f %8u %6u %6u %6u %9s\n", n,
+		       r.ttft_s, r.recompute_s, speedup, r.reused_tokens,
+		       r.tier_blocks[ENGINE_DRAM], r.tier_blocks[ENGINE_G3],
+		       r.tier_blocks[ENGINE_G4], same ? "yes" : "NO");
+		fflush(stdout);
+		csv_row(a, header, "reload,%s,%u,%.6f,%.6f,%.3f,%u,%u,%" PRIu64
+			",%u,%u,%u,%s,%u\n", a->model_name, n, r.ttft_s,
+			r.recompute_s, speedup, r.reused_tokens,
+			r.computed_tokens, r.bytes_loaded,
+			r.tier_blocks[ENGINE_DRAM], r.tier_blocks[ENGINE_G3],
+			r.tier_blocks[ENGINE_G4], same ? "yes" : "no",
+			r.errors);
+	}
+	engine_free(e);
+	free(tok);
+	return status;
+}
+
 /* ---- chat and agent ------------------------------------------------------ */
 
 static const char step_header[] =
@@ -1055,7 +1123,7 @@ static uint64_t needed_tokens(const struct app *a)
 	const struct opts *o = &a->o;
 	uint64_t max = 0;
 
-	if (!strcmp(a->cmd, "ttft")) {
+	if (!strcmp(a->cmd, "ttft") || !strcmp(a->cmd, "reload")) {
 		for (unsigned int i = 0; i < o->ncontexts; i++)
 			if (o->contexts[i] > max)
 				max = o->contexts[i];
@@ -1130,7 +1198,7 @@ static int open_cache(struct app *a)
 int main(int argc, char **argv)
 {
 	static const char *const cmds[] = {
-		"ttft", "chat", "agent", "serve", "verify",
+		"ttft", "reload", "chat", "agent", "serve", "verify",
 	};
 	struct app a = { 0 };
 	uint64_t need;
@@ -1185,6 +1253,8 @@ int main(int argc, char **argv)
 
 	if (!strcmp(a.cmd, "ttft"))
 		status = cmd_ttft(&a);
+	else if (!strcmp(a.cmd, "reload"))
+		status = cmd_reload(&a);
 	else if (!strcmp(a.cmd, "chat"))
 		status = cmd_chat(&a, (uint32_t)need);
 	else if (!strcmp(a.cmd, "agent"))
