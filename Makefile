@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # kvcache top-level Makefile. The two commands a newcomer needs:
-#   make demo    build what is needed and show kvcache running in the test VM
+#   make demo    build what is needed and run the end-to-end demo (VM=1: in
+#                the test VM, on kvcache.ko)
 #   make check   every test suite; ends with "N passed, N failed"
 #
 # Other targets:
@@ -253,8 +254,9 @@ $(BUILD)/san/libkvcache_test: tests/selftests/libkvcache_test.c \
 check:
 	$(TOP)/scripts/check
 
+# VM=1: in the test VM, on kvcache.ko (scripts/demo).
 demo:
-	$(TOP)/scripts/demo
+	VM=$(VM) $(TOP)/scripts/demo
 
 bench:
 	$(TOP)/scripts/bench

@@ -2,7 +2,7 @@
 /*
  * libkvcache internals, shared by its files:
  *   conn.c     connections to kvcached: connect, HELLO, request/reply
- *   client.c   kvcache_open/close, namespaces, keys, counters
+ *   lib.c      kvcache_open/close, namespaces, keys, counters
  *   blocks.c   lookup, load, store: the two pool modes
  *   async.c    the worker threads behind the _async calls
  *   region.c   GPU regions and loads from G3 into them

@@ -22,8 +22,11 @@
  *     connections for as long as it talks to the daemon. A call never
  *     keeps a lock while it copies block data.
  *   - The daemon restarting: a call caught by it fails with -ECONNRESET
- *     (or -ENOTCONN while the daemon is down); the next call reconnects.
- *     Blocks mapped with kvcache_load_map() stay readable until released.
+ *     (-ENOENT or -ECONNREFUSED while the daemon is down); later calls
+ *     reconnect by themselves. Blocks mapped with kvcache_load_map() stay
+ *     readable until released.
+ *   - Keys passed to one call must be a chain as kvcache_ns_keys() made
+ *     it (key i the child of key i-1): loads trust that.
  */
 #ifndef LIBKVCACHE_H
 #define LIBKVCACHE_H
@@ -85,9 +88,9 @@ struct kvcache_client_info {
 int kvcache_open(const struct kvcache_options *opts, struct kvcache **out);
 
 /*
- * Close a client: waits for its asynchronous calls, releases every block
- * still mapped, closes its namespaces' handles (their pointers become
- * invalid) and frees it. NULL is ignored.
+ * Close a client: waits for its queued asynchronous calls, frees its
+ * namespaces (their pointers become invalid) and everything else. Release
+ * mapped blocks first: their mappings are not tracked. NULL is ignored.
  */
 void kvcache_close(struct kvcache *c);
 
