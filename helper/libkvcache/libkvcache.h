@@ -211,7 +211,9 @@ int kvcache_store(struct kvcache_namespace *ns, const uint8_t *parent,
  * payload moves. Returns the number of leading blocks loaded; it stops at
  * the first block G3 does not hold (a block only in DRAM is best read by
  * the GPU's copy engine from kvcache_load_map()'s pinned mapping).
- * -EOPNOTSUPP in memfd mode or without a g3_directory.
+ * n is at most 1024; offset and stride are multiples of 4096, stride at
+ * least block_bytes rounded up to 4096 (-EINVAL). -EOPNOTSUPP in memfd
+ * mode or without a g3_directory.
  */
 int kvcache_region_register(struct kvcache *c, uint32_t provider,
 			    uint64_t offset, uint64_t length,
