@@ -264,7 +264,24 @@ bench:
 bench-build: $(BUILD)/bench/pool_bench $(BUILD)/bench/p2p_bench \
 	     $(BUILD)/bench/index_bench $(BUILD)/bench/socket_bench \
 	     $(BUILD)/bench/tier_bench $(BUILD)/bench/recovery_bench \
-	     $(BUILD)/helper/kvcached
+	     $(BUILD)/bench/peer_bench $(BUILD)/bench/scale_bench \
+	     $(BUILD)/helper/kvcached $(BUILD)/helper/kvcachectl \
+	     $(BUILD)/engine/kvc-engine
+
+# kvcache against its peers (Redis over hiredis, LMDB) and how it scales,
+# through libkvcache as an engine uses it.
+$(BUILD)/bench/peer_bench: tests/bench/peer_bench.c tests/bench/bench.h \
+			   helper/libkvcache/libkvcache.h $(BUILD)/lib/libkvcache.a
+	@mkdir -p $(dir $@)
+	$(CC) $(USER_CFLAGS) -I$(TOP)/helper/libkvcache -o $@ $< \
+		$(BUILD)/lib/libkvcache.a -lhiredis -llmdb $(LIB_LIBS)
+
+$(BUILD)/bench/scale_bench: tests/bench/scale_bench.c tests/bench/bench.h \
+			    helper/index.c helper/index.h \
+			    helper/libkvcache/libkvcache.h $(BUILD)/lib/libkvcache.a
+	@mkdir -p $(dir $@)
+	$(CC) $(USER_CFLAGS) -I$(TOP)/helper/libkvcache -o $@ $< \
+		helper/index.c $(BUILD)/lib/libkvcache.a $(LIB_LIBS)
 
 $(BUILD)/bench/pool_bench: tests/bench/pool_bench.c uapi/linux/kvcache.h
 	@mkdir -p $(dir $@)
