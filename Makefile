@@ -18,7 +18,9 @@
 #   make unit                   build and run the host unit tests (ASan/UBSan)
 #   make pytest                 the Python binding's tests (a real kvcached)
 #   make selftests              build the in-VM selftests
-#   make bench                  benchmarks in the VM -> Documentation/benchmarks.md
+#   make bench                  benchmarks (test VM and host) ->
+#                               Documentation/benchmarks.md and its plots
+#                               (KVC_BENCH_ONLY=... runs a part: scripts/bench)
 #   make vm-shell               interactive shell in the test VM
 #   make clean
 
