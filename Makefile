@@ -279,6 +279,7 @@ $(BUILD)/bench/peer_bench: tests/bench/peer_bench.c tests/bench/bench.h \
 		$(BUILD)/lib/libkvcache.a -lhiredis -llmdb $(LIB_LIBS)
 
 $(BUILD)/bench/scale_bench: tests/bench/scale_bench.c tests/bench/bench.h \
+			    tests/bench/chained.h \
 			    helper/index.c helper/index.h \
 			    helper/libkvcache/libkvcache.h $(BUILD)/lib/libkvcache.a
 	@mkdir -p $(dir $@)
@@ -295,6 +296,7 @@ $(BUILD)/bench/p2p_bench: tests/bench/p2p_bench.c tests/selftests/*.h \
 	$(CC) $(USER_CFLAGS) -Itests/selftests -o $@ $<
 
 $(BUILD)/bench/index_bench: tests/bench/index_bench.c tests/bench/bench.h \
+			    tests/bench/chained.h \
 			    helper/index.c helper/index.h uapi/linux/kvcache.h
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) -o $@ $< helper/index.c

@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "chained.h"
 #include "index.h"
 
 #define KS		KVCACHE_KEY_SIZE
@@ -52,60 +53,6 @@ static void die(const char *what)
 {
 	fprintf(stderr, "index_bench: %s\n", what);
 	exit(1);
-}
-
-/* ---- the baseline: separate chaining ------------------------------------ */
-
-struct node {
-	uint8_t key[KS];
-	uint32_t next;
-};
-
-struct chained {
-	uint32_t *head;			/* UINT32_MAX: empty bucket */
-	struct node *nodes;
-	size_t mask, n;
-};
-
-static uint64_t chained_hash(const uint8_t *k)
-{
-	uint64_t h;
-
-	memcpy(&h, k, 8);
-	return h;
-}
-
-static void chained_init(struct chained *t, size_t n)
-{
-	size_t b = 1;
-
-	while (b < n)
-		b *= 2;
-	t->head = malloc(b * sizeof(*t->head));
-	t->nodes = malloc(n * sizeof(*t->nodes));
-	if (!t->head || !t->nodes)
-		die("no memory for the baseline");
-	memset(t->head, 0xff, b * sizeof(*t->head));
-	t->mask = b - 1;
-	t->n = 0;
-}
-
-static void chained_add(struct chained *t, const uint8_t *k)
-{
-	size_t b = chained_hash(k) & t->mask;
-
-	memcpy(t->nodes[t->n].key, k, KS);
-	t->nodes[t->n].next = t->head[b];
-	t->head[b] = (uint32_t)t->n++;
-}
-
-static uint32_t chained_find(const struct chained *t, const uint8_t *k)
-{
-	uint32_t i = t->head[chained_hash(k) & t->mask];
-
-	while (i != UINT32_MAX && memcmp(t->nodes[i].key, k, KS))
-		i = t->nodes[i].next;
-	return i;
 }
 
 /* ---- one size ------------------------------------------------------------ */
@@ -133,7 +80,8 @@ static void bench(size_t n, int runs)
 	n = chains * CHAIN;
 	if (!q || !pq || !out || kvc_index_create(&idx, n, 0x5eed))
 		die("no memory");
-	chained_init(&t, n);
+	if (chained_init(&t, n))
+		die("no memory for the baseline");
 	t0 = now_ns();
 	for (size_t c = 0; c < chains; c++) {
 		uint8_t k[KS], parent[KS];
@@ -223,8 +171,7 @@ static void bench(size_t n, int runs)
 		fflush(stdout);
 	}
 	kvc_index_destroy(idx);
-	free(t.head);
-	free(t.nodes);
+	chained_free(&t);
 	free(q);
 	free(pq);
 	free(out);

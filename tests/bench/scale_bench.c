@@ -135,6 +135,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "chained.h"
 #include "index.h"
 #include "libkvcache.h"
 #include "proto.h"
@@ -915,57 +916,7 @@ static void section_blocks_daemon(int runs)
 
 /* ---- blocks (b): the index alone --------------------------------------- */
 
-/* The baseline: separate chaining, one bucket per key, keys only. */
-struct chained {
-	uint32_t *head;			/* UINT32_MAX: an empty bucket */
-	struct {
-		uint8_t key[KEY];
-		uint32_t next;
-	} *node;
-	size_t mask, n;
-};
-
-static uint64_t chained_hash(const uint8_t *k)
-{
-	uint64_t h;
-
-	/* The keys are already uniformly random: their first word will do. */
-	memcpy(&h, k, 8);
-	return h;
-}
-
-static void chained_init(struct chained *t, size_t n)
-{
-	size_t b = 1;
-
-	while (b < n)
-		b *= 2;
-	t->head = malloc(b * sizeof(*t->head));
-	t->node = malloc(n * sizeof(*t->node));
-	if (!t->head || !t->node)
-		fail("no memory for the baseline table");
-	memset(t->head, 0xff, b * sizeof(*t->head));
-	t->mask = b - 1;
-	t->n = 0;
-}
-
-static void chained_add(struct chained *t, const uint8_t *k)
-{
-	size_t b = chained_hash(k) & t->mask;
-
-	memcpy(t->node[t->n].key, k, KEY);
-	t->node[t->n].next = t->head[b];
-	t->head[b] = (uint32_t)t->n++;
-}
-
-static uint32_t chained_find(const struct chained *t, const uint8_t *k)
-{
-	uint32_t i = t->head[chained_hash(k) & t->mask];
-
-	while (i != UINT32_MAX && memcmp(t->node[i].key, k, KEY))
-		i = t->node[i].next;
-	return i;
-}
+/* The baseline: tests/bench/chained.h, keys only. */
 
 static void index_one(int runs, uint64_t want)
 {
@@ -983,7 +934,8 @@ static void index_one(int runs, uint64_t want)
 	count_label(label, sizeof(label), want);
 	if (!q || !pq || kvc_index_create(&idx, n, 0x5eed))
 		fail("no memory for the index");
-	chained_init(&tab, n);
+	if (chained_init(&tab, n))
+		fail("no memory for the baseline table");
 	t0 = now_ns();
 	for (uint64_t c = 0; c < chains; c++) {
 		uint8_t k[KEY], parent[KEY];
@@ -1062,8 +1014,7 @@ static void index_one(int runs, uint64_t want)
 		row("blocks_index_prefix16_ns", label, run, kv, base);
 	}
 	kvc_index_destroy(idx);
-	free(tab.head);
-	free(tab.node);
+	chained_free(&tab);
 	free(q);
 	free(pq);
 }
