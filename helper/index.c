@@ -18,8 +18,8 @@
  * 11.4 bytes a key, and a successful probe reads 1.5 to 4.5 slots.
  */
 #include <errno.h>
-#include <stdbool.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
