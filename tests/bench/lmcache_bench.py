@@ -39,8 +39,9 @@ torch, e.g. a venv made by `pip install lmcache==0.5.6`):
     PYTHON tests/bench/lmcache_bench.py [RUNS] [KVCACHED]
 RUNS 5, KVCACHED build/helper/kvcached (libkvcache from build/lib).
 
-Setting it up: `python3 -m venv /var/tmp/lmc-venv &&
-/var/tmp/lmc-venv/bin/pip install lmcache==0.5.6` (Python 3.11) pulls
+Setting it up: make bench does it (scripts/bench: `python3 -m venv
+~/.cache/kvcache/lmcache-venv` and its `pip install lmcache==0.5.6`,
+Python 3.11), which pulls
 torch 2.15.0+cu132 and the CUDA 13 wheels (cupy, nvidia-*; 6.2 GB
 installed) although nothing here uses a GPU: without one, LMCache picks
 its StubCPUDevice ("torch_device_type=cpu") and the LocalCPUBackend
