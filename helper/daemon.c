@@ -1207,6 +1207,7 @@ static int kvcd_open_pool(struct kvcd *d, const char *device)
 		.pool_size = d->cfg.pool.memfd_size,
 		.hugetlb = d->cfg.pool.hugetlb == KVC_CONFIG_HUGETLB_YES ? 1 :
 			   d->cfg.pool.hugetlb == KVC_CONFIG_HUGETLB_NO ? 0 : -1,
+		.mlock = d->cfg.pool.mlock,
 	};
 	int mode = d->cfg.daemon.mode, ret = -ENOENT;
 
@@ -1228,6 +1229,19 @@ static int kvcd_open_pool(struct kvcd *d, const char *device)
 		}
 	}
 	ret = kvc_mpool_create(&mc, &d->mpool);
+	/*
+	 * Locking needs CAP_IPC_LOCK or a large RLIMIT_MEMLOCK (the unit
+	 * file gives both). Without them the pool still works, unlocked:
+	 * say so, rather than refuse to start over a tuning knob.
+	 */
+	if (mc.mlock && (ret == -EPERM || ret == -ENOMEM || ret == -EAGAIN)) {
+		fprintf(stderr, "kvcached: cannot lock the memfd pool in "
+			"memory (%s): running it unlocked (give kvcached "
+			"CAP_IPC_LOCK or a larger RLIMIT_MEMLOCK, or set "
+			"[pool] mlock = no)\n", strerror(-ret));
+		mc.mlock = false;
+		ret = kvc_mpool_create(&mc, &d->mpool);
+	}
 	if (ret) {
 		fprintf(stderr, "kvcached: memfd pool of %" PRIu64 " bytes: %s\n",
 			mc.pool_size, strerror(-ret));

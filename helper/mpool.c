@@ -3,9 +3,13 @@
  * mpool: the block pool in a memfd, for hosts without kvcache.ko (see
  * mpool.h for what it promises and what it cannot).
  *
- * Memory: blocks are zeroed when handed to a writer by punching a hole
- * (fallocate), which also gives the pages back; the first touch of the
- * writer's mapping then faults in zeroed pages. The daemon keeps one
+ * Memory: an unlocked pool zeroes a block handed to a writer by punching
+ * a hole (fallocate), which also gives the pages back; the first touch of
+ * the writer's mapping then faults in zeroed pages. A locked pool
+ * (mlock = yes) populates and locks every page of its own mapping at
+ * start and zeroes blocks in place instead: a hole would free locked
+ * pages, and the writer would fault new, unlocked ones in (one fault per
+ * 4 KiB page, which is most of a store's cost). The daemon keeps one
  * mapping of the whole file, which reserves hugetlb pages up front when
  * the pool uses them (so a shortage shows at start, not on a client's
  * page fault).
@@ -38,6 +42,7 @@ struct kvc_mblock {
 struct kvc_mpool {
 	int fd;
 	bool huge;
+	bool locked;		/* every page resident and locked */
 	void *base;
 	uint64_t block_size;
 	uint32_t nr_blocks;
@@ -110,6 +115,13 @@ int kvc_mpool_create(const struct kvc_mpool_config *cfg,
 		ret = kvc_mpool_file(p, size, false);
 	if (ret)
 		goto err;
+	if (cfg->mlock) {
+		if (mlock(p->base, size)) {
+			ret = -errno;
+			goto err;
+		}
+		p->locked = true;
+	}
 	/* Lowest index on top, so a fresh pool hands out blocks in order. */
 	for (uint32_t i = 0; i < p->nr_blocks; i++)
 		p->free_stack[i] = p->nr_blocks - 1 - i;
@@ -141,6 +153,11 @@ int kvc_mpool_fd(const struct kvc_mpool *p)
 	return p->fd;
 }
 
+bool kvc_mpool_locked(const struct kvc_mpool *p)
+{
+	return p->locked;
+}
+
 bool kvc_mpool_hugetlb(const struct kvc_mpool *p)
 {
 	return p->huge;
@@ -166,7 +183,8 @@ static void kvc_mpool_zero(struct kvc_mpool *p, uint32_t idx)
 {
 	off_t off = (off_t)(p->block_size * idx);
 
-	if (fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off,
+	if (p->locked ||
+	    fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off,
 		      (off_t)p->block_size))
 		memset((char *)p->base + off, 0, p->block_size);
 }

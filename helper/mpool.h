@@ -39,12 +39,14 @@ struct kvc_mpool_config {
 	uint64_t block_size;	/* power of two, 4 KiB .. 64 MiB */
 	uint64_t pool_size;	/* a multiple of block_size */
 	int hugetlb;		/* 1: required, 0: never, -1: when available */
+	bool mlock;		/* populate and lock the pool's pages */
 };
 
 /*
  * Create the memfd and the block table. Returns 0, -EINVAL (geometry),
- * -ENOMEM (hugetlb required but no huge pages, or no memory), or -errno
- * from memfd_create/ftruncate.
+ * -ENOMEM (hugetlb required but no huge pages, or no memory), -EPERM or
+ * -ENOMEM from mlock (no CAP_IPC_LOCK and too small an RLIMIT_MEMLOCK),
+ * or -errno from memfd_create/ftruncate.
  */
 int kvc_mpool_create(const struct kvc_mpool_config *cfg,
 		     struct kvc_mpool **out);
@@ -52,6 +54,7 @@ void kvc_mpool_destroy(struct kvc_mpool *p);
 
 int kvc_mpool_fd(const struct kvc_mpool *p);	/* to pass to clients */
 bool kvc_mpool_hugetlb(const struct kvc_mpool *p);
+bool kvc_mpool_locked(const struct kvc_mpool *p);	/* mlock took */
 uint64_t kvc_mpool_block_size(const struct kvc_mpool *p);
 uint32_t kvc_mpool_nr_blocks(const struct kvc_mpool *p);
 uint32_t kvc_mpool_nr_free(const struct kvc_mpool *p);

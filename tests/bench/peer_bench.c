@@ -238,7 +238,7 @@ static void kvc_start(const char *bin, int s, int runs)
 		die(conf, errno);
 	fprintf(f, "[daemon]\nmetrics = off\nlog_level = warn\n"
 		   "[pool]\nmemfd_size = %llu\nblock_size = %zu\n"
-		   "hugetlb = no\nmlock = no\n[eviction]\npool_admit = 1\n",
+		   "hugetlb = no\nmlock = yes\n[eviction]\npool_admit = 1\n",
 		pool, bs);
 	if (fclose(f))
 		die(conf, errno);

@@ -499,7 +499,7 @@ static void kvcd_start(uint64_t bs, uint64_t pool_bytes)
 		fail("%s: %s", conf, strerror(errno));
 	fprintf(f, "[daemon]\nmetrics = off\nlog_level = warn\n"
 		   "[pool]\nmemfd_size = %llu\nblock_size = %llu\n"
-		   "hugetlb = no\nmlock = no\n",
+		   "hugetlb = no\nmlock = yes\n",
 		(unsigned long long)pool_bytes, (unsigned long long)bs);
 	if (fclose(f))
 		fail("%s: %s", conf, strerror(errno));
