@@ -144,7 +144,7 @@ class KvcacheSide:
         with open(conf, "w") as f:
             f.write("[daemon]\nmetrics = off\nlog_level = warn\n"
                     f"[pool]\nmemfd_size = {pool}\nblock_size = {bs}\n"
-                    "hugetlb = no\nmlock = no\n[eviction]\npool_admit = 1\n")
+                    "hugetlb = no\nmlock = yes\n[eviction]\npool_admit = 1\n")
         os.mkdir(state, 0o700)
         with open(os.path.join(state, "namespaces"), "w") as f:
             f.write(f"{NS_ID} {os.geteuid()} {os.getegid()} 700\n")
