@@ -20,8 +20,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LIB_EXPORT __attribute__((visibility("default")))
-
 enum job_kind { JOB_LOAD, JOB_STORE };
 
 struct job {

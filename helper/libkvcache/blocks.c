@@ -27,8 +27,6 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 
-#define LIB_EXPORT __attribute__((visibility("default")))
-
 uint32_t lib_batch(const struct kvcache *c)
 {
 	uint32_t b = c->max_batch;

@@ -15,8 +15,6 @@
 
 #include "keys.h"
 
-#define LIB_EXPORT __attribute__((visibility("default")))
-
 static int copy_str(char *dst, size_t size, const char *src)
 {
 	if (strlen(src) >= size)

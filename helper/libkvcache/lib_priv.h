@@ -30,6 +30,13 @@
 #include "libkvcache.h"
 #include "proto.h"
 
+/*
+ * The library is built with -fvisibility=hidden: only the calls of
+ * libkvcache.h are marked for export, the helper modules it links stay
+ * private.
+ */
+#define LIB_EXPORT	__attribute__((visibility("default")))
+
 #define LIB_DEFAULT_CONNS	4
 #define LIB_DEFAULT_WORKERS	2
 #define LIB_DEFAULT_TIMEOUT	30000

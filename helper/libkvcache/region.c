@@ -31,7 +31,6 @@
 
 #include "blockfile.h"
 
-#define LIB_EXPORT __attribute__((visibility("default")))
 #define ALIGN4K(x)	(((x) + 4095) & ~(uint64_t)4095)
 
 LIB_EXPORT int kvcache_region_register(struct kvcache *c, uint32_t provider,
