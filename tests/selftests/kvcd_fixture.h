@@ -29,6 +29,8 @@ typedef uint8_t kvc_key[KVCACHE_KEY_SIZE];
 
 /* ---- environment ---------------------------------------------------------- */
 
+static void rm_rf(const char *path);
+
 static int wanted_mode(void)
 {
 	const char *m = getenv("KVC_DAEMON_MODE");
@@ -343,6 +345,8 @@ static int fixture_up(SELF *self, char *why, size_t wlen)
 		return -ENAMETOOLONG;
 	}
 	snprintf(self->state, sizeof(self->state), "%s/kvcd-%d.state", tmp, pid);
+	/* A killed run can leave a state dir of a process with our pid. */
+	rm_rf(self->state);
 	snprintf(self->conf, sizeof(self->conf), "%s/kvcd-%d.conf", tmp, pid);
 	snprintf(self->log, sizeof(self->log), "%s/kvcd-%d.log", tmp, pid);
 	ret = find_daemon(self->bin, sizeof(self->bin));
