@@ -34,6 +34,7 @@
 #define NS_LIST_SIZE		8	/* start, reserved */
 #define NS_LIST_FIXED		8	/* count, next */
 #define NS_ENTRY		24	/* NS_LIST reply entry */
+#define NS_SALT_SIZE		40	/* ns_id, flags, salt: request and reply */
 
 _Static_assert(KVC_PROTO_MAX_STORE ==
 	       (KVC_PROTO_MSG_MAX - KVC_PROTO_HDR_SIZE - STORE_FIXED) /
@@ -653,6 +654,55 @@ static int decode_ns_list_reply(struct kvc_msg *m, const uint8_t *b,
 	return 0;
 }
 
+static int salt_is_zero(const uint8_t *salt)
+{
+	for (size_t i = 0; i < KVC_PROTO_SALT_SIZE; i++)
+		if (salt[i])
+			return 0;
+	return 1;
+}
+
+static int ns_salt_ok(const struct kvc_ns_salt *s)
+{
+	return ns_ok(s->ns_id) && !(s->flags & ~KVC_PROTO_NS_SALT_FLAGS_ALL) &&
+	       ((s->flags & KVC_PROTO_NS_SALT_SET) || salt_is_zero(s->salt));
+}
+
+static int decode_ns_salt(struct kvc_msg *m, const uint8_t *b, size_t blen)
+{
+	struct kvc_ns_salt *s = &m->ns_salt;
+
+	if (blen != NS_SALT_SIZE)
+		return fail(m, -EBADMSG, "NS_SALT body is not 40 bytes");
+	s->ns_id = get32(b);
+	s->flags = get32(b + 4);
+	memcpy(s->salt, b + 8, KVC_PROTO_SALT_SIZE);
+	if (!ns_ok(s->ns_id))
+		return fail(m, -EINVAL, "namespace id out of range");
+	if (s->flags & ~KVC_PROTO_NS_SALT_FLAGS_ALL)
+		return fail(m, -EINVAL, "unknown NS_SALT flags");
+	/* One encoding: a request that only asks carries no salt. */
+	if (!ns_salt_ok(s))
+		return fail(m, -EINVAL, "salt given without SET");
+	return 0;
+}
+
+static int decode_ns_salt_reply(struct kvc_msg *m, const uint8_t *b,
+				size_t blen)
+{
+	struct kvc_ns_salt_reply *r = &m->ns_salt_reply;
+
+	if (blen != NS_SALT_SIZE)
+		return fail(m, -EBADMSG, "NS_SALT reply body is not 40 bytes");
+	r->ns_id = get32(b);
+	memcpy(r->salt, b + 8, KVC_PROTO_SALT_SIZE);
+	if (!ns_ok(r->ns_id))
+		return fail(m, -EINVAL, "namespace id out of range");
+	if (get32(b + 4))
+		return fail(m, -EINVAL, "reserved field is not zero");
+	return 0;
+}
+
 static int decode_stats_reply(struct kvc_msg *m, const uint8_t *b,
 			      size_t blen)
 {
@@ -751,6 +801,16 @@ int kvc_proto_decode(const void *buf, size_t len, struct kvc_msg *out)
 
 	body = p + KVC_PROTO_HDR_SIZE;
 	blen = len - KVC_PROTO_HDR_SIZE;
+	/* Frozen at 1 (see kvc_proto_set_version()): one encoding each. */
+	if ((out->type == KVC_MSG_HELLO || out->type == KVC_MSG_HELLO_REPLY ||
+	     out->type == KVC_MSG_ERROR) && out->version != 1)
+		return fail(out, -EPROTONOSUPPORT,
+			    "HELLO, its reply and ERROR are version 1");
+	/* A type a version does not define is unknown in that version. */
+	if ((out->type & ~KVC_MSG_REPLY) == KVC_MSG_NS_SALT &&
+	    out->version < KVC_PROTO_VERSION_NS_SALT)
+		return fail(out, -EOPNOTSUPP,
+			    "message type not in this protocol version");
 	switch (out->type) {
 	case KVC_MSG_HELLO:
 		return decode_hello(out, body, blen);
@@ -806,6 +866,10 @@ int kvc_proto_decode(const void *buf, size_t len, struct kvc_msg *out)
 		return decode_ns_list(out, body, blen);
 	case KVC_MSG_NS_LIST_REPLY:
 		return decode_ns_list_reply(out, body, blen);
+	case KVC_MSG_NS_SALT:
+		return decode_ns_salt(out, body, blen);
+	case KVC_MSG_NS_SALT_REPLY:
+		return decode_ns_salt_reply(out, body, blen);
 	case KVC_MSG_ERROR:
 		return decode_error(out, body, blen);
 	default:
@@ -1433,6 +1497,62 @@ int kvc_proto_encode_ns_list_reply(void *buf, size_t size, uint32_t seq,
 	return (int)total;
 }
 
+int kvc_proto_encode_ns_salt(void *buf, size_t size, uint32_t seq,
+			     const struct kvc_ns_salt *s)
+{
+	const size_t total = KVC_PROTO_HDR_SIZE + NS_SALT_SIZE;
+	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	int ret;
+
+	if (!s || !ns_salt_ok(s))
+		return -EINVAL;
+	ret = begin(buf, size, total, KVC_MSG_NS_SALT, seq);
+	if (ret)
+		return ret;
+	put16((uint8_t *)buf + 4, KVC_PROTO_VERSION_NS_SALT);
+	put32(b, s->ns_id);
+	put32(b + 4, s->flags);
+	memcpy(b + 8, s->salt, KVC_PROTO_SALT_SIZE);
+	return (int)total;
+}
+
+int kvc_proto_encode_ns_salt_reply(void *buf, size_t size, uint32_t seq,
+				   const struct kvc_ns_salt_reply *r)
+{
+	const size_t total = KVC_PROTO_HDR_SIZE + NS_SALT_SIZE;
+	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	int ret;
+
+	if (!r || !ns_ok(r->ns_id))
+		return -EINVAL;
+	ret = begin(buf, size, total, KVC_MSG_NS_SALT_REPLY, seq);
+	if (ret)
+		return ret;
+	put16((uint8_t *)buf + 4, KVC_PROTO_VERSION_NS_SALT);
+	put32(b, r->ns_id);
+	put32(b + 4, 0);
+	memcpy(b + 8, r->salt, KVC_PROTO_SALT_SIZE);
+	return (int)total;
+}
+
+int kvc_proto_set_version(void *buf, int len, uint16_t version)
+{
+	uint8_t *p = buf;
+	uint16_t type;
+
+	if (len < KVC_PROTO_HDR_SIZE || !version_known(version))
+		return len;
+	type = get16(p + 6);
+	/* Frozen at 1, so that any two peers can negotiate and report. */
+	if (type == KVC_MSG_HELLO || type == KVC_MSG_HELLO_REPLY ||
+	    type == KVC_MSG_ERROR)
+		return len;
+	/* Never below what the message needs (NS_SALT is 2 on). */
+	if (version > get16(p + 4))
+		put16(p + 4, version);
+	return len;
+}
+
 int kvc_proto_encode_error(void *buf, size_t size, int err, uint32_t bad_seq,
 			   uint16_t bad_type, const char *msg)
 {
@@ -1476,5 +1596,5 @@ int kvc_proto_choose_version(uint16_t min, uint16_t max)
 
 int kvc_proto_is_request(uint16_t type)
 {
-	return type >= KVC_MSG_HELLO && type <= KVC_MSG_NS_LIST;
+	return type >= KVC_MSG_HELLO && type <= KVC_MSG_NS_SALT;
 }

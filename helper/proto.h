@@ -23,10 +23,17 @@
 /* The bytes "KVCP" at offset 0, read as a little-endian u32. */
 #define KVC_PROTO_MAGIC		0x5043564Bu
 
-/* Versions this code speaks; HELLO picks one (kvc_proto_choose_version). */
+/*
+ * Versions this code speaks; HELLO picks one (kvc_proto_choose_version).
+ * Version 2 is version 1 plus NS_SALT: every version-1 layout is the same
+ * in version 2. The encoders write KVC_PROTO_VERSION (1) into the header,
+ * NS_SALT's write 2 (the first version that has them); a peer that
+ * negotiated 2 restamps the rest with kvc_proto_set_version().
+ */
 #define KVC_PROTO_VERSION_MIN	1
-#define KVC_PROTO_VERSION_MAX	1
-#define KVC_PROTO_VERSION	1	/* what the encoders write */
+#define KVC_PROTO_VERSION_MAX	2
+#define KVC_PROTO_VERSION	1	/* what most encoders write */
+#define KVC_PROTO_VERSION_NS_SALT 2	/* the first version with NS_SALT */
 
 #define KVC_PROTO_HDR_SIZE	24
 /* Bytes in one message (one datagram), header included. */
@@ -66,6 +73,7 @@
 #define KVC_MSG_EVICT		0x000A	/* privileged peers only */
 #define KVC_MSG_FLUSH		0x000B	/* privileged peers only */
 #define KVC_MSG_NS_LIST		0x000C
+#define KVC_MSG_NS_SALT		0x000D	/* version 2 on */
 #define KVC_MSG_HELLO_REPLY	(KVC_MSG_HELLO | KVC_MSG_REPLY)
 #define KVC_MSG_LOOKUP_REPLY	(KVC_MSG_LOOKUP | KVC_MSG_REPLY)
 #define KVC_MSG_STORE_REPLY	(KVC_MSG_STORE | KVC_MSG_REPLY)
@@ -78,6 +86,7 @@
 #define KVC_MSG_EVICT_REPLY	(KVC_MSG_EVICT | KVC_MSG_REPLY)
 #define KVC_MSG_FLUSH_REPLY	(KVC_MSG_FLUSH | KVC_MSG_REPLY)
 #define KVC_MSG_NS_LIST_REPLY	(KVC_MSG_NS_LIST | KVC_MSG_REPLY)
+#define KVC_MSG_NS_SALT_REPLY	(KVC_MSG_NS_SALT | KVC_MSG_REPLY)
 #define KVC_MSG_ERROR		0x8000	/* a reply to any request */
 
 /*
@@ -132,6 +141,15 @@
 
 /* FLUSH: the ns_id that means every namespace. */
 #define KVC_PROTO_NS_ALL		0u
+
+/*
+ * NS_SALT flags. SET: replace the namespace's salt with the one given
+ * (privileged peers only); without it the salt field must be zero and the
+ * request only asks for the salt.
+ */
+#define KVC_PROTO_NS_SALT_SET		(1u << 0)
+#define KVC_PROTO_NS_SALT_FLAGS_ALL	KVC_PROTO_NS_SALT_SET
+#define KVC_PROTO_SALT_SIZE		32	/* bytes of a namespace salt */
 
 /* ---- decoded messages ---------------------------------------------------
  *
@@ -309,6 +327,23 @@ struct kvc_ns_list_reply {
 };
 
 /*
+ * NS_SALT (version 2): get a namespace's salt (read permission needed),
+ * or with KVC_PROTO_NS_SALT_SET replace it (privileged peers only). The
+ * reply carries the salt now in force. Documentation/keys.md says how
+ * libkvcache mixes it into the namespace seed.
+ */
+struct kvc_ns_salt {
+	uint32_t ns_id;		/* 1..KVCACHE_NS_MAX */
+	uint32_t flags;		/* KVC_PROTO_NS_SALT_* */
+	uint8_t salt[KVC_PROTO_SALT_SIZE];	/* zero unless SET */
+};
+
+struct kvc_ns_salt_reply {
+	uint32_t ns_id;		/* 1..KVCACHE_NS_MAX */
+	uint8_t salt[KVC_PROTO_SALT_SIZE];
+};
+
+/*
  * A named counter. name is not NUL-terminated: name_len bytes of
  * [A-Za-z0-9_.-], 1..KVC_PROTO_NAME_MAX of them.
  */
@@ -368,6 +403,8 @@ struct kvc_msg {
 		struct kvc_flush_reply flush_reply;
 		struct kvc_ns_list ns_list;
 		struct kvc_ns_list_reply ns_list_reply;
+		struct kvc_ns_salt ns_salt;
+		struct kvc_ns_salt_reply ns_salt_reply;
 		struct kvc_error error;
 	};
 };
@@ -387,7 +424,8 @@ struct kvc_msg {
  *                     in ascending ns_id order, an NS_LIST start or next
  *                     above KVCACHE_NS_MAX, a next not above the last
  *                     entry (or non-zero with no entries)
- *   -EOPNOTSUPP       unknown type
+ *   -EOPNOTSUPP       unknown type, or one its header's version does
+ *                     not have (NS_SALT under version 1)
  *   -E2BIG            a count above its limit
  * On failure out->reason says which check failed.
  */
@@ -499,6 +537,26 @@ int kvc_proto_encode_ns_list_reply(void *buf, size_t size, uint32_t seq,
 				   uint32_t next,
 				   const struct kvc_ns_entry *e,
 				   uint32_t count);
+
+/*
+ * NS_SALT and its reply, written with header version
+ * KVC_PROTO_VERSION_NS_SALT. s->salt must be zero without
+ * KVC_PROTO_NS_SALT_SET (else -EINVAL, as the decoder would refuse it).
+ */
+int kvc_proto_encode_ns_salt(void *buf, size_t size, uint32_t seq,
+			     const struct kvc_ns_salt *s);
+int kvc_proto_encode_ns_salt_reply(void *buf, size_t size, uint32_t seq,
+				   const struct kvc_ns_salt_reply *r);
+
+/*
+ * Restamp the header version of an encoded message (len bytes, as an
+ * encoder returned) with the version a HELLO negotiated, so that after
+ * HELLO both sides send that version's messages. HELLO, its reply and
+ * ERROR stay at version 1 (they are frozen), and so does a message the
+ * version cannot carry: a message keeps the lowest version it needs.
+ * Returns len, or a negative len unchanged (an encoder's error).
+ */
+int kvc_proto_set_version(void *buf, int len, uint16_t version);
 
 /*
  * An ERROR reply: err is a negative errno (-1..-KVC_PROTO_ERRNO_MAX, else

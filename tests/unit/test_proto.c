@@ -71,7 +71,7 @@ static int decode_exact(const void *p, size_t len, struct kvc_msg *m,
 }
 
 /* Encode a decoded message again through the typed encoders. */
-static int reencode(const struct kvc_msg *m, uint8_t *out, size_t size)
+static int reencode_body(const struct kvc_msg *m, uint8_t *out, size_t size)
 {
 	static struct kvc_lookup_entry le[KVC_PROTO_MAX_BATCH];
 	static struct kvc_store_entry se[KVC_PROTO_MAX_BATCH];
@@ -192,6 +192,11 @@ static int reencode(const struct kvc_msg *m, uint8_t *out, size_t size)
 						      m->ns_list_reply.next,
 						      ne,
 						      m->ns_list_reply.count);
+	case KVC_MSG_NS_SALT:
+		return kvc_proto_encode_ns_salt(out, size, m->seq, &m->ns_salt);
+	case KVC_MSG_NS_SALT_REPLY:
+		return kvc_proto_encode_ns_salt_reply(out, size, m->seq,
+						      &m->ns_salt_reply);
 	case KVC_MSG_ERROR: {
 		/* The message is not NUL-terminated on the wire. */
 		char msg[KVC_PROTO_ERRMSG_MAX + 1];
@@ -204,6 +209,16 @@ static int reencode(const struct kvc_msg *m, uint8_t *out, size_t size)
 	}
 	}
 	return -EOPNOTSUPP;
+}
+
+/*
+ * The typed encoders write each message's lowest version; a peer that
+ * negotiated a higher one restamps it, as the daemon and library do.
+ */
+static int reencode(const struct kvc_msg *m, uint8_t *out, size_t size)
+{
+	return kvc_proto_set_version(out, reencode_body(m, out, size),
+				     m->version);
 }
 
 /* Decode p and encode the result again: must give back the same bytes. */
@@ -1144,6 +1159,68 @@ static void golden_ns_list(void)
 		  m.ns_list_reply.next == KVCACHE_NS_MAX);
 }
 
+/* NS_SALT (version 2): golden bytes of a get, a set and the reply. */
+static void golden_ns_salt(void)
+{
+	static const uint8_t want[] = {
+		'K', 'V', 'C', 'P', 0x02, 0x00,	/* version 2 */
+		0x0d, 0x00,			/* type NS_SALT */
+		0x15, 0x00, 0x00, 0x00,		/* seq 21 */
+		0x40, 0x00, 0x00, 0x00,		/* length 64 */
+		0, 0, 0, 0, 0, 0, 0, 0,
+		0x34, 0x12, 0x00, 0x00,		/* ns_id 0x1234 */
+		0x00, 0x00, 0x00, 0x00,		/* flags: get */
+		0, 0, 0, 0, 0, 0, 0, 0,		/* salt: zero */
+		0, 0, 0, 0, 0, 0, 0, 0,
+		0, 0, 0, 0, 0, 0, 0, 0,
+		0, 0, 0, 0, 0, 0, 0, 0,
+	};
+	static const uint8_t want_reply[] = {
+		'K', 'V', 'C', 'P', 0x02, 0x00,
+		0x0d, 0x80,			/* type NS_SALT reply */
+		0x15, 0x00, 0x00, 0x00,
+		0x40, 0x00, 0x00, 0x00,
+		0, 0, 0, 0, 0, 0, 0, 0,
+		0x34, 0x12, 0x00, 0x00,		/* ns_id */
+		0x00, 0x00, 0x00, 0x00,		/* reserved */
+		0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07,
+		0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f,
+		0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17,
+		0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f,
+	};
+	struct kvc_ns_salt s = { .ns_id = 0x1234 };
+	struct kvc_ns_salt_reply r = { .ns_id = 0x1234 };
+	struct kvc_msg m;
+	int n;
+
+	n = kvc_proto_encode_ns_salt(buf, sizeof(buf), 21, &s);
+	TAP_CHECK(n == (int)sizeof(want) && !memcmp(buf, want, sizeof(want)));
+	TAP_CHECK(same_after_roundtrip(want, sizeof(want)));
+	TAP_CHECK(kvc_proto_decode(want, sizeof(want), &m) == 0);
+	TAP_CHECK(m.version == 2 && m.ns_salt.ns_id == 0x1234 &&
+		  m.ns_salt.flags == 0);
+
+	for (int i = 0; i < KVC_PROTO_SALT_SIZE; i++)
+		r.salt[i] = (uint8_t)i;
+	n = kvc_proto_encode_ns_salt_reply(buf, sizeof(buf), 21, &r);
+	TAP_CHECK(n == (int)sizeof(want_reply) &&
+		  !memcmp(buf, want_reply, sizeof(want_reply)));
+	TAP_CHECK(same_after_roundtrip(want_reply, sizeof(want_reply)));
+	TAP_CHECK(kvc_proto_decode(want_reply, sizeof(want_reply), &m) == 0);
+	TAP_CHECK(m.ns_salt_reply.ns_id == 0x1234 &&
+		  !memcmp(m.ns_salt_reply.salt, r.salt, KVC_PROTO_SALT_SIZE));
+
+	/* SET carries the salt: flags bit 0 and the bytes at 32. */
+	s.flags = KVC_PROTO_NS_SALT_SET;
+	memcpy(s.salt, r.salt, KVC_PROTO_SALT_SIZE);
+	n = kvc_proto_encode_ns_salt(buf, sizeof(buf), 21, &s);
+	TAP_CHECK(n == 64 && buf[28] == 1 && !memcmp(buf + 32, r.salt, 32));
+	TAP_CHECK(same_after_roundtrip(buf, n));
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.ns_salt.flags == KVC_PROTO_NS_SALT_SET &&
+		  !memcmp(m.ns_salt.salt, r.salt, KVC_PROTO_SALT_SIZE));
+}
+
 /* ---- malformed input ------------------------------------------------- */
 
 /* Decode len bytes of buf (exact-size copy); the errno. */
@@ -1344,7 +1421,7 @@ static void bad_fields(void)
 	TAP_CHECK(dec(resize(len - 1)) == -EBADMSG);
 
 	len = (size_t)kvc_proto_encode_hello_reply(buf, sizeof(buf), 1, &hr);
-	put16(buf + 24, 2);
+	put16(buf + 24, KVC_PROTO_VERSION_MAX + 1);
 	TAP_CHECK(dec(len) == -EPROTONOSUPPORT);	/* chosen version */
 	put16(buf + 24, 1);
 	put16(buf + 26, 3);
@@ -1884,6 +1961,67 @@ static void bad_flush(void)
 		  -EINVAL);
 }
 
+static void bad_ns_salt(void)
+{
+	struct kvc_ns_salt s = { .ns_id = 9 };
+	struct kvc_ns_salt_reply r = { .ns_id = 9 };
+	size_t len;
+
+	len = (size_t)kvc_proto_encode_ns_salt(buf, sizeof(buf), 1, &s);
+	TAP_CHECK(len == 64 && dec(len) == 0);
+	/* Exactly 40 bytes of body. */
+	TAP_CHECK(dec(resize(63)) == -EBADMSG);
+	TAP_CHECK(dec(resize(24)) == -EBADMSG);
+	buf[64] = 0;
+	TAP_CHECK(dec(resize(65)) == -EBADMSG);
+	TAP_CHECK(dec(resize(64)) == 0);
+	/* Version 1 does not have it: an unknown type there. */
+	put16(buf + 4, 1);
+	TAP_CHECK(dec(len) == -EOPNOTSUPP);
+	put16(buf + 4, 2);
+	/* Namespace id 1..65535. */
+	put32(buf + 24, 0);
+	TAP_CHECK(dec(len) == -EINVAL);
+	put32(buf + 24, KVCACHE_NS_MAX + 1);
+	TAP_CHECK(dec(len) == -EINVAL);
+	put32(buf + 24, 9);
+	/* Unknown flags; a salt without SET (two encodings of a get). */
+	put32(buf + 28, 2);
+	TAP_CHECK(dec(len) == -EINVAL);
+	put32(buf + 28, 0);
+	buf[63] = 1;
+	TAP_CHECK(dec(len) == -EINVAL);
+	put32(buf + 28, KVC_PROTO_NS_SALT_SET);
+	TAP_CHECK(dec(len) == 0);
+	/* The encoder refuses what the decoder would. */
+	s.salt[5] = 1;
+	TAP_CHECK(kvc_proto_encode_ns_salt(buf, sizeof(buf), 1, &s) == -EINVAL);
+	s.flags = 4;
+	TAP_CHECK(kvc_proto_encode_ns_salt(buf, sizeof(buf), 1, &s) == -EINVAL);
+	s = (struct kvc_ns_salt){ .ns_id = 0 };
+	TAP_CHECK(kvc_proto_encode_ns_salt(buf, sizeof(buf), 1, &s) == -EINVAL);
+	s.ns_id = 9;
+	TAP_CHECK(kvc_proto_encode_ns_salt(buf, 63, 1, &s) == -ENOSPC);
+
+	len = (size_t)kvc_proto_encode_ns_salt_reply(buf, sizeof(buf), 1, &r);
+	TAP_CHECK(len == 64 && dec(len) == 0);
+	TAP_CHECK(dec(resize(56)) == -EBADMSG);
+	resize(len);
+	put32(buf + 28, 1);
+	TAP_CHECK(dec(len) == -EINVAL);		/* reserved */
+	put32(buf + 28, 0);
+	put32(buf + 24, 0);
+	TAP_CHECK(dec(len) == -EINVAL);
+	put32(buf + 24, 9);
+	put16(buf + 4, 1);
+	TAP_CHECK(dec(len) == -EOPNOTSUPP);
+	put16(buf + 4, 2);
+	TAP_CHECK(dec(len) == 0);
+	r.ns_id = KVCACHE_NS_MAX + 1;
+	TAP_CHECK(kvc_proto_encode_ns_salt_reply(buf, sizeof(buf), 1, &r) ==
+		  -EINVAL);
+}
+
 static void bad_ns_list(void)
 {
 	struct kvc_ns_entry e[2] = {
@@ -2070,7 +2208,7 @@ static void encoder_limits(void)
 	int n;
 
 	TAP_CHECK(kvc_proto_encode_hello(buf, sizeof(buf), 1, &h) == -EINVAL);
-	hr.version = 2;
+	hr.version = KVC_PROTO_VERSION_MAX + 1;
 	TAP_CHECK(kvc_proto_encode_hello_reply(buf, sizeof(buf), 1, &hr) ==
 		  -EINVAL);
 	hr.version = 1;
@@ -2182,7 +2320,7 @@ static void versions(void)
 	TAP_CHECK(kvc_proto_is_request(KVC_MSG_EVICT));
 	TAP_CHECK(kvc_proto_is_request(KVC_MSG_FLUSH));
 	TAP_CHECK(kvc_proto_is_request(KVC_MSG_NS_LIST));
-	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_NS_LIST + 1));
+	TAP_CHECK(kvc_proto_is_request(KVC_MSG_NS_LIST + 1));	/* NS_SALT */
 	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_SEAL_REPLY));
 	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_EVICT_REPLY));
 	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_FLUSH_REPLY));
@@ -2190,6 +2328,53 @@ static void versions(void)
 	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_ERROR));
 	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_LOOKUP_REPLY));
 	TAP_CHECK(!kvc_proto_is_request(0));
+	TAP_CHECK(kvc_proto_is_request(KVC_MSG_NS_SALT));
+	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_NS_SALT + 1));
+	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_NS_SALT_REPLY));
+	/* Version 2 is the one with NS_SALT. */
+	TAP_CHECK(KVC_PROTO_VERSION_MAX >= KVC_PROTO_VERSION_NS_SALT);
+	TAP_CHECK(kvc_proto_choose_version(1, 2) == 2);
+	TAP_CHECK(kvc_proto_choose_version(1, 1) == 1);
+	TAP_CHECK(kvc_proto_choose_version(2, 2) == 2);
+}
+
+/*
+ * After HELLO a peer restamps its messages with the negotiated version:
+ * a version-1 layout under header 2 decodes as the same message; HELLO,
+ * its reply and ERROR stay (and must be) version 1; nothing goes below
+ * the version a message needs.
+ */
+static void restamp(void)
+{
+	static uint8_t keys[2][KVCACHE_KEY_SIZE];
+	struct kvc_hello h = { .min_version = 1, .max_version = 2 };
+	struct kvc_ns_salt s = { .ns_id = 3 };
+	struct kvc_msg m;
+	int n;
+
+	n = kvc_proto_encode_lookup(buf, sizeof(buf), 5, 3, 1, keys[0], 2);
+	TAP_CHECK(n > 0 && buf[4] == 1);
+	TAP_CHECK(kvc_proto_set_version(buf, n, 2) == n && buf[4] == 2);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0 &&
+		  m.version == 2 && m.type == KVC_MSG_LOOKUP &&
+		  m.lookup.count == 2);
+	TAP_CHECK(same_after_roundtrip(buf, n));
+	/* An unknown version is left alone (the encoder's stays). */
+	TAP_CHECK(kvc_proto_set_version(buf, n, 3) == n && buf[4] == 2);
+
+	n = kvc_proto_encode_hello(buf, sizeof(buf), 5, &h);
+	TAP_CHECK(kvc_proto_set_version(buf, n, 2) == n && buf[4] == 1);
+	put16(buf + 4, 2);
+	TAP_CHECK(dec((size_t)n) == -EPROTONOSUPPORT);
+	n = kvc_proto_encode_error(buf, sizeof(buf), -EIO, 5, 2, "x");
+	TAP_CHECK(kvc_proto_set_version(buf, n, 2) == n && buf[4] == 1);
+	put16(buf + 4, 2);
+	TAP_CHECK(dec((size_t)n) == -EPROTONOSUPPORT);
+
+	n = kvc_proto_encode_ns_salt(buf, sizeof(buf), 5, &s);
+	TAP_CHECK(kvc_proto_set_version(buf, n, 1) == n && buf[4] == 2);
+	/* An encoder's error passes through. */
+	TAP_CHECK(kvc_proto_set_version(buf, -ENOSPC, 2) == -ENOSPC);
 }
 
 /* ---- fuzz ------------------------------------------------------------ */
@@ -2247,7 +2432,7 @@ static size_t random_valid(uint8_t *p, size_t size)
 		ne[i].mode = rnd_below(KVC_PROTO_NS_MODE_MAX + 1);
 		ne[i].blocks = rnd() >> rnd_below(64);
 	}
-	switch (rnd_below(25)) {
+	switch (rnd_below(27)) {
 	/*
 	 * One rnd() per statement: the order of evaluation inside an
 	 * initializer list is unspecified, and the sequence must not depend
@@ -2370,7 +2555,27 @@ static size_t random_valid(uint8_t *p, size_t size)
 						     n);
 		break;
 	}
+	case 25: {
+		struct kvc_ns_salt sa = { .ns_id = ns };
+
+		if (rnd() & 1) {
+			sa.flags = KVC_PROTO_NS_SALT_SET;
+			memcpy(sa.salt, keys[1], KVC_PROTO_SALT_SIZE);
+		}
+		len = kvc_proto_encode_ns_salt(p, size, seq, &sa);
+		break;
 	}
+	case 26: {
+		struct kvc_ns_salt_reply sr = { .ns_id = ns };
+
+		memcpy(sr.salt, keys[2], KVC_PROTO_SALT_SIZE);
+		len = kvc_proto_encode_ns_salt_reply(p, size, seq, &sr);
+		break;
+	}
+	}
+	/* After a HELLO both sides restamp with the negotiated version. */
+	if (len > 0 && (rnd() & 1))
+		len = kvc_proto_set_version(p, len, 2);
 	if (len < 0)
 		abort();	/* the generator builds valid messages only */
 	return (size_t)len;
@@ -2440,7 +2645,7 @@ static void fuzz(void)
 				put16(msg + 4, KVC_PROTO_VERSION);
 				put32(msg + 12, (uint32_t)len);
 				memset(msg + 16, 0, 8);
-				put16(msg + 6, (uint16_t)(1 + rnd_below(12)) |
+				put16(msg + 6, (uint16_t)(1 + rnd_below(13)) |
 					       (rnd() & 1 ? KVC_MSG_REPLY : 0));
 			}
 			break;
@@ -2508,6 +2713,7 @@ int main(void)
 	TAP_RUN(golden_evict);
 	TAP_RUN(golden_flush);
 	TAP_RUN(golden_ns_list);
+	TAP_RUN(golden_ns_salt);
 	TAP_RUN(bad_header);
 	TAP_RUN(bad_counts);
 	TAP_RUN(bad_store);
@@ -2518,9 +2724,11 @@ int main(void)
 	TAP_RUN(bad_evict);
 	TAP_RUN(bad_flush);
 	TAP_RUN(bad_ns_list);
+	TAP_RUN(bad_ns_salt);
 	TAP_RUN(encoder_limits);
 	TAP_RUN(error_replies);
 	TAP_RUN(versions);
+	TAP_RUN(restamp);
 	TAP_RUN(fuzz);
 	return tap_done();
 }
