@@ -51,14 +51,14 @@ HELPER_SRCS := helper/devinfo.c helper/keys.c helper/proto.c helper/config.c \
 	       helper/client.c \
 	       helper/metrics.c helper/mpool.c helper/kevents.c helper/index.c \
 	       helper/policy.c helper/blockfile.c helper/tierio.c helper/tier.c \
-	       helper/manifest.c
+	       helper/manifest.c helper/fault.c
 HELPER_LIBS := -lcrypto -lnl-genl-3 -lnl-3 -luring
 # The daemon's own modules (the unit tests do not link them).
 DAEMON_SRCS := helper/daemon.c helper/daemon_tiers.c helper/server.c \
 	       helper/kdev.c
 UNIT_TESTS := test_uapi test_devinfo test_keys test_proto test_config \
 	      test_metrics test_mpool test_kevents test_index test_policy \
-	      test_blockfile test_tier test_manifest test_model
+	      test_blockfile test_tier test_manifest test_model test_fault
 SELFTESTS := kvcache_dev_test bench_test pool_test pool_fuzz_test p2p_test \
 	     kvcached_test tiers_test libkvcache_test engine_test \
 	     crash_test
@@ -313,7 +313,7 @@ $(BUILD)/bench/socket_bench: tests/bench/socket_bench.c helper/client.c \
 # The persistent tiers' benches link the tier code itself, as kvcached
 # does (no sanitizers: they time it).
 TIER_BENCH_SRCS := helper/blockfile.c helper/tierio.c helper/tier.c \
-		   helper/index.c helper/policy.c helper/manifest.c
+		   helper/index.c helper/policy.c helper/manifest.c helper/fault.c
 
 $(BUILD)/bench/tier_bench $(BUILD)/bench/recovery_bench: \
 		$(BUILD)/bench/%: tests/bench/%.c tests/bench/bench.h \

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fault.h"
+
 static const uint8_t mf_magic[4] = { 'K', 'V', 'M', 'F' };
 
 static void put32(uint8_t *p, uint32_t v)
@@ -70,7 +72,7 @@ int kvc_mf_append(int fd, const struct kvc_mf_rec *r)
 
 	encode(r, b);
 	/* O_APPEND: one write lands at the end, whole as a rule. */
-	w = write(fd, b, sizeof(b));
+	w = kvc_fault_write(KVC_FAULT_MANIFEST_WRITE, fd, b, sizeof(b));
 	if (w < 0)
 		return -errno;
 	if (w == (ssize_t)sizeof(b))
@@ -170,11 +172,13 @@ int kvc_mf_rewrite(const char *path, const struct kvc_mf_rec *r, size_t n)
 		if (fwrite(b, sizeof(b), 1, f) != 1)
 			ret = -EIO;
 	}
-	if (!ret && (fflush(f) || fsync(fileno(f))))
+	if (!ret && (fflush(f) || kvc_fault_sys(KVC_FAULT_MANIFEST_FSYNC) ||
+		     fsync(fileno(f))))
 		ret = -errno;
 	if (fclose(f) && !ret)
 		ret = -errno;
-	if (!ret && rename(tmp, path))
+	if (!ret && (kvc_fault_sys(KVC_FAULT_MANIFEST_RENAME) ||
+		     rename(tmp, path)))
 		ret = -errno;
 	if (ret) {
 		unlink(tmp);

@@ -1288,7 +1288,13 @@ static void read_finished(struct kvc_tier *t, struct pend *p,
 	} else {
 		t->st.read_errors++;
 	}
-	if (same && o->status != -EFBIG)
+	/*
+	 * Gone or corrupt: forgotten. Any other error (EIO, a short read
+	 * the retries could not complete, EFBIG) says nothing certain of
+	 * the file, which may read well next time: it stays, accounted,
+	 * and this read is only a miss.
+	 */
+	if (same && (o->status == -EBADMSG || o->status == -ENOENT))
 		set_absent(t, id);
 	/* set_absent may have pruned it from the index. */
 	o->id = kvc_index_find(t->idx, p->ns, p->key, &id) ? KVC_ID_NONE : id;

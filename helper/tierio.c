@@ -29,6 +29,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fault.h"
+
 enum slot_state { S_FREE, S_BEGUN, S_WRITE, S_DIRSYNC, S_READ };
 enum stage { ST_WRITE = 1, ST_FSYNC, ST_DIRSYNC, ST_OPEN, ST_READ };
 
@@ -316,12 +318,16 @@ int kvc_tio_write_submit(struct kvc_tio *t, int i, const char *dir,
 		goto fail;
 	ret = kvc_bf_build(&s->h, s->buf);
 	if (!ret)
+		ret = kvc_fault_err(KVC_FAULT_TIER_MKDIR);
+	if (!ret)
 		ret = kvc_bf_prepare(dir, h->key, t->tag, s->final, s->tmp,
 				     sizeof(s->final));
 	if (ret)
 		goto fail;
 	s->size = kvc_bf_file_size(h->payload_len);
-	s->fd = kvc_bf_open_tmp(s->tmp, &s->direct);
+	s->fd = kvc_fault_err(KVC_FAULT_TIER_CREATE);
+	if (!s->fd)
+		s->fd = kvc_bf_open_tmp(s->tmp, &s->direct);
 	if (s->fd < 0) {
 		ret = s->fd;
 		s->fd = -1;
@@ -403,13 +409,21 @@ static void write_done(struct kvc_tio *t, int i, kvc_tio_done_fn fn,
 	 * .nfsXXXX file. */
 	if (close(s->fd))
 		ret = -errno;
+	else
+		ret = kvc_fault_err(KVC_FAULT_TIER_CLOSE);
 	s->fd = -1;
 	if (ret) {
 		unlink(s->tmp);
 		complete(t, s, ret, fn, arg);
 		return;
 	}
-	ret = kvc_bf_install(s->tmp, s->final);
+	/* An injected link failure leaves what a real one does: no temp
+	 * name (kvc_bf_install's rule), no final name. */
+	ret = kvc_fault_err(KVC_FAULT_TIER_LINK);
+	if (ret)
+		unlink(s->tmp);
+	else
+		ret = kvc_bf_install(s->tmp, s->final);
 	if (ret || !t->fsync) {
 		complete(t, s, ret, fn, arg);
 		return;
@@ -507,6 +521,19 @@ static void read_settled(struct kvc_tio *t, int i, bool eof,
 		return;
 	}
 	/*
+	 * Short of a header: without one the file's size is unknown, so
+	 * read on until the end of the file says it (a file that short is
+	 * corrupt anyway, and costs one more read). With O_DIRECT only from
+	 * an aligned offset: an unaligned end is the file's.
+	 */
+	if (!eof && s->done && s->done < KVC_BF_HEADER_SIZE &&
+	    (!s->direct || !(s->done % KVC_BF_ALIGN))) {
+		ret = queue_read(t, i);
+		if (ret)
+			complete(t, s, ret, fn, arg);
+		return;
+	}
+	/*
 	 * A read that stops short of the buffer has reached the end of the
 	 * file, as reads of regular files do; if the header says the file
 	 * is longer than that, it was only a short read: go on.
@@ -525,6 +552,35 @@ static void read_settled(struct kvc_tio *t, int i, bool eof,
 	complete(t, s, ret, fn, arg);
 }
 
+/*
+ * An armed fault (fault.h) replaces the completion's result here, where
+ * the kernel's goes in: what follows is the handling of a real one.
+ */
+static int inject(int stage, int res)
+{
+	int err;
+
+	switch (stage) {
+	case ST_WRITE:
+		return (int)kvc_fault_xfer(KVC_FAULT_TIER_WRITE, res);
+	case ST_READ:
+		return (int)kvc_fault_xfer(KVC_FAULT_TIER_READ, res);
+	case ST_FSYNC:
+		return res ? res : kvc_fault_err(KVC_FAULT_TIER_FSYNC);
+	case ST_DIRSYNC:
+		return res ? res : kvc_fault_err(KVC_FAULT_TIER_DIRSYNC);
+	case ST_OPEN:
+		if (res < 0)
+			return res;
+		/* The open did succeed: its descriptor must not leak. */
+		err = kvc_fault_err(KVC_FAULT_TIER_OPEN);
+		if (err)
+			close(res);
+		return err ? err : res;
+	}
+	return res;
+}
+
 static void handle(struct kvc_tio *t, uint64_t data, int res,
 		   kvc_tio_done_fn fn, void *arg)
 {
@@ -536,6 +592,8 @@ static void handle(struct kvc_tio *t, uint64_t data, int res,
 		return;
 	s = &t->slots[i];
 	s->pending--;
+	if (kvc_fault_armed)
+		res = inject(stage, res);
 	switch (stage) {
 	case ST_OPEN:
 		open_settled(t, i, res, fn, arg);
@@ -559,7 +617,16 @@ static void handle(struct kvc_tio *t, uint64_t data, int res,
 		break;
 	case ST_DIRSYNC:
 		/* Some FUSE filesystems refuse fsync on a directory. */
-		complete(t, s, res == -EINVAL ? 0 : res, fn, arg);
+		if (res == -EINVAL)
+			res = 0;
+		/*
+		 * The name may not survive a crash, and the spill is reported
+		 * failed: the caller does not account the file, so it must
+		 * not stay either (it would take space no one counts).
+		 */
+		if (res)
+			unlink(s->final);
+		complete(t, s, res, fn, arg);
 		return;
 	}
 	if (s->pending)
