@@ -76,9 +76,12 @@ struct kvcd {
 	size_t fetchq_len, fetchq_cap;
 	uint32_t *spillq;		/* ids waiting for a write slot */
 	size_t spillq_len, spillq_cap;
+	uint32_t *retryq;		/* write-through spills that failed */
+	size_t retryq_len, retryq_cap;
+	double retry_at;		/* when retryq is tried again */
 	uint8_t *fetching;		/* by id: a read is in flight */
 	size_t nfetching;
-	uint64_t promotions, promote_errors, prefetches;
+	uint64_t promotions, promote_errors, prefetches, spill_retries;
 
 	struct kvc_metrics *metrics;
 	struct kvc_daemon_metrics dm;

@@ -38,6 +38,12 @@
 #include <unistd.h>
 
 #include "daemon_priv.h"
+#include "fault.h"
+
+/* A failed write-through spill is tried again this often, at most. */
+#define RETRY_INTERVAL_S	1.0
+/* ... and this many blocks per try, so a dead disk costs little. */
+#define RETRY_BATCH		64
 
 static const char *const tier_names[KVC_NR_TIERS] = { "pool", "g3", "g4" };
 
@@ -214,6 +220,28 @@ static bool write_through(const struct kvcd *d, unsigned int tier)
 	       KVC_CONFIG_WRITE_THROUGH;
 }
 
+/*
+ * A write-through spill that failed for a reason that may pass (an I/O
+ * error, a full disk, a short write not completed): the block is still
+ * in the pool, so it is tried again later (retry_spills) rather than
+ * never reaching the tier. Refusals that will not change (read-only
+ * tier, the block gone or already there) are not retried.
+ */
+static bool retryable(int err)
+{
+	return err && err != -EBUSY && err != -EEXIST && err != -EALREADY &&
+	       err != -ENOENT && err != -ESTALE && err != -EROFS &&
+	       err != -EACCES && err != -EPERM && err != -EINVAL;
+}
+
+static void spill_failed(struct kvcd *d, uint32_t id, int err)
+{
+	if (err == -EBUSY)
+		queue_id(&d->spillq, &d->spillq_len, &d->spillq_cap, id);
+	else if (retryable(err))
+		queue_id(&d->retryq, &d->retryq_len, &d->retryq_cap, id);
+}
+
 void kvcd_tiers_stored(struct kvcd *d, uint32_t id)
 {
 	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++) {
@@ -221,9 +249,7 @@ void kvcd_tiers_stored(struct kvcd *d, uint32_t id)
 			continue;
 		if (!admitted(d, t, id, true) || !write_through(d, t))
 			continue;
-		if (spill_one(d, t, id) == -EBUSY)
-			queue_id(&d->spillq, &d->spillq_len, &d->spillq_cap,
-				 id);
+		spill_failed(d, id, spill_one(d, t, id));
 	}
 }
 
@@ -256,16 +282,52 @@ static void drain_spills(struct kvcd *d)
 
 	for (; i < d->spillq_len; i++) {
 		uint32_t id = d->spillq[i];
-		bool busy = false;
+		bool busy = false, retry = false;
 
-		for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++)
-			if (d->tier[t] && write_through(d, t) &&
-			    spill_one(d, t, id) == -EBUSY)
-				busy = true;
+		for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++) {
+			int ret;
+
+			if (!d->tier[t] || !write_through(d, t))
+				continue;
+			ret = spill_one(d, t, id);
+			busy |= ret == -EBUSY;
+			retry |= retryable(ret);
+		}
 		if (busy)
 			d->spillq[kept++] = id;
+		else if (retry)
+			queue_id(&d->retryq, &d->retryq_len, &d->retryq_cap,
+				 id);
 	}
 	d->spillq_len = kept;
+}
+
+/*
+ * Failed write-through spills, once a RETRY_INTERVAL_S: each goes to
+ * every write-through tier that lacks it (spill_one skips the others);
+ * one failing again is queued again by spill_failed() or tier_done().
+ */
+static void retry_spills(struct kvcd *d)
+{
+	size_t n = d->retryq_len < RETRY_BATCH ? d->retryq_len : RETRY_BATCH;
+	uint32_t batch[RETRY_BATCH];
+	double now = mono();
+
+	if (!n || now < d->retry_at)
+		return;
+	d->retry_at = now + RETRY_INTERVAL_S;
+	memcpy(batch, d->retryq, n * sizeof(*batch));
+	d->retryq_len -= n;
+	memmove(d->retryq, d->retryq + n, d->retryq_len * sizeof(*batch));
+	for (size_t i = 0; i < n; i++) {
+		if (!present(d, batch[i], KVC_TIER_POOL))
+			continue;	/* evicted meanwhile: nothing to copy */
+		d->spill_retries++;
+		for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++)
+			if (d->tier[t] && write_through(d, t))
+				spill_failed(d, batch[i],
+					     spill_one(d, t, batch[i]));
+	}
 }
 
 /* ---- promotion ------------------------------------------------------------ */
@@ -295,12 +357,12 @@ static bool is_fetching(const struct kvcd *d, uint32_t id)
 }
 
 /*
- * Start reading entry id up from g3 (else g4). 0: on its way (or
- * queued); -ENOENT: neither tier has it (any more).
+ * Start reading entry id up from tier first on (g3, else g4). 0: on its
+ * way (or queued); -ENOENT: no tier from first on has it (any more).
  */
-static int start_fetch(struct kvcd *d, uint32_t id)
+static int fetch_from(struct kvcd *d, uint32_t id, unsigned int first)
 {
-	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++) {
+	for (unsigned int t = first; t < KVC_NR_TIERS; t++) {
 		int ret;
 
 		if (!d->tier[t] || !present(d, id, t))
@@ -317,6 +379,11 @@ static int start_fetch(struct kvcd *d, uint32_t id)
 		kvc_metric_add(d->dm.misses[t], 1);
 	}
 	return -ENOENT;
+}
+
+static int start_fetch(struct kvcd *d, uint32_t id)
+{
+	return fetch_from(d, id, KVC_TIER_G3);
 }
 
 int kvcd_tiers_want(struct kvcd *d, uint32_t id)
@@ -498,9 +565,16 @@ static void tier_done(void *arg, const struct kvc_tier_done *o)
 	int ret;
 
 	if (o->op == KVC_TIO_WRITE) {
+		uint32_t id;
+
 		if (!o->status)
 			kvc_metric_add(d->dm.written_bytes[c->tier],
 				       o->bytes);
+		else if (write_through(d, c->tier) && retryable(o->status) &&
+			 !kvc_index_find(d->index, o->ns, o->key, &id) &&
+			 present(d, id, KVC_TIER_POOL))
+			queue_id(&d->retryq, &d->retryq_len, &d->retryq_cap,
+				 id);
 		return;
 	}
 	if (o->cookie < d->nfetching)
@@ -509,8 +583,12 @@ static void tier_done(void *arg, const struct kvc_tier_done *o)
 		return;
 	if (o->status) {
 		kvc_metric_add(d->dm.misses[c->tier], 1);
-		/* The other tier may still have a good copy. */
-		start_fetch(d, o->id);
+		/*
+		 * The next tier may still have a good copy. Only the next:
+		 * a block this tier failed to read (EIO) stays present in
+		 * it, and asking it again would loop on a bad sector.
+		 */
+		fetch_from(d, o->id, c->tier + 1);
 		return;
 	}
 	kvc_metric_add(d->dm.hits[c->tier], 1);
@@ -528,6 +606,30 @@ static void tier_done(void *arg, const struct kvc_tier_done *o)
 	settle(d);
 }
 
+/*
+ * The tiers count their errors (tier.h); the metrics endpoint's counters
+ * follow them, by the difference since the last look.
+ */
+static void sync_error_metrics(struct kvcd *d)
+{
+	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++) {
+		const struct kvc_tier_stats *s;
+		uint64_t seen;
+
+		if (!d->tier[t])
+			continue;
+		s = kvc_tier_stats(d->tier[t]);
+		seen = kvc_metric_counter_value(d->dm.spill_errors[t]);
+		if (s->spill_errors > seen)
+			kvc_metric_add(d->dm.spill_errors[t],
+				       s->spill_errors - seen);
+		seen = kvc_metric_counter_value(d->dm.read_errors[t]);
+		if (s->read_errors > seen)
+			kvc_metric_add(d->dm.read_errors[t],
+				       s->read_errors - seen);
+	}
+}
+
 bool kvcd_tiers_readable(struct kvcd *d, int fd)
 {
 	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++) {
@@ -538,6 +640,7 @@ bool kvcd_tiers_readable(struct kvcd *d, int fd)
 		kvc_tier_reap(d->tier[t], false, tier_done, &c);
 		drain_fetches(d);
 		drain_spills(d);
+		sync_error_metrics(d);
 		settle(d);
 		/* Evictions waiting for write-back slots can go on now. */
 		kvcd_check_pool(d);
@@ -553,6 +656,8 @@ void kvcd_tiers_tick(struct kvcd *d)
 			kvc_tier_tick(d->tier[t], ns_ok, d);
 	drain_fetches(d);
 	drain_spills(d);
+	retry_spills(d);
+	sync_error_metrics(d);
 	if (d->waits)
 		settle(d);
 }
@@ -608,12 +713,18 @@ size_t kvcd_tiers_stats(struct kvcd *d, struct kvc_stat *st, size_t max)
 			st[n++] = (struct kvc_stat){ names[t][i], 0, v[i] };
 		}
 	}
-	if (n + 3 <= max) {
+	if (n + 4 <= max) {
 		st[n++] = (struct kvc_stat){ "promotions", 0, d->promotions };
 		st[n++] = (struct kvc_stat){ "promote_errors", 0,
 					     d->promote_errors };
 		st[n++] = (struct kvc_stat){ "prefetches", 0, d->prefetches };
+		st[n++] = (struct kvc_stat){ "spill_retries", 0,
+					     d->spill_retries };
 	}
+	/* Only in a daemon started with KVCACHED_FAULT (fault.h). */
+	if (kvc_fault_armed && n < max)
+		st[n++] = (struct kvc_stat){ "faults_injected", 0,
+					     kvc_fault_injected_total() };
 	return n;
 }
 
@@ -713,6 +824,7 @@ void kvcd_tiers_close(struct kvcd *d)
 	free(d->waits);
 	free(d->fetchq);
 	free(d->spillq);
+	free(d->retryq);
 	free(d->fetching);
 	d->waits = NULL;
 }

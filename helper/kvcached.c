@@ -22,6 +22,7 @@
 
 #include "config.h"
 #include "daemon.h"
+#include "fault.h"
 #include "server.h"
 
 #define KVCACHED_CONFIG		"/etc/kvcache/kvcached.conf"
@@ -134,6 +135,22 @@ int main(int argc, char **argv)
 	if (print) {
 		kvc_config_dump(&cfg, stdout);
 		return 0;
+	}
+	/*
+	 * Fault injection, for tests only: nothing is armed unless the
+	 * variable is set, and a spec with a mistake stops the start rather
+	 * than run with faults other than those asked for.
+	 */
+	if (getenv(KVC_FAULT_ENV) && getenv(KVC_FAULT_ENV)[0]) {
+		ret = kvc_fault_configure(getenv(KVC_FAULT_ENV), err,
+					  sizeof(err));
+		if (ret) {
+			fprintf(stderr, "kvcached: %s: %s\n", KVC_FAULT_ENV,
+				err);
+			return 2;
+		}
+		fprintf(stderr, "kvcached: FAULT INJECTION ARMED (%s=%s)\n",
+			KVC_FAULT_ENV, getenv(KVC_FAULT_ENV));
 	}
 
 	sigaction(SIGINT, &sa, NULL);

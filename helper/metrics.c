@@ -693,6 +693,14 @@ int kvc_metrics_register_daemon(struct kvc_metrics *reg,
 		ret = per_tier(reg, "kvcache_evictions_total",
 			       "Blocks evicted from the tier.", dm->evictions);
 	if (!ret)
+		ret = per_tier(reg, "kvcache_spill_errors_total",
+			       "Blocks the tier failed to write (I/O error, disk full).",
+			       dm->spill_errors);
+	if (!ret)
+		ret = per_tier(reg, "kvcache_read_errors_total",
+			       "Reads from the tier that failed (I/O error), not counting misses and corrupt files.",
+			       dm->read_errors);
+	if (!ret)
 		ret = single(reg, KVC_METRIC_HISTOGRAM,
 			     "kvcache_lookup_duration_seconds",
 			     "Time from a lookup request to its reply.",

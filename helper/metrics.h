@@ -117,6 +117,8 @@ struct kvc_daemon_metrics {
 	struct kvc_metric *read_bytes[KVC_METRICS_TIERS];
 	struct kvc_metric *written_bytes[KVC_METRICS_TIERS];
 	struct kvc_metric *evictions[KVC_METRICS_TIERS];
+	struct kvc_metric *spill_errors[KVC_METRICS_TIERS];
+	struct kvc_metric *read_errors[KVC_METRICS_TIERS];
 	struct kvc_metric *lookup_seconds;	/* histogram */
 	struct kvc_metric *connections;		/* gauge: open now */
 	struct kvc_metric *connections_total;	/* counter: accepted */
