@@ -22,6 +22,9 @@
 #                               Documentation/benchmarks.md and its plots
 #                               (KVC_BENCH_ONLY=... runs a part: scripts/bench)
 #   make vm-shell               interactive shell in the test VM
+#   make fuzz-parsers [FUZZ_SECONDS=20]  fuzz the wire format, block file,
+#                               manifest and config parsers (libFuzzer);
+#                               fuzz-parsers-replay: the seed corpus only
 #   make clean
 
 TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
@@ -252,6 +255,55 @@ $(BUILD)/san/libkvcache_test: tests/selftests/libkvcache_test.c \
 		$(CFLAGS) -I$(TOP)/uapi -I$(TOP)/helper -I$(TOP)/helper/libkvcache \
 		-I$(KSRC)/tools/testing/selftests -o $@ $< $(LIB_SRCS) \
 		-lcrypto -pthread
+
+# ---- fuzz harnesses for the parsers ---------------------------------------
+#
+# libFuzzer needs clang. Each harness links the parser it fuzzes, built
+# with the same coverage and sanitizer flags (tests/fuzz/*.c say what each
+# checks). fuzz-parsers runs each for FUZZ_SECONDS from a copy of the
+# committed seed corpus; fuzz-parsers-replay runs the corpus once (the
+# regression check); fuzz-corpus regenerates the corpus with the real
+# encoders (gen_corpus.c), to be committed.
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 20
+FUZZ_FLAGS := $(CSTD) $(WARN) -O1 -g -I$(TOP)/uapi -I$(TOP)/helper \
+	      -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	      -fno-omit-frame-pointer
+FUZZ_HARNESSES := proto blockfile manifest config
+FUZZ_DEPS_proto := helper/proto.c
+FUZZ_DEPS_blockfile := helper/blockfile.c
+# manifest.c's writes go through the fault injection points (fault.h).
+FUZZ_DEPS_manifest := helper/manifest.c helper/blockfile.c \
+		      $(wildcard helper/fault.c)
+FUZZ_DEPS_config := helper/config.c
+
+.PHONY: fuzz-parsers fuzz-parsers-build fuzz-parsers-replay fuzz-corpus
+
+fuzz-parsers-build: $(addprefix $(BUILD)/fuzz/fuzz_,$(FUZZ_HARNESSES))
+
+.SECONDEXPANSION:
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h \
+		      $$(FUZZ_DEPS_$$*) helper/*.h uapi/linux/kvcache.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_DEPS_$*)
+
+fuzz-parsers: fuzz-parsers-build
+	$(TOP)/tests/fuzz/run-fuzzers $(BUILD)/fuzz $(FUZZ_SECONDS)
+
+fuzz-parsers-replay: fuzz-parsers-build
+	$(TOP)/tests/fuzz/run-fuzzers $(BUILD)/fuzz replay
+
+$(BUILD)/fuzz/gen_corpus: tests/fuzz/gen_corpus.c helper/proto.c \
+			  helper/blockfile.c helper/manifest.c helper/config.c \
+			  helper/*.h uapi/linux/kvcache.h
+	@mkdir -p $(dir $@)
+	$(CC) $(USER_CFLAGS) -o $@ $< helper/proto.c helper/blockfile.c \
+		helper/manifest.c helper/config.c $(wildcard helper/fault.c)
+
+# Writes into the repository: run it by hand, then commit the result.
+fuzz-corpus: $(BUILD)/fuzz/gen_corpus
+	rm -rf $(TOP)/tests/fuzz/corpus
+	$(BUILD)/fuzz/gen_corpus $(TOP)/tests/fuzz/corpus helper/kvcached.conf
 
 # ---- the whole thing ------------------------------------------------------
 
