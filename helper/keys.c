@@ -28,6 +28,7 @@ enum {
 	TAG_PP_SIZE,
 	TAG_LORA,
 	TAG_SALT,
+	TAG_NS_SALT,
 };
 
 static void le32(uint8_t out[4], uint32_t v)
@@ -79,7 +80,8 @@ int kvc_ns_seed(const struct kvc_ns_identity *id,
 
 	if (!id->tokens_per_block || !id->tp_size || !id->pp_size ||
 	    id->tp_rank >= id->tp_size || id->pp_rank >= id->pp_size ||
-	    (id->salt_len && !id->salt) || id->salt_len > UINT32_MAX)
+	    (id->salt_len && !id->salt) || id->salt_len > UINT32_MAX ||
+	    (id->ns_salt_len && !id->ns_salt) || id->ns_salt_len > UINT32_MAX)
 		return -EINVAL;
 	ctx = EVP_MD_CTX_new();
 	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
@@ -100,6 +102,10 @@ int kvc_ns_seed(const struct kvc_ns_identity *id,
 	ret |= put_str(ctx, TAG_LORA, id->lora);
 	put_field(ctx, TAG_SALT, id->salt ? (const void *)id->salt : "",
 		  (uint32_t)id->salt_len);
+	/* Absent, not empty, without one: opted-out keys stay as they were. */
+	if (id->ns_salt_len)
+		put_field(ctx, TAG_NS_SALT, id->ns_salt,
+			  (uint32_t)id->ns_salt_len);
 	if (!ret && !EVP_DigestFinal_ex(ctx, seed, NULL))
 		ret = -ENOMEM;
 	EVP_MD_CTX_free(ctx);

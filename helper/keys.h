@@ -28,6 +28,13 @@ struct kvc_ns_identity {
 	const char *lora;		/* adapter name and revision, "" for none */
 	const uint8_t *salt;		/* tenant salt, may be empty */
 	size_t salt_len;
+	/*
+	 * The namespace's salt from kvcached (NS_SALT), empty when the
+	 * caller opted out. Hashed as its own field after salt, and only
+	 * when present, so opted-out seeds are the version-1 seeds.
+	 */
+	const uint8_t *ns_salt;
+	size_t ns_salt_len;
 	uint32_t tokens_per_block;
 	uint32_t tp_rank, tp_size;	/* tensor parallel */
 	uint32_t pp_rank, pp_size;	/* pipeline parallel */

@@ -213,6 +213,7 @@ static void every_identity_field_changes_the_seed(void)
 	DIFFERS(v.kv_dtype = "d2");
 	DIFFERS(v.lora = "a");
 	DIFFERS((v.salt = salt, v.salt_len = 1));
+	DIFFERS((v.ns_salt = salt, v.ns_salt_len = 1));
 	DIFFERS(v.tokens_per_block = 32);
 	DIFFERS((v.tp_size = 2, v.tp_rank = 1));
 	DIFFERS(v.tp_size = 2);
@@ -244,6 +245,63 @@ static void bad_identities_are_refused(void)
 	v = id;
 	v.salt_len = 4;		/* and no salt pointer */
 	TAP_CHECK(kvc_ns_seed(&v, s) == -EINVAL);
+	v = id;
+	v.ns_salt_len = 32;	/* and no namespace salt pointer */
+	TAP_CHECK(kvc_ns_seed(&v, s) == -EINVAL);
+}
+
+static void hexval(const char *h, uint8_t *out, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		sscanf(h + 2 * i, "%2hhx", &out[i]);
+}
+
+/*
+ * The namespace salt (field 13): the expected values were computed with
+ * Python's hashlib from Documentation/keys.md (the identity of the
+ * vectors' "base" case, namespace salt bytes 0..31, and the key of block
+ * 0 = tokens 1..16), independently of keys.c. A salt the caller gives
+ * (field 12) and the namespace's (field 13) are two fields, so moving
+ * bytes from one to the other changes the seed; no namespace salt means
+ * no field 13, the seed of the "base" vector.
+ */
+static void namespace_salt_is_its_own_field(void)
+{
+	static const uint32_t t[16] = {
+		1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+	};
+	struct kvc_ns_identity id = {
+		.model = "meta-llama/Llama-3.1-8B-Instruct",
+		.weights_revision = "0e9e39f249a16976918f6564b8830bc894c89659",
+		.tokenizer = "llama3@0e9e39f2", .kv_layout = "paged-nhd",
+		.kv_dtype = "bf16", .lora = "",
+		.tokens_per_block = 16, .tp_size = 1, .pp_size = 1,
+	}, v;
+	uint8_t ns_salt[32], seed[32], want[32], key[32];
+
+	for (int i = 0; i < 32; i++)
+		ns_salt[i] = (uint8_t)i;
+	TAP_CHECK(kvc_ns_seed(&id, seed) == 0);
+	hexval("ee33552e6d60e6a0a5a09d1caed902ad36862607a61c0a9ef9f4c97e01ef3e2b",
+	       want, 32);
+	TAP_CHECK(!memcmp(seed, want, 32));
+	id.ns_salt = ns_salt;
+	id.ns_salt_len = 32;
+	TAP_CHECK(kvc_ns_seed(&id, seed) == 0);
+	hexval("efbade5d4e37537597bed19514e1f84089541d83e96ca4fe6e5b0597ca0bb4d0",
+	       want, 32);
+	TAP_CHECK(!memcmp(seed, want, 32));
+	kvc_block_key(seed, t, 16, key);
+	hexval("62f8fad7a6eacbd4b589ed275cd4fd54ec100a2edbcdf1b33653021db098a66c",
+	       want, 32);
+	TAP_CHECK(!memcmp(key, want, 32));
+	/* The same bytes as the caller's salt give another seed. */
+	v = id;
+	v.ns_salt = NULL;
+	v.ns_salt_len = 0;
+	v.salt = ns_salt;
+	v.salt_len = 32;
+	TAP_CHECK(kvc_ns_seed(&v, want) == 0 && memcmp(want, seed, 32));
 }
 
 static void keys_chain_and_skip_partial_blocks(void)
@@ -275,5 +333,6 @@ int main(void)
 	TAP_RUN(every_identity_field_changes_the_seed);
 	TAP_RUN(bad_identities_are_refused);
 	TAP_RUN(keys_chain_and_skip_partial_blocks);
+	TAP_RUN(namespace_salt_is_its_own_field);
 	return tap_done();
 }
