@@ -92,22 +92,58 @@ static void kvcd_path(const struct kvcd *d, const char *name, char *out)
 	strcpy(out + n + 1, name);
 }
 
-/* Write the namespace table: a new file renamed over the old one. */
+/*
+ * A namespace's salt: 32 random bytes. getrandom() without GRND_NONBLOCK
+ * waits for the pool to be initialised once, early at boot, rather than
+ * hand out a guessable salt.
+ */
+static int kvcd_new_salt(uint8_t salt[KVC_PROTO_SALT_SIZE])
+{
+	size_t got = 0;
+
+	while (got < KVC_PROTO_SALT_SIZE) {
+		ssize_t n = getrandom(salt + got, KVC_PROTO_SALT_SIZE - got, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+/*
+ * Write the namespace table: a new file renamed over the old one. One
+ * line per namespace: id, uid, gid, octal mode, salt in hex. The file
+ * holds the salts, so it is created 0600 (the state directory is 0700).
+ */
 static int kvcd_ns_save(const struct kvcd *d)
 {
 	char path[PATH_MAX], tmp[PATH_MAX];
 	FILE *f;
-	int ret = 0;
+	int fd, ret = 0;
 
 	kvcd_path(d, "namespaces", path);
 	kvcd_path(d, "namespaces.new", tmp);
-	f = fopen(tmp, "we");
-	if (!f)
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
 		return -errno;
-	for (uint32_t i = 1; i <= KVCACHE_NS_MAX; i++)
-		if (d->ns[i].used)
-			fprintf(f, "%" PRIu32 " %" PRIu32 " %" PRIu32 " %o\n", i,
-				d->ns[i].uid, d->ns[i].gid, d->ns[i].mode);
+	f = fdopen(fd, "w");
+	if (!f) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	for (uint32_t i = 1; i <= KVCACHE_NS_MAX; i++) {
+		if (!d->ns[i].used)
+			continue;
+		fprintf(f, "%" PRIu32 " %" PRIu32 " %" PRIu32 " %o ", i,
+			d->ns[i].uid, d->ns[i].gid, d->ns[i].mode);
+		for (int j = 0; j < KVC_PROTO_SALT_SIZE; j++)
+			fprintf(f, "%02x", d->ns[i].salt[j]);
+		fputc('\n', f);
+	}
 	if (fflush(f) || fsync(fileno(f)))
 		ret = -errno;
 	if (fclose(f) && !ret)
@@ -117,26 +153,60 @@ static int kvcd_ns_save(const struct kvcd *d)
 	return ret;
 }
 
+/* 64 hex digits into a salt; -EINVAL for anything else. */
+static int kvcd_parse_salt(const char *hex, uint8_t salt[KVC_PROTO_SALT_SIZE])
+{
+	if (strlen(hex) != 2 * KVC_PROTO_SALT_SIZE ||
+	    strspn(hex, "0123456789abcdefABCDEF") != 2 * KVC_PROTO_SALT_SIZE)
+		return -EINVAL;
+	for (int i = 0; i < KVC_PROTO_SALT_SIZE; i++)
+		sscanf(hex + 2 * i, "%2hhx", &salt[i]);
+	return 0;
+}
+
+/*
+ * Read the namespace table. A line without a salt (written by an older
+ * kvcached, or by hand) gets a new random one, saved at once so that it
+ * stays the namespace's salt from now on.
+ */
 static int kvcd_ns_load(struct kvcd *d)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX], line[256], hex[80];
 	unsigned int id, uid, gid, mode;
+	bool salted = false;
 	FILE *f;
-	int line = 0, ret = 0;
+	int lineno = 0, n, ret = 0;
 
 	kvcd_path(d, "namespaces", path);
 	f = fopen(path, "re");
 	if (!f)
 		return errno == ENOENT ? 0 : -errno;
-	while ((ret = fscanf(f, "%u %u %u %o", &id, &uid, &gid, &mode)) == 4) {
-		line++;
-		if (id < 1 || id > KVCACHE_NS_MAX || mode > 0777) {
+	while (fgets(line, sizeof(line), f)) {
+		struct kvcd_ns ns = { .used = true };
+
+		lineno++;
+		hex[0] = '\0';
+		n = sscanf(line, "%u %u %u %o %79s", &id, &uid, &gid, &mode,
+			   hex);
+		if (n < 4 || id < 1 || id > KVCACHE_NS_MAX || mode > 0777 ||
+		    (n == 5 && kvcd_parse_salt(hex, ns.salt))) {
 			fprintf(stderr, "kvcached: %s:%d: bad namespace\n",
-				path, line);
+				path, lineno);
 			fclose(f);
 			return -EINVAL;
 		}
-		d->ns[id] = (struct kvcd_ns){ true, uid, gid, mode };
+		if (n == 4) {
+			ret = kvcd_new_salt(ns.salt);
+			if (ret) {
+				fclose(f);
+				return ret;
+			}
+			salted = true;
+		}
+		ns.uid = uid;
+		ns.gid = gid;
+		ns.mode = mode;
+		d->ns[id] = ns;
 		/* A reloaded module lost them: the kernel learns them again. */
 		if (d->mode == KVC_PROTO_MODE_KERNEL) {
 			int err = kvc_kdev_ns_create(&d->kdev, id, uid, gid,
@@ -147,11 +217,13 @@ static int kvcd_ns_load(struct kvcd *d)
 					id, strerror(-err));
 		}
 	}
-	ret = ferror(f) || ret != EOF ? -EINVAL : 0;
+	ret = ferror(f) ? -EIO : 0;
 	if (ret)
 		fprintf(stderr, "kvcached: %s: unreadable after line %d\n",
-			path, line);
+			path, lineno);
 	fclose(f);
+	if (!ret && salted)
+		ret = kvcd_ns_save(d);
 	return ret;
 }
 
@@ -512,6 +584,7 @@ static int kvcd_hello(struct kvcd *d, struct kvc_peer *p,
 	if (d->mode == KVC_PROTO_MODE_MEMFD)
 		*pass_fd = kvc_mpool_fd(d->mpool);
 	d->clients[p->id].hello = true;
+	d->clients[p->id].version = (uint16_t)v;
 	return kvc_proto_encode_hello_reply(reply, KVC_PROTO_MSG_MAX, m->seq,
 					    &r);
 }
@@ -748,25 +821,67 @@ static int kvcd_ns_create(struct kvcd *d, struct kvc_peer *p,
 			  const struct kvc_msg *m, uint8_t *reply)
 {
 	const struct kvc_ns_create *c = &m->ns_create;
+	struct kvcd_ns ns = { true, c->uid, c->gid, c->mode, { 0 } };
 	int ret;
 
 	if (p->uid != 0)
 		return kvcd_error(reply, m, -EPERM, "only root creates namespaces");
 	if (d->ns[c->ns_id].used)
 		return kvcd_error(reply, m, -EEXIST, "namespace exists");
+	/* Never a namespace with a guessable salt. */
+	ret = kvcd_new_salt(ns.salt);
+	if (ret)
+		return kvcd_error(reply, m, ret, "no random salt");
 	if (d->mode == KVC_PROTO_MODE_KERNEL) {
 		ret = kvc_kdev_ns_create(&d->kdev, c->ns_id, c->uid, c->gid,
 					 c->mode);
 		if (ret)
 			return kvcd_error(reply, m, ret, "kernel refused it");
 	}
-	d->ns[c->ns_id] = (struct kvcd_ns){ true, c->uid, c->gid, c->mode };
+	d->ns[c->ns_id] = ns;
 	ret = kvcd_ns_save(d);
 	if (ret)
 		fprintf(stderr, "kvcached: saving namespaces: %s\n",
 			strerror(-ret));
 	return kvc_proto_encode_ns_create_reply(reply, KVC_PROTO_MSG_MAX,
 						m->seq);
+}
+
+/*
+ * NS_SALT: a namespace's salt, for peers that may read it (they need it
+ * to derive its keys); SET, from root only, replaces it, so that nodes
+ * sharing one g4 can give a namespace the same salt. A peer that may not
+ * read gets EACCES and not the salt: without it, it cannot compute the
+ * keys of another tenant's prompts to probe for them.
+ */
+static int kvcd_ns_salt(struct kvcd *d, struct kvc_peer *p,
+			const struct kvc_msg *m, uint8_t *reply)
+{
+	const struct kvc_ns_salt *s = &m->ns_salt;
+	struct kvc_ns_salt_reply r = { .ns_id = s->ns_id };
+	struct kvcd_ns *n = &d->ns[s->ns_id];
+	int ret;
+
+	if (s->flags & KVC_PROTO_NS_SALT_SET) {
+		if (p->uid != 0)
+			return kvcd_error(reply, m, -EPERM,
+					  "only root sets a namespace's salt");
+		if (!n->used)
+			return kvcd_error(reply, m, -ENOENT,
+					  "no such namespace");
+		memcpy(n->salt, s->salt, KVC_PROTO_SALT_SIZE);
+		ret = kvcd_ns_save(d);
+		if (ret)
+			return kvcd_error(reply, m, ret,
+					  "saving the namespace table");
+	} else if (!n->used) {
+		return kvcd_error(reply, m, -ENOENT, "no such namespace");
+	} else if (!kvcd_may(d, p, s->ns_id, 4)) {
+		return kvcd_error(reply, m, -EACCES, "namespace not readable");
+	}
+	memcpy(r.salt, n->salt, KVC_PROTO_SALT_SIZE);
+	return kvc_proto_encode_ns_salt_reply(reply, KVC_PROTO_MSG_MAX, m->seq,
+					      &r);
 }
 
 /* memfd mode: what the kernel's ALLOC ioctl does in kernel mode. */
@@ -922,9 +1037,14 @@ static int kvcd_flush(struct kvcd *d, struct kvc_peer *p,
 					    &r);
 }
 
-/* NS_LIST: namespaces from start on, a page at a time, with pool blocks. */
-static int kvcd_ns_list(struct kvcd *d, const struct kvc_msg *m,
-			uint8_t *reply)
+/*
+ * NS_LIST: namespaces from start on, a page at a time, with pool blocks.
+ * Ids, owners and modes are public, as ls -l shows a file's; how many
+ * blocks a namespace holds is not: it moves with what its tenant caches,
+ * so a peer that may not read a namespace sees 0 there.
+ */
+static int kvcd_ns_list(struct kvcd *d, struct kvc_peer *p,
+			const struct kvc_msg *m, uint8_t *reply)
 {
 	static struct kvc_ns_entry e[KVC_PROTO_MAX_BATCH];
 	uint32_t n = 0, next = 0, ns = m->ns_list.start ? m->ns_list.start : 1;
@@ -958,7 +1078,8 @@ static int kvcd_ns_list(struct kvcd *d, const struct kvc_msg *m,
 			else
 				hi = mid;
 		}
-		if (lo < n && e[lo].ns_id == ent->ns)
+		if (lo < n && e[lo].ns_id == ent->ns &&
+		    kvcd_may(d, p, ent->ns, 4))
 			e[lo].blocks++;
 	}
 	return kvc_proto_encode_ns_list_reply(reply, KVC_PROTO_MSG_MAX, m->seq,
@@ -991,6 +1112,10 @@ static int kvcd_stats(struct kvcd *d, const struct kvc_msg *m, uint8_t *reply)
 					    st, (uint32_t)n);
 }
 
+static int kvcd_dispatch(struct kvcd *d, struct kvc_peer *p,
+			 const struct kvc_msg *m, uint8_t *reply,
+			 int *pass_fd);
+
 static int kvcd_request(void *ctx, struct kvc_peer *p, const uint8_t *msg,
 			size_t len, bool truncated, uint8_t *reply,
 			int *pass_fd)
@@ -1014,6 +1139,22 @@ static int kvcd_request(void *ctx, struct kvc_peer *p, const uint8_t *msg,
 		return 0;	/* never answer a reply */
 	if (m.type != KVC_MSG_HELLO && !d->clients[p->id].hello)
 		return kvcd_error(reply, &m, -EPROTO, "HELLO first");
+	if (m.version > d->clients[p->id].version &&
+	    m.type != KVC_MSG_HELLO)
+		return kvcd_error(reply, &m, -EPROTONOSUPPORT,
+				  "a version above the one HELLO chose");
+	/* After HELLO, replies carry the version it chose. */
+	return kvc_proto_set_version(reply,
+				     kvcd_dispatch(d, p, &m, reply, pass_fd),
+				     d->clients[p->id].version);
+}
+
+static int kvcd_dispatch(struct kvcd *d, struct kvc_peer *p,
+			 const struct kvc_msg *mp, uint8_t *reply,
+			 int *pass_fd)
+{
+	const struct kvc_msg m = *mp;
+
 	switch (m.type) {
 	case KVC_MSG_HELLO:
 		return kvcd_hello(d, p, &m, reply, pass_fd);
@@ -1038,7 +1179,9 @@ static int kvcd_request(void *ctx, struct kvc_peer *p, const uint8_t *msg,
 	case KVC_MSG_FLUSH:
 		return kvcd_flush(d, p, &m, reply);
 	case KVC_MSG_NS_LIST:
-		return kvcd_ns_list(d, &m, reply);
+		return kvcd_ns_list(d, p, &m, reply);
+	case KVC_MSG_NS_SALT:
+		return kvcd_ns_salt(d, p, &m, reply);
 	default:	/* a request type newer than this daemon */
 		return kvcd_error(reply, &m, -EOPNOTSUPP, "unknown request type");
 	}
@@ -1049,6 +1192,7 @@ static int kvcd_connected(void *ctx, struct kvc_peer *p)
 	struct kvcd *d = ctx;
 
 	d->clients[p->id].hello = false;
+	d->clients[p->id].version = 0;
 	kvc_metric_add(d->dm.connections, 1);
 	kvc_metric_add(d->dm.connections_total, 1);
 	return 0;

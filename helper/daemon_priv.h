@@ -27,10 +27,13 @@
 struct kvcd_ns {
 	bool used;
 	uint32_t uid, gid, mode;
+	/* Mixed into its keys by libkvcache (NS_SALT, keys.md). */
+	uint8_t salt[KVC_PROTO_SALT_SIZE];
 };
 
 struct kvcd_client {
 	bool hello;
+	uint16_t version;	/* negotiated by HELLO: replies carry it */
 };
 
 /*

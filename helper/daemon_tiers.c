@@ -530,6 +530,9 @@ static void settle(struct kvcd *d)
 		len = kvc_proto_encode_load_reply(reply, sizeof(reply),
 						  (uint32_t)w->seq, w->res,
 						  w->count);
+		/* In the version its HELLO chose, as every reply. */
+		len = kvc_proto_set_version(reply, len,
+					    d->clients[w->peer].version);
 		if (len > 0 &&
 		    kvc_server_reply(d->srv, w->peer, w->serial, reply,
 				     (size_t)len, -1) == -ENOTCONN &&

@@ -57,7 +57,7 @@ TEST_F_TIMEOUT(kvcd, hello_reports_mode_and_pool, 60)
 	struct stat st;
 
 	EXPECT_EQ(self->mode, c->hello.mode);
-	EXPECT_EQ(KVC_PROTO_VERSION, c->hello.version);
+	EXPECT_EQ(KVC_PROTO_VERSION_MAX, c->hello.version);	/* the highest both speak */
 	EXPECT_LE(1, c->hello.max_batch);
 	EXPECT_GE(KVC_PROTO_MAX_STORE, c->hello.max_batch);
 	ASSERT_LE(4096, self->bs);
