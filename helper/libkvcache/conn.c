@@ -49,6 +49,7 @@ static void conn_drop(struct lib_conn *k)
 	if (k->fd >= 0)
 		close(k->fd);
 	k->fd = -1;
+	k->version = 0;
 	k->epoch++;
 }
 
@@ -153,6 +154,8 @@ static int conn_exchange(struct kvcache *c, struct lib_conn *k, int len,
 		return len;		/* the encoder refused: a caller bug */
 	if (k->fd < 0)
 		return -ENOTCONN;
+	/* After HELLO, requests carry the version it chose. */
+	len = kvc_proto_set_version(k->tx, len, k->version);
 	clock_gettime(CLOCK_MONOTONIC, &end);
 	end.tv_sec += c->timeout_ms / 1000;
 	end.tv_nsec += (long)(c->timeout_ms % 1000) * 1000000;
@@ -286,6 +289,7 @@ static int conn_connect(struct kvcache *c, struct lib_conn *k)
 		goto out;
 	}
 	r = &k->msg.hello_reply;
+	k->version = r->version;
 	pthread_mutex_lock(&c->lock);
 	first = !c->mode;
 	/*

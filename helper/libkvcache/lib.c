@@ -216,18 +216,44 @@ LIB_EXPORT int kvcache_stat(struct kvcache *c, const char *name,
 	return ret;
 }
 
-LIB_EXPORT int kvcache_ns_open(struct kvcache *c, uint32_t ns_id,
-			       const struct kvcache_identity *id,
-			       size_t block_bytes,
-			       struct kvcache_namespace **out)
+/* The namespace's salt, from the daemon (NS_SALT, protocol version 2). */
+static int ns_salt(struct kvcache *c, uint32_t ns_id,
+		   uint8_t salt[KVC_PROTO_SALT_SIZE])
 {
+	struct kvc_ns_salt req = { .ns_id = ns_id };
+	struct lib_conn *k;
+	int ret;
+
+	k = lib_conn_get(c, -1, &ret);
+	if (!k)
+		return ret;
+	if (k->version < KVC_PROTO_VERSION_NS_SALT) {
+		lib_conn_put(c, k);
+		return -EPROTONOSUPPORT;
+	}
+	ret = lib_call(c, k, kvc_proto_encode_ns_salt(LIB_TX(k), &req),
+		       KVC_MSG_NS_SALT_REPLY);
+	if (!ret && k->msg.ns_salt_reply.ns_id != ns_id)
+		ret = -EPROTO;
+	if (!ret)
+		memcpy(salt, k->msg.ns_salt_reply.salt, KVC_PROTO_SALT_SIZE);
+	lib_conn_put(c, k);
+	return ret;
+}
+
+LIB_EXPORT int kvcache_ns_open_flags(struct kvcache *c, uint32_t ns_id,
+				     const struct kvcache_identity *id,
+				     size_t block_bytes, uint32_t flags,
+				     struct kvcache_namespace **out)
+{
+	uint8_t salt[KVC_PROTO_SALT_SIZE];
 	struct kvcache_namespace *ns;
 	struct kvc_ns_identity kid;
 	int ret;
 
 	if (!c || !id || !out || !ns_id || ns_id > KVCACHE_NS_MAX ||
 	    !block_bytes || block_bytes > c->block_size ||
-	    (id->salt_len && !id->salt))
+	    (id->salt_len && !id->salt) || (flags & ~KVCACHE_NS_NO_SALT))
 		return -EINVAL;
 	kid = (struct kvc_ns_identity) {
 		.model = id->model,
@@ -242,6 +268,17 @@ LIB_EXPORT int kvcache_ns_open(struct kvcache *c, uint32_t ns_id,
 		.tp_rank = id->tp_rank, .tp_size = id->tp_size,
 		.pp_rank = id->pp_rank, .pp_size = id->pp_size,
 	};
+	/* A bad identity is refused before asking the daemon anything. */
+	ret = kvc_ns_seed(&kid, salt);
+	if (ret)
+		return ret;
+	if (!(flags & KVCACHE_NS_NO_SALT)) {
+		ret = ns_salt(c, ns_id, salt);
+		if (ret)
+			return ret;
+		kid.ns_salt = salt;
+		kid.ns_salt_len = sizeof(salt);
+	}
 	ns = calloc(1, sizeof(*ns));
 	if (!ns)
 		return -ENOMEM;
@@ -260,6 +297,14 @@ LIB_EXPORT int kvcache_ns_open(struct kvcache *c, uint32_t ns_id,
 	pthread_mutex_unlock(&c->lock);
 	*out = ns;
 	return 0;
+}
+
+LIB_EXPORT int kvcache_ns_open(struct kvcache *c, uint32_t ns_id,
+			       const struct kvcache_identity *id,
+			       size_t block_bytes,
+			       struct kvcache_namespace **out)
+{
+	return kvcache_ns_open_flags(c, ns_id, id, block_bytes, 0, out);
 }
 
 LIB_EXPORT void kvcache_ns_close(struct kvcache_namespace *ns)

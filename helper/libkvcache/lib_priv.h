@@ -48,6 +48,7 @@ struct lib_conn {
 	bool busy;		/* held by a call (under c->lock) */
 	uint32_t seq;		/* of the last request */
 	uint32_t epoch;		/* bumped when the connection is dropped */
+	uint16_t version;	/* negotiated by HELLO; 0 while down */
 	uint8_t *tx;		/* KVC_PROTO_MSG_MAX bytes */
 	uint8_t *rx;		/* KVC_PROTO_MSG_MAX + 1 bytes */
 	struct kvc_msg msg;	/* the last reply, pointing into rx */

@@ -124,11 +124,38 @@ struct kvcache_identity {
  * Documentation/admin-guide.md) for the model of *id, whose blocks hold
  * block_bytes bytes of KV each (1..the pool's block size). The client
  * keeps the namespace; kvcache_close() frees it if the caller did not.
- * Returns 0, -EINVAL (bad identity, id or size), -ENOMEM.
+ *
+ * By default the keys also cover the namespace's salt, which kvcached
+ * keeps for each namespace and hands only to peers that may read it
+ * (Documentation/keys.md): two tenants with the same model and prompts
+ * get different keys, so neither can learn from a cache hit what the
+ * other has cached. id->salt, if any, is hashed in as well, as its own
+ * field. kvcache_ns_open() asks the daemon for the salt once, here.
+ *
+ * Returns 0, -EINVAL (bad identity, id or size, unknown flag), -EACCES
+ * (the namespace is not ours to read, so no salt), -ENOENT (no such
+ * namespace), -EPROTONOSUPPORT (a kvcached too old to have salts: opt
+ * out, or upgrade it), a connection error, -ENOMEM.
  */
 int kvcache_ns_open(struct kvcache *c, uint32_t ns_id,
 		    const struct kvcache_identity *id, size_t block_bytes,
 		    struct kvcache_namespace **out);
+
+/*
+ * KVCACHE_NS_NO_SALT: leave the namespace's salt out of the keys (no
+ * round trip to the daemon). The keys are then the identity's alone, the
+ * same in every namespace and on every node: for fleets that share KV
+ * across namespaces or kvcached instances on purpose, and accept that a
+ * tenant who can read one of those namespaces can probe, by timing, for
+ * prefixes another tenant cached with the same identity.
+ */
+#define KVCACHE_NS_NO_SALT	(1u << 0)
+
+/* kvcache_ns_open() with KVCACHE_NS_* flags (0: the default). */
+int kvcache_ns_open_flags(struct kvcache *c, uint32_t ns_id,
+			  const struct kvcache_identity *id,
+			  size_t block_bytes, uint32_t flags,
+			  struct kvcache_namespace **out);
 void kvcache_ns_close(struct kvcache_namespace *ns);
 
 /*
