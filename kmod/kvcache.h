@@ -48,14 +48,17 @@ enum kvc_stat {
 	KVC_STAT_IOCTLS,
 	KVC_STAT_IOCTL_ERRORS,
 	KVC_STAT_ALLOCS,		/* blocks handed to writers */
-	KVC_STAT_ALLOC_FAILURES,	/* allocations refused: no space */
+	KVC_STAT_ALLOC_FAILURES,	/* allocations refused: no space/memory */
 	KVC_STAT_SEALS,
 	KVC_STAT_PINS,
 	KVC_STAT_UNPINS,
 	KVC_STAT_EVICTIONS,
 	KVC_STAT_DISCARDS,		/* unsealed blocks freed at close */
 	KVC_STAT_EVENTS,		/* netlink pressure events sent */
-	KVC_STAT_EVENT_FAILURES,
+	KVC_STAT_EVENT_FAILURES,	/* pressure events dropped */
+	KVC_STAT_PIN_FAILURES,		/* pins refused: no memory */
+	KVC_STAT_IO_ERRORS,		/* transfer entries ended with EIO */
+	KVC_STAT_POOL_FAILURES,		/* pools that could not be allocated */
 	KVC_NR_STATS
 };
 

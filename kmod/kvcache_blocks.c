@@ -11,7 +11,8 @@
  * A pin count that drops to zero stays in ->pins as a zero value entry:
  * an engine pins and unpins the same blocks over and over, and keeping
  * the slot makes that cycle free of allocations. At most one entry per
- * block the file ever pinned, freed with the file, and charged (like the
+ * block the file ever pinned (or tried to seal with KEEP_PIN, which makes
+ * the entry before sealing), freed with the file, and charged (like the
  * file itself) to the memory cgroup of the process that made it.
  *
  * Locking, outermost first:
@@ -34,6 +35,7 @@
 #include <linux/uaccess.h>
 
 #include "kvcache.h"
+#include "kvcache_fault.h"
 #include "kvcache_p2p.h"
 #include "kvcache_pool.h"
 
@@ -134,9 +136,14 @@ int kvc_ioctl_alloc(struct kvc_file *kf, void __user *uarg)
 	pool = dev->pool;
 	mutex_lock(&kf->lock);
 	ret = kvc_pool_alloc(pool, arg.count, arg.ns_id, kf, h);
-	for (i = 0; !ret && i < arg.count; i++)
-		ret = xa_err(xa_store(&kf->owned, h[i].index, xa_mk_value(1),
-				      GFP_KERNEL_ACCOUNT));
+	for (i = 0; !ret && i < arg.count; i++) {
+		if (kvc_should_fail(KVC_FAULT_BLOCK_ALLOC, pool->block_size))
+			ret = -ENOMEM;
+		else
+			ret = xa_err(xa_store(&kf->owned, h[i].index,
+					      xa_mk_value(1),
+					      GFP_KERNEL_ACCOUNT));
+	}
 	if (ret && i) {
 		/* No memory for the bookkeeping: give every block back. */
 		for (i = 0; i < arg.count; i++) {
@@ -151,7 +158,7 @@ int kvc_ioctl_alloc(struct kvc_file *kf, void __user *uarg)
 
 	if (ret) {
 		kvc_ns_uncharge(dev, arg.ns_id, arg.count);
-		if (ret == -ENOSPC)
+		if (ret == -ENOSPC || ret == -ENOMEM)
 			kvc_stat_inc(dev, KVC_STAT_ALLOC_FAILURES);
 		goto out_free;
 	}
@@ -190,6 +197,30 @@ out_free:
  * whole batch (one lock round trip per batch, not per handle) and has
  * decided once whether namespace permission must be checked.
  */
+
+/*
+ * Make sure the file's pin table has an entry for block @index, so that
+ * counting a pin there afterwards allocates nothing and cannot fail. The
+ * first pin of a block by a file allocates it (-ENOMEM: counted, and the
+ * fail_pin injection point).
+ */
+static int kvc_file_pin_slot(struct kvc_file *kf, u32 index)
+{
+	int ret;
+
+	lockdep_assert_held(&kf->lock);
+	if (xa_load(&kf->pins, index))
+		return 0;
+	if (kvc_should_fail(KVC_FAULT_PIN, 1))
+		ret = -ENOMEM;
+	else
+		ret = xa_insert(&kf->pins, index, xa_mk_value(0),
+				GFP_KERNEL_ACCOUNT);
+	if (ret)
+		kvc_stat_inc(kf->dev, KVC_STAT_PIN_FAILURES);
+	return ret;
+}
+
 static int kvc_file_pin(struct kvc_file *kf, struct kvc_pool *pool,
 			struct kvcache_handle h,
 			bool (*may_read)(u32 ns_id, void *arg))
@@ -201,12 +232,15 @@ static int kvc_file_pin(struct kvc_file *kf, struct kvc_pool *pool,
 	ret = kvc_block_pin(pool, h, may_read, kf->dev);
 	if (ret)
 		return ret;
-	n = xa_to_value(xa_load(&kf->pins, h.index));
-	ret = xa_err(xa_store(&kf->pins, h.index, xa_mk_value(n + 1),
-			      GFP_KERNEL_ACCOUNT));
-	if (ret)
+	ret = kvc_file_pin_slot(kf, h.index);
+	if (ret) {
 		WARN_ON(kvc_block_unpin(pool, h));
-	return ret;
+		return ret;
+	}
+	n = xa_to_value(xa_load(&kf->pins, h.index));
+	/* Overwriting a present entry allocates nothing and cannot fail. */
+	xa_store(&kf->pins, h.index, xa_mk_value(n + 1), GFP_KERNEL);
+	return 0;
 }
 
 static int kvc_file_unpin(struct kvc_file *kf, struct kvc_pool *pool,
@@ -237,6 +271,16 @@ static int kvc_file_seal(struct kvc_file *kf, struct kvc_pool *pool,
 	lockdep_assert_held(&kf->lock);
 	if (e->reserved)
 		return -EINVAL;
+	/*
+	 * The pin table entry first: once sealed, the block cannot go back,
+	 * and a pin that then failed would report an entry as not done that
+	 * was sealed. An index beyond the pool fails the seal below.
+	 */
+	if (keep_pin && e->handle.index < pool->nr_blocks) {
+		ret = kvc_file_pin_slot(kf, e->handle.index);
+		if (ret)
+			return ret;
+	}
 	ret = kvc_block_seal(pool, e->handle, kf, e->payload_len, e->key);
 	if (ret)
 		return ret;

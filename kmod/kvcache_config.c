@@ -181,6 +181,7 @@ int kvc_update_geometry(struct kvc_dev *dev, enum kvc_geo_field field, u64 val)
 	pool = kvc_pool_create(&geo);
 	if (IS_ERR(pool)) {
 		ret = PTR_ERR(pool);
+		kvc_stat_inc(dev, KVC_STAT_POOL_FAILURES);
 		goto out;
 	}
 	percpu_down_write(&dev->pool_sem);

@@ -16,6 +16,7 @@
  *   kvcache_bar.c      the PCI driver behind "bar" providers
  *   kvcache_region.c   regions of device memory an open file registered
  *   kvcache_xfer.c     the transfer engine: P2P, bounce, pool <-> file
+ *   kvcache_fault.c    fault injection points (debugfs, tests only)
  *
  * Locking rules for the whole module, outermost first:
  *  - dev->config_lock (mutex): pool geometry and watermarks; taken by
@@ -43,6 +44,7 @@
 
 #include "compat.h"
 #include "kvcache.h"
+#include "kvcache_fault.h"
 #include "kvcache_p2p.h"
 
 static ulong block_size = SZ_2M;
@@ -128,9 +130,13 @@ static int __init kvc_init(void)
 		return ret;
 	}
 
+	/* First: the pool below may already be configured to fail. */
+	kvc_fault_init();
 	dev = kzalloc(sizeof(*dev), GFP_KERNEL);
-	if (!dev)
+	if (!dev) {
+		kvc_fault_exit();
 		return -ENOMEM;
+	}
 	dev->stats = alloc_percpu(struct kvc_stats);
 	if (!dev->stats) {
 		ret = -ENOMEM;
@@ -189,6 +195,7 @@ err_stats:
 	free_percpu(dev->stats);
 err_free:
 	kfree(dev);
+	kvc_fault_exit();
 	return ret;
 }
 
@@ -208,6 +215,7 @@ static void __exit kvc_exit(void)
 	mutex_destroy(&dev->config_lock);
 	free_percpu(dev->stats);
 	kfree(dev);
+	kvc_fault_exit();
 }
 
 module_init(kvc_init);

@@ -12,12 +12,14 @@
  *
  * Locking: the pressure state is one bit in dev->flags, flipped with
  * test_and_set_bit()/test_and_clear_bit() so each crossing sends exactly
- * one event. Messages are built and sent in process context with no lock
- * held.
+ * one event; one that could not be sent (counted in stats/event_failures)
+ * flips the bit back, to be sent again at the next check. Messages are
+ * built and sent in process context with no lock held.
  */
 #include <net/genetlink.h>
 
 #include "kvcache.h"
+#include "kvcache_fault.h"
 #include "kvcache_pool.h"
 
 static struct kvc_dev *kvc_nl_dev;
@@ -88,7 +90,8 @@ static struct genl_family kvc_genl_family __ro_after_init = {
 	.n_mcgrps = ARRAY_SIZE(kvc_genl_mcgrps),
 };
 
-static void kvc_nl_send_pressure(struct kvc_dev *dev, u32 nr_free,
+/* Return: whether the event left (or nobody listens). */
+static bool kvc_nl_send_pressure(struct kvc_dev *dev, u32 nr_free,
 				 u32 nr_blocks)
 {
 	struct sk_buff *msg;
@@ -105,14 +108,20 @@ static void kvc_nl_send_pressure(struct kvc_dev *dev, u32 nr_free,
 		goto fail;
 	}
 	genlmsg_end(msg, hdr);
+	if (kvc_should_fail(KVC_FAULT_NETLINK, msg->len)) {
+		/* Dropped where the multicast would drop it: freed unsent. */
+		nlmsg_free(msg);
+		goto fail;
+	}
 	ret = genlmsg_multicast(&kvc_genl_family, msg, 0, 0, GFP_KERNEL);
 	/* -ESRCH: nobody listens, which is not a failure to send. */
 	if (ret && ret != -ESRCH)
 		goto fail;
 	kvc_stat_inc(dev, KVC_STAT_EVENTS);
-	return;
+	return true;
 fail:
 	kvc_stat_inc(dev, KVC_STAT_EVENT_FAILURES);
+	return false;
 }
 
 /**
@@ -128,12 +137,20 @@ void kvc_pressure_check(struct kvc_dev *dev, u32 nr_free, u32 nr_blocks)
 {
 	if (!nr_blocks)
 		return;
+	/*
+	 * An event that could not be sent puts the bit back, so the next
+	 * check past the same watermark tries again instead of leaving the
+	 * helper in the old state for good. A concurrent check that flipped
+	 * the bit meanwhile has sent its own event, which supersedes ours.
+	 */
 	if (nr_free < READ_ONCE(dev->low_wm)) {
-		if (!test_and_set_bit(KVC_DEV_PRESSURE, &dev->flags))
-			kvc_nl_send_pressure(dev, nr_free, nr_blocks);
+		if (!test_and_set_bit(KVC_DEV_PRESSURE, &dev->flags) &&
+		    !kvc_nl_send_pressure(dev, nr_free, nr_blocks))
+			clear_bit(KVC_DEV_PRESSURE, &dev->flags);
 	} else if (nr_free >= READ_ONCE(dev->high_wm)) {
-		if (test_and_clear_bit(KVC_DEV_PRESSURE, &dev->flags))
-			kvc_nl_send_pressure(dev, nr_free, nr_blocks);
+		if (test_and_clear_bit(KVC_DEV_PRESSURE, &dev->flags) &&
+		    !kvc_nl_send_pressure(dev, nr_free, nr_blocks))
+			set_bit(KVC_DEV_PRESSURE, &dev->flags);
 	}
 }
 

@@ -30,6 +30,7 @@
 #include <kunit/visibility.h>
 
 #include "kvcache.h"
+#include "kvcache_fault.h"
 #include "kvcache_pool.h"
 
 #define KVC_HUGE_ORDER	(21 - PAGE_SHIFT)	/* 2 MiB runs */
@@ -48,7 +49,13 @@ static int kvc_pool_alloc_pages(struct kvc_pool *pool)
 	while (i < pool->nr_pages) {
 		cond_resched();
 		page = NULL;
-		if (IS_ALIGNED(i, run) && pool->nr_pages - i >= run)
+		/*
+		 * An injected failure of a run takes the fallback below, as a
+		 * fragmented buddy allocator would; one of a single page
+		 * fails the pool.
+		 */
+		if (IS_ALIGNED(i, run) && pool->nr_pages - i >= run &&
+		    !kvc_should_fail(KVC_FAULT_PAGE_ALLOC, PAGE_SIZE * run))
 			page = alloc_pages(GFP_KERNEL | __GFP_NOWARN |
 					   __GFP_NORETRY, KVC_HUGE_ORDER);
 		if (page) {
@@ -58,6 +65,8 @@ static int kvc_pool_alloc_pages(struct kvc_pool *pool)
 			pool->nr_huge_chunks++;
 			continue;
 		}
+		if (kvc_should_fail(KVC_FAULT_PAGE_ALLOC, PAGE_SIZE))
+			return -ENOMEM;
 		page = alloc_page(GFP_KERNEL);
 		if (!page)
 			return -ENOMEM;

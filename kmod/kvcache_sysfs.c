@@ -273,6 +273,9 @@ KVC_STAT_ATTR(evictions, KVC_STAT_EVICTIONS);
 KVC_STAT_ATTR(discards, KVC_STAT_DISCARDS);
 KVC_STAT_ATTR(events, KVC_STAT_EVENTS);
 KVC_STAT_ATTR(event_failures, KVC_STAT_EVENT_FAILURES);
+KVC_STAT_ATTR(pin_failures, KVC_STAT_PIN_FAILURES);
+KVC_STAT_ATTR(io_errors, KVC_STAT_IO_ERRORS);
+KVC_STAT_ATTR(pool_alloc_failures, KVC_STAT_POOL_FAILURES);
 
 static ssize_t open_files_show(struct device *d, struct device_attribute *a,
 			       char *buf)
@@ -294,6 +297,9 @@ static struct attribute *kvc_stats_attrs[] = {
 	&kvc_stat_attr_discards.attr.attr,
 	&kvc_stat_attr_events.attr.attr,
 	&kvc_stat_attr_event_failures.attr.attr,
+	&kvc_stat_attr_pin_failures.attr.attr,
+	&kvc_stat_attr_io_errors.attr.attr,
+	&kvc_stat_attr_pool_alloc_failures.attr.attr,
 	&dev_attr_open_files.attr,
 	NULL
 };

@@ -60,6 +60,7 @@
 
 #include "compat.h"
 #include "kvcache.h"
+#include "kvcache_fault.h"
 #include "kvcache_p2p.h"
 #include "kvcache_pool.h"
 
@@ -154,12 +155,22 @@ static ssize_t kvc_file_io(struct file *file, bool to_file, loff_t pos,
 			   u64 mpos, size_t len)
 {
 	struct iov_iter iter;
+	ssize_t ret;
 
 	iov_iter_bvec(&iter, to_file ? ITER_SOURCE : ITER_DEST, bv,
 		      kvc_bvec_fill(bv, mem, mpos, len), len);
 	if (to_file)
-		return kvc_iter_write(file, &iter, &pos);
-	return vfs_iter_read(file, &iter, &pos, 0);
+		ret = kvc_iter_write(file, &iter, &pos);
+	else
+		ret = vfs_iter_read(file, &iter, &pos, 0);
+	/*
+	 * An injected error replaces the result after the request ran, as a
+	 * bio or DMA that fails does: what it moved may have arrived anyway,
+	 * and the caller must not trust it.
+	 */
+	if (ret >= 0 && kvc_should_fail(KVC_FAULT_IO, len))
+		ret = -EIO;
+	return ret;
 }
 
 /*
@@ -494,6 +505,8 @@ static void kvc_xfer_run(struct kvc_xfer *x)
 		slot = &x->slots[i];
 		if (!e->result)
 			e->result = kvc_xfer_one(x, e, slot);
+		if (e->result == -EIO)
+			kvc_stat_inc(x->kf->dev, KVC_STAT_IO_ERRORS);
 		if (e->result < 0) {
 			x->failed++;
 			prov = slot->region ? slot->region->prov : NULL;
