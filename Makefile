@@ -64,7 +64,7 @@ UNIT_TESTS := test_uapi test_devinfo test_keys test_proto test_config \
 	      test_blockfile test_tier test_manifest test_model test_fault
 SELFTESTS := kvcache_dev_test bench_test pool_test pool_fuzz_test p2p_test \
 	     kvcached_test tiers_test libkvcache_test engine_test \
-	     crash_test
+	     crash_test fault_test
 
 .PHONY: all deps kernel module helper lib engine install pytest unit unit-build selftests check demo \
 	bench bench-build vm-shell clean
