@@ -227,6 +227,50 @@ static int kvcd_ns_load(struct kvcd *d)
 	return ret;
 }
 
+/*
+ * A namespace's directory on each disk tier, dir/ns<id>, holds its block
+ * files; it gets the namespace's permissions: its owner and group, and
+ * r-x for each class that may read the namespace, nothing for the others
+ * and no write for anyone but root (kvcached). libkvcache's
+ * kvcache_load_region() opens G3 files itself, so a reader must reach
+ * them; anyone else can neither list nor open them. Only root may give a
+ * directory away: a kvcached running as another user keeps it 0700 (its
+ * readers then load through the pool). Failures are logged, not fatal: a
+ * shared filesystem may refuse chown (root squashing), and the files are
+ * still only reachable through the directory.
+ */
+static void kvcd_ns_dirs(const struct kvcd *d, uint32_t ns)
+{
+	const char *dirs[2] = { d->cfg.g3.directory, d->cfg.g4.directory };
+	const struct kvcd_ns *n = &d->ns[ns];
+	char path[PATH_MAX];
+	mode_t mode = 0;
+
+	for (int shift = 0; shift <= 6; shift += 3)
+		if ((n->mode >> shift) & 4)
+			mode |= (mode_t)5 << shift;
+	if (geteuid() != 0)
+		mode = 0700;
+	for (int i = 0; i < 2; i++) {
+		if (!dirs[i][0] || !d->tier[i ? KVC_TIER_G4 : KVC_TIER_G3])
+			continue;
+		if (snprintf(path, sizeof(path), "%s/ns%" PRIu32, dirs[i],
+			     ns) >= (int)sizeof(path))
+			continue;
+		if (mkdir(path, 0700) && errno != EEXIST) {
+			fprintf(stderr, "kvcached: %s: %s\n", path,
+				strerror(errno));
+			continue;
+		}
+		if (geteuid() == 0 && chown(path, n->uid, n->gid))
+			fprintf(stderr, "kvcached: chown %s: %s\n", path,
+				strerror(errno));
+		if (chmod(path, mode))
+			fprintf(stderr, "kvcached: chmod %s: %s\n", path,
+				strerror(errno));
+	}
+}
+
 /* ---- the parents journal ----------------------------------------------- */
 
 struct kvcd_link {
@@ -839,6 +883,7 @@ static int kvcd_ns_create(struct kvcd *d, struct kvc_peer *p,
 			return kvcd_error(reply, m, ret, "kernel refused it");
 	}
 	d->ns[c->ns_id] = ns;
+	kvcd_ns_dirs(d, c->ns_id);
 	ret = kvcd_ns_save(d);
 	if (ret)
 		fprintf(stderr, "kvcached: saving namespaces: %s\n",
@@ -1505,6 +1550,10 @@ int kvcd_create(struct kvcd **out, const struct kvcd_options *opt)
 	ret = kvcd_tiers_open(d);
 	if (ret)
 		goto err;
+	/* Directories made by hand or by an older kvcached get them too. */
+	for (uint32_t i = 1; i <= KVCACHE_NS_MAX; i++)
+		if (d->ns[i].used)
+			kvcd_ns_dirs(d, i);
 	*out = d;
 	return 0;
 err:

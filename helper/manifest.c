@@ -60,7 +60,8 @@ static int decode(const uint8_t *b, struct kvc_mf_rec *r)
 
 int kvc_mf_open(const char *path)
 {
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	/* 0600: it lists the keys and namespaces of every tenant. */
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
 
 	return fd < 0 ? -errno : fd;
 }

@@ -943,7 +943,8 @@ static int gc_one(struct kvc_tier *t, uint32_t id)
 	if (snprintf(trash, sizeof(trash), "%s/.gc", t->dir) >=
 	    (int)sizeof(trash))
 		return -ENAMETOOLONG;
-	if (mkdir(trash, 0755) && errno != EEXIST)
+	/* Private: what waits there is other tenants' KV. */
+	if (mkdir(trash, 0700) && errno != EEXIST)
 		return -errno;
 	if (snprintf(trash, sizeof(trash), "%s/.gc/%s.%u.%s", t->dir, t->node,
 		     e->ns, strrchr(path, '/') + 1) >= (int)sizeof(trash))
@@ -1017,12 +1018,16 @@ static int pend_get(struct kvc_tier *t)
 	return -EBUSY;
 }
 
-/* Create dir/ns<id> (and make it durable) when it is not there. */
+/*
+ * Create dir/ns<id> (and make it durable) when it is not there. 0700: the
+ * daemon gives it the namespace's owner, group and read bits when it
+ * knows the namespace (kvcd_ns_dirs()); until then nobody else reads it.
+ */
 static int ensure_ns_dir(struct kvc_tier *t, uint32_t ns, char *d,
 			 size_t len)
 {
 	ns_dir(t, ns, d, len);
-	if (mkdir(d, 0755) == 0)
+	if (mkdir(d, 0700) == 0)
 		return kvc_bf_fsync_dir(t->dir);
 	return errno == EEXIST ? 0 : -errno;
 }
