@@ -5,7 +5,8 @@
  *   kvcachectl [-d DEVICE] [-s SYSFS_DIR] info
  *   kvcachectl [-d DEVICE] blocks [NAMESPACE]
  *   kvcachectl [-S SOCKET] status | stats | tiers
- *   kvcachectl [-S SOCKET] ns-create ID UID GID MODE
+ *   kvcachectl [-S SOCKET] ns-create ID UID GID MODE [SALT]
+ *   kvcachectl [-S SOCKET] ns-salt ID [SALT]
  *   kvcachectl [-S SOCKET] namespaces
  *   kvcachectl [-S SOCKET] evict NAMESPACE KEY...
  *   kvcachectl [-S SOCKET] flush [NAMESPACE|all [pool,g3,g4]]
@@ -18,7 +19,10 @@
  * socket (default /run/kvcache/kvcached.sock): its mode and pool, its
  * counters, the persistent tiers (g3, g4: use against capacity, spills,
  * reads, corrupt files, evictions),
- * a new namespace (as root), the namespaces with their owners, modes and
+ * a new namespace (as root; with SALT, 64 hex digits, its key salt is
+ * that one instead of a random one, so that nodes sharing one g4 agree),
+ * a namespace's salt (printed for a reader; set as root), the namespaces
+ * with their owners, modes and
  * pool blocks. evict drops blocks by key (64 hex digits
  * each; a chain's keys are taken deepest first; from every tier), flush
  * everything that is not in use in one namespace or all, from every tier
@@ -80,7 +84,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: kvcachectl [-d DEVICE] [-s SYSFS_DIR] info\n"
 		   "       kvcachectl [-d DEVICE] blocks [NAMESPACE]\n"
 		   "       kvcachectl [-S SOCKET] status | stats | tiers\n"
-		   "       kvcachectl [-S SOCKET] ns-create ID UID GID MODE\n"
+		   "       kvcachectl [-S SOCKET] ns-create ID UID GID MODE [SALT]\n"
+		   "       kvcachectl [-S SOCKET] ns-salt ID [SALT]\n"
 		   "       kvcachectl [-S SOCKET] namespaces\n"
 		   "       kvcachectl [-S SOCKET] evict NAMESPACE KEY...\n"
 		   "       kvcachectl [-S SOCKET] flush [NAMESPACE|all [pool,g3,g4]]\n"
@@ -320,18 +325,70 @@ static int parse_u32(const char *s, uint32_t max, uint32_t *out, int base)
 	return 0;
 }
 
+/* A salt: exactly 64 hex digits. */
+static int parse_salt(const char *s, uint8_t salt[KVC_PROTO_SALT_SIZE])
+{
+	if (strlen(s) != 2 * KVC_PROTO_SALT_SIZE ||
+	    strspn(s, "0123456789abcdefABCDEF") != 2 * KVC_PROTO_SALT_SIZE)
+		return -1;
+	for (int i = 0; i < KVC_PROTO_SALT_SIZE; i++)
+		sscanf(s + 2 * i, "%2hhx", &salt[i]);
+	return 0;
+}
+
+/*
+ * NS_SALT on an open connection: get (salt NULL) or set, and print the
+ * salt in force when print. 0, or 1 with a message.
+ */
+static int ns_salt_call(struct kvc_client *c, uint32_t ns,
+			const uint8_t *salt, bool print)
+{
+	struct kvc_ns_salt req = { .ns_id = ns };
+	uint8_t buf[128];
+	struct kvc_msg m;
+	int ret, len;
+
+	if (salt) {
+		req.flags = KVC_PROTO_NS_SALT_SET;
+		memcpy(req.salt, salt, KVC_PROTO_SALT_SIZE);
+	}
+	if (c->hello.version < KVC_PROTO_VERSION_NS_SALT) {
+		fprintf(stderr, "kvcachectl: kvcached speaks protocol %u, "
+			"salts need %u\n", c->hello.version,
+			KVC_PROTO_VERSION_NS_SALT);
+		return 1;
+	}
+	len = kvc_proto_encode_ns_salt(buf, sizeof(buf),
+				       kvc_client_next_seq(c), &req);
+	ret = len < 0 ? len : kvc_client_call(c, buf, (size_t)len, &m);
+	if (!ret && m.type != KVC_MSG_NS_SALT_REPLY)
+		ret = -EBADMSG;
+	if (ret) {
+		fprintf(stderr, "kvcachectl: salt of namespace %u: %s\n", ns,
+			strerror(-ret));
+		return 1;
+	}
+	for (int i = 0; print && i < KVC_PROTO_SALT_SIZE; i++)
+		printf("%02x%s", m.ns_salt_reply.salt[i],
+		       i + 1 < KVC_PROTO_SALT_SIZE ? "" : "\n");
+	return 0;
+}
+
 static int cmd_ns_create(const char *sock, char **args, int n)
 {
+	uint8_t salt[KVC_PROTO_SALT_SIZE];
 	struct kvc_ns_create nc;
 	struct kvc_client c;
 	struct kvc_msg m;
 	uint8_t req[64];
 	int ret, len;
 
-	if (n != 4 || parse_u32(args[0], KVCACHE_NS_MAX, &nc.ns_id, 0) ||
+	if ((n != 4 && n != 5) ||
+	    parse_u32(args[0], KVCACHE_NS_MAX, &nc.ns_id, 0) ||
 	    !nc.ns_id || parse_u32(args[1], UINT32_MAX, &nc.uid, 0) ||
 	    parse_u32(args[2], UINT32_MAX, &nc.gid, 0) ||
-	    parse_u32(args[3], 0777, &nc.mode, 8)) {
+	    parse_u32(args[3], 0777, &nc.mode, 8) ||
+	    (n == 5 && parse_salt(args[4], salt))) {
 		usage(stderr);
 		return 2;
 	}
@@ -340,13 +397,39 @@ static int cmd_ns_create(const char *sock, char **args, int n)
 	len = kvc_proto_encode_ns_create(req, sizeof(req),
 					 kvc_client_next_seq(&c), &nc);
 	ret = len < 0 ? len : kvc_client_call(&c, req, (size_t)len, &m);
-	kvc_client_close(&c);
 	if (ret) {
+		kvc_client_close(&c);
 		fprintf(stderr, "kvcachectl: namespace %u: %s\n", nc.ns_id,
 			strerror(-ret));
 		return 1;
 	}
-	return 0;
+	/*
+	 * Created with a random salt, replaced at once: no engine can have
+	 * derived keys from the first one (nobody asked for it yet).
+	 */
+	ret = n == 5 ? ns_salt_call(&c, nc.ns_id, salt, false) : 0;
+	kvc_client_close(&c);
+	return ret;
+}
+
+/* ns-salt ID [SALT]: print a namespace's salt, or set it (as root). */
+static int cmd_ns_salt(const char *sock, char **args, int n)
+{
+	uint8_t salt[KVC_PROTO_SALT_SIZE];
+	struct kvc_client c;
+	uint32_t ns;
+	int ret;
+
+	if ((n != 1 && n != 2) || parse_u32(args[0], KVCACHE_NS_MAX, &ns, 0) ||
+	    !ns || (n == 2 && parse_salt(args[1], salt))) {
+		usage(stderr);
+		return 2;
+	}
+	if (daemon_open(&c, sock))
+		return 1;
+	ret = ns_salt_call(&c, ns, n == 2 ? salt : NULL, n == 1);
+	kvc_client_close(&c);
+	return ret;
 }
 
 static int cmd_namespaces(const char *sock)
@@ -549,6 +632,8 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[optind], "ns-create"))
 		return cmd_ns_create(sock, argv + optind + 1,
 				     argc - optind - 1);
+	if (!strcmp(argv[optind], "ns-salt"))
+		return cmd_ns_salt(sock, argv + optind + 1, argc - optind - 1);
 	if (!strcmp(argv[optind], "namespaces"))
 		return cmd_namespaces(sock);
 	if (!strcmp(argv[optind], "evict"))
