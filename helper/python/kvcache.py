@@ -61,7 +61,7 @@ from typing import Any, Iterator, NamedTuple, Sequence, Union
 
 __all__ = [
     "KEY_SIZE", "LIB_VERSION", "TIER_DRAM", "TIER_G3", "TIER_G4",
-    "TIERS_ALL", "MODE_KERNEL", "MODE_MEMFD", "DEFAULT_SOCKET",
+    "TIERS_ALL", "MODE_KERNEL", "MODE_MEMFD", "DEFAULT_SOCKET", "NS_NO_SALT",
     "KvcacheError", "Info", "Completion", "Client", "Namespace",
     "MappedBlocks", "load_library", "library_path", "strerror",
 ]
@@ -77,6 +77,7 @@ TIERS_ALL = 0x7                 #: KVCACHE_TIERS_ALL
 MODE_KERNEL = 1                 #: KVCACHE_MODE_KERNEL: kvcache.ko's pool
 MODE_MEMFD = 2                  #: KVCACHE_MODE_MEMFD: kvcached's memfd pool
 DEFAULT_SOCKET = "/run/kvcache/kvcached.sock"   #: KVCACHE_DEFAULT_SOCKET
+NS_NO_SALT = 1 << 0             #: KVCACHE_NS_NO_SALT: keys without the ns salt
 
 _U32_MAX = (1 << 32) - 1
 _U64_MAX = (1 << 64) - 1
@@ -194,6 +195,10 @@ _PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...]]] = {
                         (ctypes.c_void_p, ctypes.c_uint32,
                          ctypes.POINTER(_Identity), ctypes.c_size_t,
                          _c_void_pp)),
+    "kvcache_ns_open_flags": (ctypes.c_int,
+                              (ctypes.c_void_p, ctypes.c_uint32,
+                               ctypes.POINTER(_Identity), ctypes.c_size_t,
+                               ctypes.c_uint32, _c_void_pp)),
     "kvcache_ns_close": (None, (ctypes.c_void_p,)),
     "kvcache_ns_keys": (ctypes.c_size_t,
                         (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
@@ -975,18 +980,21 @@ class Client:
                   lora: str = "", salt: bytes = b"",
                   tokens_per_block: int, tp_rank: int = 0, tp_size: int = 1,
                   pp_rank: int = 0, pp_size: int = 1,
-                  block_bytes: int) -> "Namespace":
+                  block_bytes: int, ns_salt: bool = True) -> "Namespace":
         """Open namespace ns_id (created by the administrator) for a model
         whose blocks hold block_bytes bytes of KV (kvcache_ns_open()).
         The identity (Documentation/keys.md) makes the keys: every field
-        must match for KV to be reused."""
+        must match for KV to be reused. By default the keys also cover
+        the namespace's salt, which kvcached gives only to readers of the
+        namespace (PermissionError otherwise); ns_salt=False opts out
+        (KVCACHE_NS_NO_SALT), for sharing KV across namespaces."""
         return Namespace(self, ns_id, model=model,
                          weights_revision=weights_revision,
                          tokenizer=tokenizer, kv_layout=kv_layout,
                          kv_dtype=kv_dtype, lora=lora, salt=salt,
                          tokens_per_block=tokens_per_block, tp_rank=tp_rank,
                          tp_size=tp_size, pp_rank=pp_rank, pp_size=pp_size,
-                         block_bytes=block_bytes)
+                         block_bytes=block_bytes, ns_salt=ns_salt)
 
     # -- mapped blocks -----------------------------------------------------
 
@@ -1060,7 +1068,7 @@ class Namespace:
                  kv_dtype: str, lora: str = "", salt: bytes = b"",
                  tokens_per_block: int, tp_rank: int = 0, tp_size: int = 1,
                  pp_rank: int = 0, pp_size: int = 1,
-                 block_bytes: int) -> None:
+                 block_bytes: int, ns_salt: bool = True) -> None:
         self._h = ctypes.c_void_p()
         self._guard = _Guard("kvcache.Namespace")
         self._guard.closed = True
@@ -1092,6 +1100,10 @@ class Namespace:
         tp_rank = _int(tp_rank, "tp_rank", 0, tp_size - 1)
         pp_rank = _int(pp_rank, "pp_rank", 0, pp_size - 1)
         block_bytes = _int(block_bytes, "block_bytes", 1, _SIZE_MAX)
+        if not isinstance(ns_salt, bool):
+            raise TypeError("ns_salt must be a bool, not "
+                            f"{type(ns_salt).__name__}")
+        flags = 0 if ns_salt else NS_NO_SALT
         info = client.info
         if block_bytes > info.block_size:
             raise ValueError(f"block_bytes {block_bytes} is larger than the "
@@ -1108,12 +1120,13 @@ class Namespace:
             **{k: v.decode() for k, v in strings.items()},
             "salt": salt_b, "tokens_per_block": tokens_per_block,
             "tp_rank": tp_rank, "tp_size": tp_size, "pp_rank": pp_rank,
-            "pp_size": pp_size,
+            "pp_size": pp_size, "ns_salt": ns_salt,
         }
         with client._guard:
-            _check(_L().kvcache_ns_open(client._c, self.ns_id,
-                                        ctypes.byref(self._id), block_bytes,
-                                        ctypes.byref(self._h)),
+            _check(_L().kvcache_ns_open_flags(client._c, self.ns_id,
+                                              ctypes.byref(self._id),
+                                              block_bytes, flags,
+                                              ctypes.byref(self._h)),
                    "kvcache_ns_open")
             self._guard.closed = False
             with client._lock:

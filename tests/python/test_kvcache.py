@@ -296,7 +296,9 @@ def test_keys_match_c_vectors(client: kvcache.Client, daemon: Daemon) -> None:
         assert py_seed(**ident).hex() == c["seed"], c["name"]
         toks = vector_tokens(c["tokens"])
         want = [k for k in c["keys"].split(",") if k]
-        with client.namespace(nsid, **ident, block_bytes=BLOCK_BYTES) as ns:
+        # The vectors have no namespace salt: the opt-out's keys.
+        with client.namespace(nsid, **ident, block_bytes=BLOCK_BYTES,
+                              ns_salt=False) as ns:
             got = ns.keys(toks)
             assert [k.hex() for k in got] == want, c["name"]
             assert ns.keys(array.array("I", toks)) == got, c["name"]
@@ -314,7 +316,9 @@ def test_keys_deterministic_and_identity_bound(
             open_ns(client, other) as c:
         ka = a.keys(toks)
         assert len(ka) == 3 and all(len(k) == 32 for k in ka)
-        assert b.keys(toks) == ka == c.keys(toks)
+        assert b.keys(toks) == ka
+        # Another namespace has another salt (keys.md).
+        assert not set(c.keys(toks)) & set(ka)
         assert len(set(ka)) == 3
         # A prefix's keys are the first keys of any longer sequence; a
         # trailing partial block has none.
@@ -340,7 +344,8 @@ def test_keys_deterministic_and_identity_bound(
             ident["tp_size"] = 2
         if field == "pp_rank":
             ident["pp_size"] = 2
-        with client.namespace(nsid, **ident, block_bytes=BLOCK_BYTES) as n:
+        with client.namespace(nsid, **ident, block_bytes=BLOCK_BYTES,
+                              ns_salt=False) as n:
             k = n.keys(tokens(7, 3, TPB * 2))[0] if field == \
                 "tokens_per_block" else n.keys(toks)[0]
             assert k == py_keys(py_seed(**ident), tokens(7, 3, TPB * 2)
@@ -553,10 +558,10 @@ def test_mapped_blocks_are_pinned(ns: kvcache.Namespace,
 
 def test_namespaces_are_separate(client: kvcache.Client,
                                  daemon: Daemon) -> None:
-    """The same identity in two namespaces: the same keys, separate
-    blocks."""
-    with open_ns(client, daemon.new_ns()) as a, \
-            open_ns(client, daemon.new_ns()) as b:
+    """The same identity in two namespaces opted out of their salts: the
+    same keys, still separate blocks."""
+    with open_ns(client, daemon.new_ns(), ns_salt=False) as a, \
+            open_ns(client, daemon.new_ns(), ns_salt=False) as b:
         keys = a.keys(tokens(36, 2))
         assert b.keys(tokens(36, 2)) == keys
         da, db = blocks(2), blocks(2)
@@ -565,6 +570,47 @@ def test_namespaces_are_separate(client: kvcache.Client,
         assert b.store(keys, db) == 2
         assert a.load(keys) == da
         assert b.load(keys) == db
+
+
+def test_namespace_salt_by_default(client: kvcache.Client,
+                                   daemon: Daemon) -> None:
+    """Two namespaces, one identity: different keys by default (each has
+    its own salt), the hashlib keys of keys.md with ns_salt=False; the
+    same namespace gives the same keys to another client."""
+    a_id, b_id = daemon.new_ns(), daemon.new_ns()
+    toks = tokens(38, 3)
+    plain = py_keys(py_seed(**IDENTITY), toks, TPB)
+    with open_ns(client, a_id) as a, open_ns(client, b_id) as b, \
+            open_ns(client, a_id, ns_salt=False) as a0, \
+            open_ns(client, b_id, ns_salt=False) as b0:
+        ka, kb = a.keys(toks), b.keys(toks)
+        assert len(ka) == len(kb) == 3
+        assert not set(ka) & set(kb)
+        assert not set(ka) & set(plain)
+        assert a0.keys(toks) == b0.keys(toks) == plain
+        assert a0.identity["ns_salt"] is False
+        data = blocks(3)
+        assert a.store(ka, data) == 3
+        # Salted and unsalted keys of one namespace are different blocks.
+        assert a0.lookup(plain) == []
+        with make_client(daemon) as c2, open_ns(c2, a_id) as a2:
+            assert a2.keys(toks) == ka
+            assert a2.load(ka) == data
+    with pytest.raises(TypeError):
+        open_ns(client, a_id, ns_salt=1)
+
+
+def test_namespace_salt_survives_restart(make_daemon) -> None:
+    """The salt is kept in the daemon's state: the same keys after a
+    restart."""
+    d = make_daemon()
+    nsid = d.new_ns()
+    toks = tokens(39, 2)
+    with make_client(d) as c, open_ns(c, nsid) as n:
+        before = n.keys(toks)
+    d.restart()
+    with make_client(d) as c, open_ns(c, nsid) as n:
+        assert n.keys(toks) == before
 
 
 def test_close_keeps_what_views_still_read(ns: kvcache.Namespace,
@@ -771,9 +817,19 @@ out = {}
 bb = args["bb"]
 with kvcache.Client(socket=args["sock"]) as c:
     for ns_id in args["ns"]:
-        with c.namespace(ns_id, **args["identity"], block_bytes=bb) as ns:
+        res = {}
+        # Its salt only goes to readers; without it, the daemon's own
+        # checks are what the calls below meet.
+        try:
+            c.namespace(ns_id, **args["identity"], block_bytes=bb).close()
+            res["open"] = ["ok", True]
+        except PermissionError as e:
+            res["open"] = ["EPERM" if e.errno == 1 else "EACCES",
+                           isinstance(e, kvcache.KvcacheError)]
+        salted = res["open"][0] == "ok"
+        with c.namespace(ns_id, **args["identity"], block_bytes=bb,
+                         ns_salt=salted) as ns:
             keys = ns.keys(args["tokens"])
-            res = {}
             for op, call in (("lookup", lambda: ns.lookup(keys)),
                              ("load", lambda: ns.load(keys)),
                              ("store", lambda: ns.store(
@@ -806,10 +862,12 @@ def test_namespace_not_permitted(client: kvcache.Client,
     r = run_python(CHILD_NOBODY, json.dumps(args))
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert out[str(closed)] == {"lookup": ["EACCES", True],
+    assert out[str(closed)] == {"open": ["EACCES", True],
+                                "lookup": ["EACCES", True],
                                 "load": ["EACCES", True],
                                 "store": ["EACCES", True]}, out
-    assert out[str(readable)] == {"lookup": ["ok", 2], "load": ["ok", 2],
+    assert out[str(readable)] == {"open": ["ok", True],
+                                  "lookup": ["ok", 2], "load": ["ok", 2],
                                   "store": ["EACCES", True]}, out
     # Nothing the refused store sent was indexed.
     with open_ns(client, readable) as n:
