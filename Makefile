@@ -64,7 +64,7 @@ UNIT_TESTS := test_uapi test_devinfo test_keys test_proto test_config \
 	      test_blockfile test_tier test_manifest test_model test_fault
 SELFTESTS := kvcache_dev_test bench_test pool_test pool_fuzz_test p2p_test \
 	     kvcached_test tiers_test libkvcache_test engine_test \
-	     crash_test fault_test
+	     crash_test fault_test isolation_test
 
 .PHONY: all deps kernel module helper lib engine install pytest unit unit-build selftests check demo \
 	bench bench-build vm-shell clean
@@ -234,6 +234,19 @@ $(BUILD)/selftests/engine_test: \
 # The library's tests link it statically (it holds proto, keys and
 # blockfile, which the fixture uses too).
 $(BUILD)/selftests/libkvcache_test: tests/selftests/libkvcache_test.c \
+		tests/selftests/*.h helper/*.h helper/libkvcache/libkvcache.h \
+		uapi/linux/kvcache.h $(BUILD)/lib/libkvcache.a \
+		$(BUILD)/helper/kvcached
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) -Wno-unused-parameter -Wno-sign-compare -Wno-clobbered \
+		-Wno-unused-function -Wno-format-truncation \
+		$(CFLAGS) -I$(TOP)/uapi -I$(TOP)/helper -I$(TOP)/helper/libkvcache \
+		-I$(KSRC)/tools/testing/selftests -o $@ $< \
+		$(BUILD)/lib/libkvcache.a -lcrypto -pthread
+
+# Tenant isolation (socket, device, tier files, salts) uses the fixture's
+# raw client and the library, linked statically.
+$(BUILD)/selftests/isolation_test: tests/selftests/isolation_test.c \
 		tests/selftests/*.h helper/*.h helper/libkvcache/libkvcache.h \
 		uapi/linux/kvcache.h $(BUILD)/lib/libkvcache.a \
 		$(BUILD)/helper/kvcached
