@@ -64,7 +64,7 @@ UNIT_TESTS := test_uapi test_devinfo test_keys test_proto test_config \
 	      test_blockfile test_tier test_manifest test_model test_fault
 SELFTESTS := kvcache_dev_test bench_test pool_test pool_fuzz_test p2p_test \
 	     kvcached_test tiers_test libkvcache_test engine_test \
-	     crash_test fault_test isolation_test
+	     crash_test fault_test isolation_test faults_test
 
 .PHONY: all deps kernel module helper lib engine install pytest unit unit-build selftests check demo \
 	bench bench-build vm-shell clean
@@ -218,7 +218,7 @@ $(BUILD)/selftests/%: tests/selftests/%.c tests/selftests/*.h \
 # a part (hence -Wno-unused-function); their paths are built under
 # $TMPDIR and checked where it matters.
 $(BUILD)/selftests/kvcached_test $(BUILD)/selftests/tiers_test \
-$(BUILD)/selftests/crash_test \
+$(BUILD)/selftests/crash_test $(BUILD)/selftests/faults_test \
 $(BUILD)/selftests/engine_test: \
 		$(BUILD)/selftests/%: tests/selftests/%.c \
 		tests/selftests/*.h helper/proto.c helper/keys.c \

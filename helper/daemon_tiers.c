@@ -220,6 +220,14 @@ static bool write_through(const struct kvcd *d, unsigned int tier)
 	       KVC_CONFIG_WRITE_THROUGH;
 }
 
+/* A retry waits a RETRY_INTERVAL_S: the disk that failed needs time. */
+static void queue_retry(struct kvcd *d, uint32_t id)
+{
+	if (!d->retryq_len)
+		d->retry_at = mono() + RETRY_INTERVAL_S;
+	queue_id(&d->retryq, &d->retryq_len, &d->retryq_cap, id);
+}
+
 /*
  * A write-through spill that failed for a reason that may pass (an I/O
  * error, a full disk, a short write not completed): the block is still
@@ -239,7 +247,7 @@ static void spill_failed(struct kvcd *d, uint32_t id, int err)
 	if (err == -EBUSY)
 		queue_id(&d->spillq, &d->spillq_len, &d->spillq_cap, id);
 	else if (retryable(err))
-		queue_id(&d->retryq, &d->retryq_len, &d->retryq_cap, id);
+		queue_retry(d, id);
 }
 
 void kvcd_tiers_stored(struct kvcd *d, uint32_t id)
@@ -296,8 +304,7 @@ static void drain_spills(struct kvcd *d)
 		if (busy)
 			d->spillq[kept++] = id;
 		else if (retry)
-			queue_id(&d->retryq, &d->retryq_len, &d->retryq_cap,
-				 id);
+			queue_retry(d, id);
 	}
 	d->spillq_len = kept;
 }
@@ -576,8 +583,7 @@ static void tier_done(void *arg, const struct kvc_tier_done *o)
 		else if (write_through(d, c->tier) && retryable(o->status) &&
 			 !kvc_index_find(d->index, o->ns, o->key, &id) &&
 			 present(d, id, KVC_TIER_POOL))
-			queue_id(&d->retryq, &d->retryq_len, &d->retryq_cap,
-				 id);
+			queue_retry(d, id);
 		return;
 	}
 	if (o->cookie < d->nfetching)

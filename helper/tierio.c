@@ -554,10 +554,14 @@ static void read_settled(struct kvc_tio *t, int i, bool eof,
 
 /*
  * An armed fault (fault.h) replaces the completion's result here, where
- * the kernel's goes in: what follows is the handling of a real one.
+ * the kernel's goes in: what follows is the handling of a real one. Not
+ * on a request already failed (the fsync linked to a write made to fail
+ * still runs): the fault would be spent on nothing.
  */
-static int inject(int stage, int res)
+static int inject(const struct slot *s, int stage, int res)
 {
+	if (s->err)
+		return res;
 	int err;
 
 	switch (stage) {
@@ -593,7 +597,7 @@ static void handle(struct kvc_tio *t, uint64_t data, int res,
 	s = &t->slots[i];
 	s->pending--;
 	if (kvc_fault_armed)
-		res = inject(stage, res);
+		res = inject(s, stage, res);
 	switch (stage) {
 	case ST_OPEN:
 		open_settled(t, i, res, fn, arg);

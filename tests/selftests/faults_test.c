@@ -1,0 +1,431 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Fault injection in kvcached's tier I/O, end to end: real daemons
+ * started with KVCACHED_FAULT (helper/fault.h) set, real files, the real
+ * wire format (kvcd_fixture.h). Each test checks what the issue asks of
+ * an I/O failure: the store still succeeds from DRAM, the failure is
+ * counted, no temp file is left, no descriptor leaks (/proc/PID/fd of
+ * the daemon), a read that fails is a miss and never wrong bytes, and
+ * once the fault is spent (times=N) or the daemon restarted without it,
+ * every block reaches the tier and comes back exact.
+ *
+ * On the host in memfd mode (KVC_DAEMON_MODE=memfd); in the test VM in
+ * kernel mode. The tier directories are under $TMPDIR.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "kselftest_harness.h"
+#include "kvc_client.h"
+#include "kvc_ioctl.h"
+#include "blockfile.h"
+#include "keys.h"
+#include "proto.h"
+
+#include "kvcd_fixture.h"
+
+#define FAULT_ENV	"KVCACHED_FAULT"
+
+/*
+ * LOAD results: blocks with status 0 must hold their key's bytes (read
+ * through the pool mapping, or in kernel mode through a pin of our own);
+ * the pins LOAD took are dropped. How many were good, -1 if any was
+ * wrong.
+ */
+static int loaded_ok(SELF *self, const struct kvc_load_result *res,
+		     const kvc_key *keys, uint32_t n)
+{
+	int good = 0, bad = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct kvcache_handle h = res[i].handle;
+		int32_t st;
+		uint8_t *p;
+
+		if (res[i].status)
+			continue;
+		if (self->mode == KVC_PROTO_MODE_MEMFD) {
+			if (block_ok(self->c.pool + (size_t)h.index * self->bs,
+				     keys[i]))
+				good++;
+			else
+				bad++;
+			kvcc_release(&self->c, &h, 1, &st);
+			continue;
+		}
+		if (kvc_pin(self->dev, h))
+			continue;	/* evicted meanwhile: not served */
+		p = kvc_map(self->dev, h.index, self->bs, PROT_READ);
+		if (p && block_ok(p, keys[i]))
+			good++;
+		else
+			bad++;
+		if (p)
+			munmap(p, self->bs);
+		kvc_unpin(self->dev, h);
+	}
+	return bad ? -1 : good;
+}
+
+/* Files under dir whose names start with prefix ("" for all). */
+static int files_under(const char *dir, const char *prefix)
+{
+	struct dirent *de;
+	DIR *dp = opendir(dir);
+	int n = 0;
+
+	if (!dp)
+		return 0;
+	while ((de = readdir(dp))) {
+		char p[PATH_MAX];
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		if (lstat(p, &st))
+			continue;
+		if (S_ISDIR(st.st_mode))
+			n += files_under(p, prefix);
+		else if (!strncmp(de->d_name, prefix, strlen(prefix)))
+			n++;
+	}
+	closedir(dp);
+	return n;
+}
+
+/* Block files (not temp files, not quarantined) of namespace ns. */
+static int block_files(const char *dir, uint32_t ns)
+{
+	char p[PATH_MAX], q[PATH_MAX + 16];
+
+	snprintf(p, sizeof(p), "%s/ns%u", dir, ns);
+	snprintf(q, sizeof(q), "%s/quarantine", p);
+	return files_under(p, "") - files_under(p, ".tmp.") -
+	       files_under(q, "");
+}
+
+/* The daemon's open descriptors. */
+static int daemon_fds(SELF *self)
+{
+	char p[64];
+	struct dirent *de;
+	DIR *dp;
+	int n = 0;
+
+	snprintf(p, sizeof(p), "/proc/%d/fd", (int)self->daemon);
+	dp = opendir(p);
+	if (!dp)
+		return -1;
+	while ((de = readdir(dp)))
+		n += de->d_name[0] != '.';
+	closedir(dp);
+	return n;
+}
+
+/* Restart with faults armed by spec (NULL: none) and g3 config conf. */
+static int restart_with(SELF *self, const char *spec, const char *conf,
+			char *why, size_t wlen)
+{
+	if (spec)
+		setenv(FAULT_ENV, spec, 1);
+	else
+		unsetenv(FAULT_ENV);
+	return restart(self, conf, why, wlen);
+}
+
+/* The daemon's log holds s. */
+static bool log_has(SELF *self, const char *s)
+{
+	char line[1024];
+	bool found = false;
+	FILE *f = fopen(self->log, "re");
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, s) != NULL;
+	fclose(f);
+	return found;
+}
+
+/* Wait until a counter has stayed the same for a while (settled). */
+static uint64_t settle_stat(struct kvcc *c, const char *name)
+{
+	uint64_t v = kvcc_stat1(c, name), last;
+
+	do {
+		last = v;
+		msleep(300);
+		v = kvcc_stat1(c, name);
+	} while (v != last);
+	return v;
+}
+
+/* ---- tests ------------------------------------------------------------------- */
+
+/*
+ * A spec with a mistake: kvcached refuses to start, and says why. An
+ * unset or empty variable arms nothing (no faults_injected in STATS).
+ */
+TEST_F_TIMEOUT(kvcd, bad_spec_refused, 60)
+{
+	char dir[PATH_MAX], conf[PATH_MAX + 128], why[512] = "";
+
+	g3_through(dir, sizeof(dir), conf, sizeof(conf));
+	EXPECT_NE(0, restart_with(self, "tier_write=sometimes", conf, why,
+				  sizeof(why)));
+	EXPECT_TRUE(log_has(self, "KVCACHED_FAULT: fault tier_write: unknown kind"));
+	ASSERT_EQ(0, restart_with(self, "", conf, why, sizeof(why)))
+		TH_LOG("%s", why);
+	EXPECT_EQ(UINT64_MAX, kvcc_stat1(&self->c, "faults_injected"));
+	EXPECT_FALSE(log_has(self, "FAULT INJECTION ARMED"));
+	unsetenv(FAULT_ENV);
+	rm_rf(dir);
+}
+
+/*
+ * EIO on the first writes of a write-through g3: the stores succeed and
+ * are served from DRAM, the failed spills are counted and leave no temp
+ * file; once the fault is spent they are retried and every block is in
+ * g3, and comes back exact from there.
+ */
+TEST_F_TIMEOUT(kvcd, spill_eio_served_from_dram_then_retried, 120)
+{
+	struct kvc_load_result res[8];
+	struct kvcache_handle h[8];
+	char dir[PATH_MAX], conf[PATH_MAX + 128], why[512] = "";
+	kvc_key keys[8];
+	int fds;
+
+	g3_through(dir, sizeof(dir), conf, sizeof(conf));
+	ASSERT_EQ(0, restart_with(self, "tier_write=eio,times=4", conf, why,
+				  sizeof(why))) TH_LOG("%s", why);
+	EXPECT_TRUE(log_has(self, "FAULT INJECTION ARMED"));
+	fds = daemon_fds(self);
+	chain_keys(self, 31, 8, keys);
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, 8, false, h));
+	/* Served from the pool whatever the disk did. */
+	ASSERT_EQ(0, kvcc_load(&self->c, self->ns, keys[0], 8, res));
+	EXPECT_EQ(8, loaded_ok(self, res, keys, 8));
+	EXPECT_EQ(4, wait_stat(&self->c, "g3_spill_errors", 4, 30));
+	EXPECT_EQ(4, kvcc_stat1(&self->c, "faults_injected"));
+	/* The four that failed go again within a few seconds. */
+	EXPECT_EQ(8, wait_stat(&self->c, "g3_spills", 8, 30));
+	EXPECT_LE(4, kvcc_stat1(&self->c, "spill_retries"));
+	EXPECT_EQ(4, kvcc_stat1(&self->c, "g3_spill_errors"));
+	EXPECT_EQ(8, block_files(dir, self->ns));
+	EXPECT_EQ(0, files_under(dir, ".tmp."));
+	EXPECT_EQ(fds, daemon_fds(self));
+
+	ASSERT_EQ(0, flush_pool(&self->c, self->ns));
+	ASSERT_EQ(0, kvcc_load(&self->c, self->ns, keys[0], 8, res))
+		TH_LOG("%s", self->c.why);
+	EXPECT_EQ(8, loaded_ok(self, res, keys, 8));
+	EXPECT_LE(8, kvcc_stat1(&self->c, "promotions"));
+	unsetenv(FAULT_ENV);
+	rm_rf(dir);
+}
+
+/*
+ * One failure at each step of a spill (ENOSPC at the create and the
+ * write, EIO at the fsync, the close, the link, the directory fsync and
+ * the fan-out mkdir): each fails one spill, counted, without a temp file
+ * or a block file left from it; then, restarted without faults, every
+ * block published is found and reads back exact, and the retried ones
+ * were published too.
+ */
+TEST_F_TIMEOUT(kvcd, spill_fails_at_each_step, 120)
+{
+	static const char spec[] =
+		"tier_mkdir=eio,times=1;tier_create=enospc,times=1;"
+		"tier_write=enospc,times=1;tier_fsync=eio,times=1;"
+		"tier_close=eio,times=1;tier_link=eio,times=1;"
+		"tier_dirsync=eio,times=1";
+	struct kvc_load_result res[10];
+	struct kvcache_handle h[10];
+	char dir[PATH_MAX], conf[PATH_MAX + 128], why[512] = "";
+	kvc_key keys[10];
+	uint64_t errors;
+	int fds;
+
+	g3_through(dir, sizeof(dir), conf, sizeof(conf));
+	ASSERT_EQ(0, restart_with(self, spec, conf, why, sizeof(why)))
+		TH_LOG("%s", why);
+	fds = daemon_fds(self);
+	chain_keys(self, 32, 10, keys);
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, 10, false, h));
+	/* Seven points, each fails once; the retries then succeed. */
+	EXPECT_EQ(10, wait_stat(&self->c, "g3_spills", 10, 30));
+	errors = kvcc_stat1(&self->c, "g3_spill_errors");
+	EXPECT_EQ(7, errors);
+	EXPECT_EQ(7, kvcc_stat1(&self->c, "faults_injected"));
+	EXPECT_EQ(10, block_files(dir, self->ns));
+	EXPECT_EQ(0, files_under(dir, ".tmp."));
+	EXPECT_EQ(10ull * 8192, kvcc_stat1(&self->c, "g3_bytes"));
+	EXPECT_EQ(fds, daemon_fds(self));
+
+	ASSERT_EQ(0, flush_pool(&self->c, self->ns));
+	ASSERT_EQ(0, restart_with(self, NULL, conf, why, sizeof(why)))
+		TH_LOG("%s", why);
+	if (self->mode == KVC_PROTO_MODE_KERNEL)
+		ASSERT_EQ(0, flush_pool(&self->c, self->ns));
+	EXPECT_EQ(10, kvcc_stat1(&self->c, "g3_blocks"));
+	ASSERT_EQ(0, kvcc_load(&self->c, self->ns, keys[0], 10, res))
+		TH_LOG("%s", self->c.why);
+	EXPECT_EQ(10, loaded_ok(self, res, keys, 10));
+	EXPECT_EQ(0, kvcc_stat1(&self->c, "g3_corrupt"));
+	rm_rf(dir);
+}
+
+/*
+ * Every spill short-written: each write is completed by asking for the
+ * rest, and what is published is whole (checked by reading it back
+ * after a restart, which verifies every byte's CRC).
+ */
+TEST_F_TIMEOUT(kvcd, short_writes_completed, 120)
+{
+	struct kvc_load_result res[6];
+	struct kvcache_handle h[6];
+	char dir[PATH_MAX], conf[PATH_MAX + 128], why[512] = "";
+	kvc_key keys[6];
+
+	g3_through(dir, sizeof(dir), conf, sizeof(conf));
+	ASSERT_EQ(0, restart_with(self, "tier_write=short;manifest_write=short",
+				  conf, why, sizeof(why))) TH_LOG("%s", why);
+	chain_keys(self, 33, 6, keys);
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, 6, false, h));
+	EXPECT_EQ(6, wait_stat(&self->c, "g3_spills", 6, 30));
+	EXPECT_EQ(0, kvcc_stat1(&self->c, "g3_spill_errors"));
+	/* One cut per file (8192 bytes: 4096, then the last page whole),
+	 * and one per manifest record. */
+	EXPECT_LE(6, kvcc_stat1(&self->c, "faults_injected"));
+	EXPECT_EQ(0, files_under(dir, ".tmp."));
+	ASSERT_EQ(0, flush_pool(&self->c, self->ns));
+	/* The manifest's appends were all cut: the restart finds the
+	 * blocks by its scan instead, none lost. */
+	ASSERT_EQ(0, restart_with(self, NULL, conf, why, sizeof(why)))
+		TH_LOG("%s", why);
+	if (self->mode == KVC_PROTO_MODE_KERNEL)
+		ASSERT_EQ(0, flush_pool(&self->c, self->ns));
+	EXPECT_EQ(6, wait_stat(&self->c, "g3_blocks", 6, 30));
+	ASSERT_EQ(0, kvcc_load(&self->c, self->ns, keys[0], 6, res))
+		TH_LOG("%s", self->c.why);
+	EXPECT_EQ(6, loaded_ok(self, res, keys, 6));
+	EXPECT_EQ(0, kvcc_stat1(&self->c, "g3_corrupt"));
+	unsetenv(FAULT_ENV);
+	rm_rf(dir);
+}
+
+/*
+ * Reads from g3 that fail (EIO at the read and at the open) are misses,
+ * counted as read errors, never wrong bytes, and leave the blocks in g3:
+ * the next LOAD gets every one, exact. Short reads are completed.
+ */
+TEST_F_TIMEOUT(kvcd, read_errors_are_misses, 180)
+{
+	struct kvc_load_result res[6];
+	struct kvcache_handle h[6];
+	char dir[PATH_MAX], conf[PATH_MAX + 128], why[512] = "";
+	kvc_key keys[6];
+	int got, fds;
+
+	g3_through(dir, sizeof(dir), conf, sizeof(conf));
+	ASSERT_EQ(0, restart_with(self, NULL, conf, why, sizeof(why)))
+		TH_LOG("%s", why);
+	chain_keys(self, 34, 6, keys);
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, 6, false, h));
+	ASSERT_EQ(6, wait_stat(&self->c, "g3_spills", 6, 30));
+	ASSERT_EQ(0, flush_pool(&self->c, self->ns));
+
+	ASSERT_EQ(0, restart_with(self, "tier_read=eio,times=2;"
+				  "tier_open=eio,times=1", conf, why,
+				  sizeof(why))) TH_LOG("%s", why);
+	if (self->mode == KVC_PROTO_MODE_KERNEL)
+		ASSERT_EQ(0, flush_pool(&self->c, self->ns));
+	fds = daemon_fds(self);
+	ASSERT_EQ(0, kvcc_load(&self->c, self->ns, keys[0], 6, res))
+		TH_LOG("%s", self->c.why);
+	got = loaded_ok(self, res, keys, 6);
+	EXPECT_LE(0, got) TH_LOG("wrong bytes served");
+	EXPECT_GE(3, got);
+	EXPECT_EQ(3, settle_stat(&self->c, "g3_read_errors"));
+	EXPECT_EQ(3, kvcc_stat1(&self->c, "faults_injected"));
+	EXPECT_EQ(0, kvcc_stat1(&self->c, "g3_corrupt"));
+	EXPECT_EQ(6, kvcc_stat1(&self->c, "g3_blocks"));
+	EXPECT_EQ(fds, daemon_fds(self));
+
+	/* Spent: all six come up now, exact. */
+	ASSERT_EQ(0, flush_pool(&self->c, self->ns));
+	ASSERT_EQ(0, kvcc_load(&self->c, self->ns, keys[0], 6, res));
+	EXPECT_EQ(6, loaded_ok(self, res, keys, 6));
+
+	/* Every read cut short: completed, exact, nothing quarantined. */
+	ASSERT_EQ(0, restart_with(self, "tier_read=short", conf, why,
+				  sizeof(why))) TH_LOG("%s", why);
+	ASSERT_EQ(0, flush_pool(&self->c, self->ns));
+	ASSERT_EQ(0, kvcc_load(&self->c, self->ns, keys[0], 6, res));
+	EXPECT_EQ(6, loaded_ok(self, res, keys, 6));
+	EXPECT_LE(6, kvcc_stat1(&self->c, "faults_injected"));
+	EXPECT_EQ(0, kvcc_stat1(&self->c, "g3_read_errors"));
+	EXPECT_EQ(0, kvcc_stat1(&self->c, "g3_corrupt"));
+	unsetenv(FAULT_ENV);
+	rm_rf(dir);
+}
+
+/*
+ * A disk that fails every write for a while (24 writes: the first
+ * spills and two rounds of retries): the service goes on from DRAM, the
+ * retries are paced (a round a second, not a loop), and once the disk
+ * works again every block reaches it; then nothing is left over: no temp
+ * file, no descriptor more than before.
+ */
+TEST_F_TIMEOUT(kvcd, failing_disk_does_not_leak, 180)
+{
+	struct kvc_load_result res[8];
+	struct kvcache_handle h[8];
+	char dir[PATH_MAX], conf[PATH_MAX + 128], why[512] = "";
+	kvc_key keys[8];
+	double t0;
+	int took_ms;
+	int fds;
+
+	g3_through(dir, sizeof(dir), conf, sizeof(conf));
+	ASSERT_EQ(0, restart_with(self, "tier_write=eio,times=24", conf, why,
+				  sizeof(why))) TH_LOG("%s", why);
+	fds = daemon_fds(self);
+	chain_keys(self, 35, 8, keys);
+	t0 = now_s();
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, 8, false, h));
+	ASSERT_EQ(0, kvcc_load(&self->c, self->ns, keys[0], 8, res));
+	EXPECT_EQ(8, loaded_ok(self, res, keys, 8));
+	EXPECT_EQ(24, wait_stat(&self->c, "g3_spill_errors", 24, 60));
+	took_ms = (int)((now_s() - t0) * 1000);
+	/* Two rounds of retries, each a second after a failure. */
+	EXPECT_LE(1900, took_ms);
+	EXPECT_EQ(8, wait_stat(&self->c, "g3_spills", 8, 60));
+	EXPECT_LE(16, kvcc_stat1(&self->c, "spill_retries"));
+	EXPECT_EQ(24, settle_stat(&self->c, "g3_spill_errors"));
+	EXPECT_EQ(24, kvcc_stat1(&self->c, "faults_injected"));
+	EXPECT_EQ(8, block_files(dir, self->ns));
+	EXPECT_EQ(0, files_under(dir, ".tmp."));
+	EXPECT_EQ(fds, daemon_fds(self));
+	ASSERT_EQ(0, flush_pool(&self->c, self->ns));
+	ASSERT_EQ(0, kvcc_load(&self->c, self->ns, keys[0], 8, res));
+	EXPECT_EQ(8, loaded_ok(self, res, keys, 8));
+	unsetenv(FAULT_ENV);
+	rm_rf(dir);
+}
+
+TEST_HARNESS_MAIN
