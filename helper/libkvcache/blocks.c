@@ -398,17 +398,23 @@ static int kernel_alloc(struct kvcache *c, uint32_t ns_id, uint32_t n,
  * Kernel mode: write and seal. Every allocated block is sealed even when
  * its write failed: an unsealed block would stay with our file until it
  * closes, a sealed one that is never stored is reclaimed by the daemon as
- * an orphan. Returns the blocks written and sealed, a prefix.
+ * an orphan. The seal keeps our pin until the STORE is answered: the
+ * daemon frees unpinned orphans, and under pool pressure its eviction
+ * passes (one per failed allocation of any client) can come twice between
+ * our SEAL and our STORE. Returns the blocks written and sealed, a prefix;
+ * *pinned: how many leading blocks were sealed, each pinned for the caller
+ * to unpin.
  */
 static uint32_t kernel_fill(struct kvcache_namespace *ns,
 			    const struct kvcache_handle *h, uint32_t n,
 			    const uint8_t *keys, const uint8_t *buf,
-			    size_t stride)
+			    size_t stride, uint32_t *pinned)
 {
 	struct kvcache *c = ns->c;
 	struct kvcache_seal_entry e[KVC_PROTO_MAX_BATCH];
 	struct kvcache_batch b = {
-		.size = sizeof(b), .count = n, .entries = (uintptr_t)e,
+		.size = sizeof(b), .flags = KVCACHE_SEAL_KEEP_PIN, .count = n,
+		.entries = (uintptr_t)e,
 	};
 	uint32_t ok = n;
 
@@ -427,16 +433,24 @@ static uint32_t kernel_fill(struct kvcache_namespace *ns,
 		memcpy(p, buf + i * stride, ns->block_bytes);
 		munmap(p, c->block_size);
 	}
-	if (ioctl(c->dev, KVCACHE_IOC_SEAL, &b) && b.done < ok)
-		ok = b.done;
+	*pinned = n;
+	if (ioctl(c->dev, KVCACHE_IOC_SEAL, &b)) {
+		*pinned = b.done <= n ? b.done : 0;
+		if (b.done < ok)
+			ok = b.done;
+	}
 	return ok;
 }
 
-/* memfd mode: the same over the socket, on connection k. */
+/*
+ * memfd mode: the same over the socket, on connection k, which keeps a pin
+ * on each block sealed (*pinned of them, leading) for the caller to
+ * release after its STORE.
+ */
 static int memfd_alloc_fill(struct kvcache_namespace *ns, struct lib_conn *k,
 			    uint32_t n, const uint8_t *keys,
 			    const uint8_t *buf, size_t stride,
-			    struct kvcache_handle *h)
+			    struct kvcache_handle *h, uint32_t *pinned)
 {
 	struct kvcache *c = ns->c;
 	struct kvc_seal_entry e[KVC_PROTO_MAX_BATCH];
@@ -457,6 +471,7 @@ static int memfd_alloc_fill(struct kvcache_namespace *ns, struct lib_conn *k,
 		e[i] = (struct kvc_seal_entry) {
 			.handle = h[i],
 			.payload_len = (uint32_t)ns->block_bytes,
+			.flags = KVC_PROTO_SEAL_KEEP_PIN,
 		};
 		memcpy(e[i].key, key_at(keys, i), KVCACHE_KEY_SIZE);
 		if (!p) {
@@ -472,9 +487,15 @@ static int memfd_alloc_fill(struct kvcache_namespace *ns, struct lib_conn *k,
 		return ret;
 	if (k->msg.seal_reply.count != n)
 		return -EPROTO;
-	for (uint32_t i = 0; i < ok; i++)
-		if (kvc_proto_status(&k->msg.seal_reply, i))
-			ok = i;
+	/* An entry that failed was not pinned: pins are a prefix too. */
+	*pinned = n;
+	for (uint32_t i = 0; i < n; i++)
+		if (kvc_proto_status(&k->msg.seal_reply, i)) {
+			*pinned = i;
+			break;
+		}
+	if (ok > *pinned)
+		ok = *pinned;
 	return (int)ok;
 }
 
@@ -538,24 +559,28 @@ LIB_EXPORT int kvcache_store(struct kvcache_namespace *ns,
 		const uint8_t *par = done ? key_at(keys, done - 1) : parent;
 		struct kvcache_handle h[KVC_PROTO_MAX_STORE];
 		struct lib_conn *k;
-		uint32_t filled;
+		uint32_t filled, pinned = 0;
 
 		if (kernel_mode(c)) {
 			ret = kernel_alloc(c, ns->ns_id, chunk, h);
 			if (ret)
 				break;
 			filled = kernel_fill(ns, h, chunk, key_at(keys, done),
-					     src + done * stride, stride);
+					     src + done * stride, stride,
+					     &pinned);
 			k = lib_conn_get(c, -1, &ret);
-			if (!k)
+			if (!k) {
+				kernel_unpin(c, h, pinned);
 				break;
+			}
 		} else {
 			k = lib_conn_get(c, -1, &ret);
 			if (!k)
 				break;
 			ret = memfd_alloc_fill(ns, k, chunk,
 					       key_at(keys, done),
-					       src + done * stride, stride, h);
+					       src + done * stride, stride, h,
+					       &pinned);
 			filled = ret > 0 ? (uint32_t)ret : 0;
 		}
 		if (filled)
@@ -563,6 +588,15 @@ LIB_EXPORT int kvcache_store(struct kvcache_namespace *ns,
 					  filled);
 		else if (ret >= 0)
 			ret = -EIO;	/* no block could be written */
+		/*
+		 * Indexed now, or refused: either way the seal's pins have
+		 * done their job (refused blocks become orphans the daemon
+		 * reclaims). A failed connection took its pins with it.
+		 */
+		if (kernel_mode(c))
+			kernel_unpin(c, h, pinned);
+		else if (k->fd >= 0)
+			release_pins(c, k, h, pinned);
 		lib_conn_put(c, k);
 		if (ret < 0)
 			break;
