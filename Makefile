@@ -314,8 +314,10 @@ $(BUILD)/fuzz/gen_corpus: tests/fuzz/gen_corpus.c helper/proto.c \
 		helper/manifest.c helper/config.c $(wildcard helper/fault.c)
 
 # Writes into the repository: run it by hand, then commit the result.
+# The reproducers of fixed bugs (regress-*) are kept, not generated.
 fuzz-corpus: $(BUILD)/fuzz/gen_corpus
-	rm -rf $(TOP)/tests/fuzz/corpus
+	if [ -d $(TOP)/tests/fuzz/corpus ]; then \
+		find $(TOP)/tests/fuzz/corpus -type f ! -name 'regress-*' -delete; fi
 	$(BUILD)/fuzz/gen_corpus $(TOP)/tests/fuzz/corpus helper/kvcached.conf
 
 # ---- the whole thing ------------------------------------------------------

@@ -24,6 +24,10 @@
  *    the message still decodes, at the version it says: HELLO, its reply
  *    and ERROR stay at 1, no message goes below the one it needs.
  *
+ * Inputs that start with ENCODER_MODE (0xE5) fuzz the other direction:
+ * they are an encoder's arguments, and whatever it accepts must decode
+ * and pass all of the above (see check_encoder()).
+ *
  * The encoders write the lowest version a message needs; a decoded one is
  * re-encoded and then restamped with its own header version before the
  * bytes are compared.
@@ -685,7 +689,8 @@ static void check_restamp(const uint8_t *data, size_t size,
 	}
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* A datagram as received: the decoder's side. */
+static void check_datagram(const uint8_t *data, size_t size)
 {
 	struct kvc_msg m, again;
 	reencode_fn fn;
@@ -695,7 +700,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(ret <= 0);
 	if (ret) {
 		check_refusal(data, size, ret, &m);
-		return 0;
+		return;
 	}
 	check_header(data, size, &m);
 	in_buf = data;
@@ -714,7 +719,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	fn = reencoder(m.type);
 	if (!fn)
-		return 0;	/* a type added after this harness */
+		return;	/* a type added after this harness */
 
 	/* The one valid encoding: the input itself, once restamped with the
 	 * version the sender negotiated. */
@@ -739,5 +744,324 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(n == (int)size);
 	kvc_proto_set_version(enc2, n, again.version);
 	FUZZ_CHECK(!memcmp(enc2, enc, size));
+}
+
+/* ---- the encoders' side ---------------------------------------------------
+ *
+ * An input that starts with ENCODER_MODE is not a datagram but the
+ * arguments of one encoder: the next byte picks it, the rest fills its
+ * fields and entries (zeros once the input runs out). Whatever the
+ * encoder accepts must decode, as the type it names with the seq it was
+ * given, and then pass every check of the decoder's side: proto.h's
+ * promise that an encoded message always decodes, and the encoders'
+ * checks of their arguments, fuzzed. The ERROR encoder must also clean
+ * its text: cut to KVC_PROTO_ERRMSG_MAX bytes, '?' for what is not
+ * printable ASCII.
+ */
+#define ENCODER_MODE	0xE5	/* never a datagram's first byte ('K') */
+
+static const uint8_t *arg;
+static size_t arg_left;
+static uint8_t gen[KVC_PROTO_MSG_MAX + 1];
+static uint8_t keys_arg[BATCH * KEY];
+
+static void take(void *out, size_t n)
+{
+	size_t k = n < arg_left ? n : arg_left;
+
+	memcpy(out, arg, k);
+	memset((uint8_t *)out + k, 0, n - k);
+	arg += k;
+	arg_left -= k;
+}
+
+static uint32_t take32(void)
+{
+	uint8_t b[4];
+
+	take(b, 4);
+	return fuzz_le32(b);
+}
+
+static uint16_t take16(void)
+{
+	uint8_t b[2];
+
+	take(b, 2);
+	return fuzz_le16(b);
+}
+
+static uint64_t take64(void)
+{
+	uint64_t lo = take32();
+
+	return lo | (uint64_t)take32() << 32;
+}
+
+static void take_handle(struct kvcache_handle *h)
+{
+	h->index = take32();
+	h->gen = take32();
+}
+
+/* A count up to one past max, so the limit itself is tried. */
+static uint32_t take_count(uint32_t max)
+{
+	return take16() % (max + 2);
+}
+
+static int gen_message(uint8_t which, uint32_t seq, char *errmsg)
+{
+	uint32_t count, ns, a, b;
+
+	switch (which % 27) {
+	case 0: {
+		struct kvc_hello h;
+
+		h.min_version = take16();
+		h.max_version = take16();
+		h.caps = take64();
+		return kvc_proto_encode_hello(gen, sizeof(gen), seq, &h);
+	}
+	case 1: {
+		struct kvc_hello_reply r;
+
+		r.version = take16();
+		r.mode = take16();
+		r.max_batch = take32();
+		r.caps = take64();
+		r.block_size = take64();
+		r.nr_blocks = take64();
+		return kvc_proto_encode_hello_reply(gen, sizeof(gen), seq, &r);
+	}
+	case 2:
+		ns = take32();
+		a = take32();
+		b = take32();
+		count = take_count(BATCH);
+		take(keys_arg, (size_t)(count < BATCH ? count : BATCH) * KEY);
+		return kvc_proto_encode_lookup_flags(gen, sizeof(gen), seq, ns,
+						     a, b, keys_arg, count);
+	case 3:
+		count = take_count(BATCH);
+		for (uint32_t i = 0; i < count && i < BATCH; i++) {
+			lookup_e[i].tiers = take32();
+			take_handle(&lookup_e[i].handle);
+		}
+		return kvc_proto_encode_lookup_reply(gen, sizeof(gen), seq,
+						     lookup_e, count);
+	case 4:
+		ns = take32();
+		count = take_count(KVC_PROTO_MAX_STORE);
+		for (uint32_t i = 0; i < count && i < KVC_PROTO_MAX_STORE;
+		     i++) {
+			take(store_e[i].key, KEY);
+			take(store_e[i].parent, KEY);
+			take_handle(&store_e[i].handle);
+			store_e[i].flags = take32();
+		}
+		return kvc_proto_encode_store(gen, sizeof(gen), seq, ns,
+					      store_e, count);
+	case 5: case 6: case 7: case 8:
+		count = take_count(BATCH);
+		for (uint32_t i = 0; i < count && i < BATCH; i++)
+			status_e[i] = (int32_t)take32();
+		if (which % 27 == 5)
+			return kvc_proto_encode_store_reply(gen, sizeof(gen),
+							    seq, status_e,
+							    count);
+		if (which % 27 == 6)
+			return kvc_proto_encode_release_reply(gen, sizeof(gen),
+							      seq, status_e,
+							      count);
+		if (which % 27 == 7)
+			return kvc_proto_encode_seal_reply(gen, sizeof(gen),
+							   seq, status_e,
+							   count);
+		return kvc_proto_encode_evict_reply(gen, sizeof(gen), seq,
+						    status_e, count);
+	case 9: case 10:
+		ns = take32();
+		count = take_count(BATCH);
+		take(keys_arg, (size_t)(count < BATCH ? count : BATCH) * KEY);
+		if (which % 27 == 9)
+			return kvc_proto_encode_load(gen, sizeof(gen), seq, ns,
+						     keys_arg, count);
+		return kvc_proto_encode_evict(gen, sizeof(gen), seq, ns,
+					      keys_arg, count);
+	case 11:
+		count = take_count(BATCH);
+		for (uint32_t i = 0; i < count && i < BATCH; i++) {
+			load_e[i].status = (int32_t)take32();
+			take_handle(&load_e[i].handle);
+		}
+		return kvc_proto_encode_load_reply(gen, sizeof(gen), seq,
+						   load_e, count);
+	case 12: case 13:
+		count = take_count(BATCH);
+		for (uint32_t i = 0; i < count && i < BATCH; i++)
+			take_handle(&handle_e[i]);
+		if (which % 27 == 12)
+			return kvc_proto_encode_release(gen, sizeof(gen), seq,
+							handle_e, count);
+		return kvc_proto_encode_alloc_reply(gen, sizeof(gen), seq,
+						    handle_e, count);
+	case 14:
+		return kvc_proto_encode_stats(gen, sizeof(gen), seq);
+	case 15: {
+		/* Names point into one buffer of the input's bytes. */
+		static char names[BATCH][KVC_PROTO_NAME_MAX + 2];
+
+		count = take_count(BATCH);
+		for (uint32_t i = 0; i < count && i < BATCH; i++) {
+			stat_e[i].value = take64();
+			stat_e[i].name_len = take16() % (KVC_PROTO_NAME_MAX + 2);
+			take(names[i], stat_e[i].name_len);
+			stat_e[i].name = names[i];
+		}
+		return kvc_proto_encode_stats_reply(gen, sizeof(gen), seq,
+						    stat_e, count);
+	}
+	case 16: {
+		struct kvc_ns_create c;
+
+		c.ns_id = take32();
+		c.uid = take32();
+		c.gid = take32();
+		c.mode = take32();
+		return kvc_proto_encode_ns_create(gen, sizeof(gen), seq, &c);
+	}
+	case 17:
+		return kvc_proto_encode_ns_create_reply(gen, sizeof(gen), seq);
+	case 18:
+		ns = take32();
+		return kvc_proto_encode_alloc(gen, sizeof(gen), seq, ns,
+					      take32());
+	case 19:
+		count = take_count(KVC_PROTO_MAX_SEAL);
+		for (uint32_t i = 0; i < count && i < KVC_PROTO_MAX_SEAL;
+		     i++) {
+			take_handle(&seal_e[i].handle);
+			seal_e[i].payload_len = take32();
+			seal_e[i].flags = take32();
+			take(seal_e[i].key, KEY);
+		}
+		return kvc_proto_encode_seal(gen, sizeof(gen), seq, seal_e,
+					     count);
+	case 20:
+		ns = take32();
+		return kvc_proto_encode_flush_tiers(gen, sizeof(gen), seq, ns,
+						    take32());
+	case 21: {
+		struct kvc_flush_reply r;
+
+		r.evicted = take64();
+		r.busy = take64();
+		return kvc_proto_encode_flush_reply(gen, sizeof(gen), seq, &r);
+	}
+	case 22:
+		return kvc_proto_encode_ns_list(gen, sizeof(gen), seq,
+						take32());
+	case 23:
+		a = take32();
+		count = take_count(BATCH);
+		for (uint32_t i = 0; i < count && i < BATCH; i++) {
+			ns_e[i].ns_id = take32();
+			ns_e[i].uid = take32();
+			ns_e[i].gid = take32();
+			ns_e[i].mode = take32();
+			ns_e[i].blocks = take64();
+		}
+		return kvc_proto_encode_ns_list_reply(gen, sizeof(gen), seq, a,
+						      ns_e, count);
+	case 24: {
+		struct kvc_ns_salt st;
+
+		st.ns_id = take32();
+		st.flags = take32();
+		take(st.salt, sizeof(st.salt));
+		return kvc_proto_encode_ns_salt(gen, sizeof(gen), seq, &st);
+	}
+	case 25: {
+		struct kvc_ns_salt_reply r;
+
+		r.ns_id = take32();
+		take(r.salt, sizeof(r.salt));
+		return kvc_proto_encode_ns_salt_reply(gen, sizeof(gen), seq,
+						      &r);
+	}
+	default: {
+		int32_t err = (int32_t)take32();
+		uint16_t type = take16();
+		size_t len = take16() % (KVC_PROTO_ERRMSG_MAX + 40);
+
+		take(errmsg, len);
+		errmsg[len] = '\0';
+		return kvc_proto_encode_error(gen, sizeof(gen), err, seq, type,
+					      errmsg);
+	}
+	}
+}
+
+/* The type each gen_message() case encodes. */
+static const uint16_t gen_types[27] = {
+	KVC_MSG_HELLO, KVC_MSG_HELLO_REPLY, KVC_MSG_LOOKUP,
+	KVC_MSG_LOOKUP_REPLY, KVC_MSG_STORE, KVC_MSG_STORE_REPLY,
+	KVC_MSG_RELEASE_REPLY, KVC_MSG_SEAL_REPLY, KVC_MSG_EVICT_REPLY,
+	KVC_MSG_LOAD, KVC_MSG_EVICT, KVC_MSG_LOAD_REPLY, KVC_MSG_RELEASE,
+	KVC_MSG_ALLOC_REPLY, KVC_MSG_STATS, KVC_MSG_STATS_REPLY,
+	KVC_MSG_NS_CREATE, KVC_MSG_NS_CREATE_REPLY, KVC_MSG_ALLOC,
+	KVC_MSG_SEAL, KVC_MSG_FLUSH, KVC_MSG_FLUSH_REPLY, KVC_MSG_NS_LIST,
+	KVC_MSG_NS_LIST_REPLY, KVC_MSG_NS_SALT, KVC_MSG_NS_SALT_REPLY,
+	KVC_MSG_ERROR,
+};
+
+static void check_encoder(const uint8_t *data, size_t size)
+{
+	static char errmsg[KVC_PROTO_ERRMSG_MAX + 40];
+	struct kvc_msg m;
+	uint8_t which;
+	uint32_t seq;
+	int n;
+
+	arg = data;
+	arg_left = size;
+	take(&which, 1);
+	seq = take32();
+	n = gen_message(which, seq, errmsg);
+	if (n < 0) {
+		/* A buffer of KVC_PROTO_MSG_MAX always fits what is valid. */
+		FUZZ_CHECK(n == -EINVAL);
+		return;
+	}
+	FUZZ_CHECK(n >= HDR && n <= KVC_PROTO_MSG_MAX);
+	if (kvc_proto_decode(gen, (size_t)n, &m)) {
+		fprintf(stderr, "encoded type 0x%04x refused: %s\n",
+			gen_types[which % 27], m.reason);
+		FUZZ_CHECK(!"an encoded message decodes");
+	}
+	FUZZ_CHECK(m.type == gen_types[which % 27] && m.seq == seq);
+	if (m.type == KVC_MSG_ERROR) {
+		size_t want = strlen(errmsg);
+
+		if (want > KVC_PROTO_ERRMSG_MAX)
+			want = KVC_PROTO_ERRMSG_MAX;
+		FUZZ_CHECK(m.error.msg_len == want);
+		for (size_t i = 0; i < want; i++) {
+			uint8_t c = (uint8_t)errmsg[i];
+
+			FUZZ_CHECK((uint8_t)m.error.msg[i] ==
+				   (c >= 0x20 && c <= 0x7e ? c : '?'));
+		}
+	}
+	check_datagram(gen, (size_t)n);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size && data[0] == ENCODER_MODE)
+		check_encoder(data + 1, size - 1);
+	else
+		check_datagram(data, size);
 	return 0;
 }

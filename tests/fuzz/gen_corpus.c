@@ -210,6 +210,25 @@ static void gen_proto(void)
 	msg("error_nomsg", kvc_proto_encode_error(buf, sizeof(buf), -EIO, 15,
 						  KVC_MSG_LOAD, NULL));
 
+	/*
+	 * Encoder mode (fuzz_proto.c, check_encoder()): 0xE5, which encoder,
+	 * its seq, then its arguments; here every field 1 or 2, for the
+	 * fuzzer to vary.
+	 */
+	for (unsigned int w = 0; w < 27; w++) {
+		uint8_t a[6 + 96];
+		char name[32];
+
+		a[0] = 0xE5;
+		a[1] = (uint8_t)w;
+		memset(a + 2, 0, sizeof(a) - 2);
+		a[2] = 9;				/* seq */
+		for (size_t i = 6; i + 4 <= sizeof(a); i += 4)
+			a[i] = (uint8_t)(1 + (i / 4) % 2);
+		snprintf(name, sizeof(name), "encoder_%02u", w);
+		put("proto", name, a, sizeof(a));
+	}
+
 	/* Known-bad: each refused by one check. */
 	n = kvc_proto_encode_hello(buf, sizeof(buf), 1, &hello);
 	buf[0] ^= 0x20;
