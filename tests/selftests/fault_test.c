@@ -32,6 +32,7 @@
 
 #include "kselftest_harness.h"
 #include "kvc_ioctl.h"
+#include "kvc_p2p.h"
 #include "kvc_sysfs.h"
 
 #define FAULT_DIR	"/sys/kernel/debug/kvcache"
@@ -493,7 +494,7 @@ TEST_F(fault, pin_fails_cleanly_and_seal_keep_pin_does_not_half_seal)
 /* ---- fail_io -------------------------------------------------------- */
 
 /* A file of @len bytes of seed's pattern in $TMPDIR, reopened O_DIRECT. */
-static int pattern_file(uint64_t len, uint32_t seed)
+static int tmp_pattern_file(uint64_t len, uint32_t seed)
 {
 	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	char path[PATH_MAX];
@@ -543,7 +544,7 @@ TEST_F(fault, io_error_fails_the_entry_and_holds_nothing)
 	uint8_t *p, *buf;
 	int file;
 
-	file = pattern_file(self->bs, 33);
+	file = tmp_pattern_file(self->bs, 33);
 	if (file < 0)
 		SKIP(return, "no O_DIRECT file in $TMPDIR");
 
@@ -589,6 +590,74 @@ TEST_F(fault, io_error_fails_the_entry_and_holds_nothing)
 	CHECK_WITNESS();
 	/* Nothing of the failed I/O holds the blocks: both evict. */
 	EXPECT_EQ(0, kvc_unpin(self->fd, h));
+	CHECK_AT_REST();
+}
+
+/*
+ * Region <-> NVMe file, the transfers of an accelerator's memory: through
+ * P2P where the bench topology allows it, and through a borrowed pool
+ * block (bounce) when asked. Each fails with EIO once and works again.
+ */
+TEST_F_TIMEOUT(fault, io_error_on_the_p2p_and_bounce_paths, 300)
+{
+	const char *topo = getenv("KVC_TOPOLOGY");
+	const uint64_t len = 1 << 20;
+	uint64_t eio0 = kvc_attr_u64("stats/io_errors");
+	uint64_t free0 = kvc_attr_u64("pool/free_blocks");
+	char gpu[64], nvme[64], path[PATH_MAX];
+	volatile void *bar;
+	uint64_t perr0;
+	uint32_t rh, failed = 0;
+	int prov, file, bfd;
+
+	if (nvme_fs() || find_pci(0x1af4, 0x1110, 0, gpu, sizeof(gpu)) ||
+	    find_pci(0, 0, 0x010802, nvme, sizeof(nvme)))
+		SKIP(return, "no bench NVMe and ivshmem devices");
+	prov = bind_gpu(gpu);
+	ASSERT_LE(0, prov);
+	snprintf(path, sizeof(path), PCI_DEVICES "/%s/resource2", gpu);
+	bfd = open(path, O_RDWR | O_SYNC | O_CLOEXEC);
+	ASSERT_LE(0, bfd);
+	bar = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, bfd, 0);
+	close(bfd);
+	ASSERT_NE(MAP_FAILED, bar);
+	file = pattern_file("fault-io", len, 71, O_RDWR);
+	ASSERT_LE(0, file);
+	ASSERT_EQ(0, region_reg(self->fd, prov, 0, len, &rh));
+	perr0 = provider_u64(prov, "errors");
+
+	for (int bounce = 0; bounce < 2; bounce++) {
+		struct kvcache_xfer_entry e = entry(file, 0, len, rh, 0, 0);
+
+		if (bounce)
+			e.flags |= KVCACHE_XFER_BOUNCE;
+		memset((void *)bar, 0, len);
+		ASSERT_EQ(0, fault_arm("fail_io", 1, 0));
+		EXPECT_EQ(0, xfer(self->fd, &e, 1, &failed));
+		fault_disarm_all();
+		EXPECT_EQ(-EIO, e.result);
+		EXPECT_EQ(1, failed);
+		/* P2P unless asked to bounce or the topology refuses it. */
+		EXPECT_EQ(bounce || (topo && !strcmp(topo, "rc")) ?
+			  KVCACHE_PATH_BOUNCE : KVCACHE_PATH_P2P, e.path);
+		EXPECT_EQ(eio0 + 1 + bounce, kvc_attr_u64("stats/io_errors"));
+		EXPECT_EQ(perr0 + 1 + bounce, provider_u64(prov, "errors"));
+		/* The bounce block went back to the pool. */
+		EXPECT_EQ(free0, kvc_attr_u64("pool/free_blocks"));
+		EXPECT_EQ(0, kvc_attr_u64("pool/quarantined_blocks"));
+
+		e = entry(file, 0, len, rh, 0, 0);
+		if (bounce)
+			e.flags |= KVCACHE_XFER_BOUNCE;
+		EXPECT_EQ(0, xfer1(self->fd, &e));
+		EXPECT_EQ((int64_t)len, e.result);
+		EXPECT_EQ(-1, check((const void *)bar, 0, len, 71));
+	}
+	EXPECT_EQ(0, region_unreg(self->fd, rh));
+	munmap((void *)bar, len);
+	close(file);
+
+	CHECK_WITNESS();
 	CHECK_AT_REST();
 }
 
