@@ -257,6 +257,17 @@ $(BUILD)/selftests/isolation_test: tests/selftests/isolation_test.c \
 		-I$(KSRC)/tools/testing/selftests -o $@ $< \
 		$(BUILD)/lib/libkvcache.a -lcrypto -pthread
 
+# The guest's client of the whole-VM crash test (tests/vm-crash-test).
+crash-tool: $(BUILD)/crash/vm-crash-tool
+
+$(BUILD)/crash/vm-crash-tool: tests/vm-crash-tool.c tests/selftests/kvc_client.h \
+		tests/selftests/kvc_ioctl.h tests/selftests/crash_pattern.h \
+		helper/proto.c helper/keys.c helper/*.h uapi/linux/kvcache.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) $(CFLAGS) -I$(TOP)/uapi -I$(TOP)/helper \
+		-I$(TOP)/tests/selftests -o $@ $< helper/proto.c helper/keys.c \
+		-lcrypto
+
 # The same test on the host under ASan and UBSan, with the library's
 # sources compiled in (scripts/check runs this one in memfd mode).
 $(BUILD)/san/libkvcache_test: tests/selftests/libkvcache_test.c \

@@ -1,0 +1,470 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The guest's half of the whole-VM crash test (tests/vm-crash-test on the
+ * host, tests/vm-crash-guest in the VM): a client of kvcached in kernel
+ * mode that either stores blocks until the VM is killed, logging every
+ * block as soon as it is published on g3, or, after the reboot, checks
+ * that every logged block is found and loads byte-exact and that nothing
+ * the daemon offers is partial or corrupt.
+ *
+ *   vm-crash-tool store SOCKET LOG MARKER FIRST_CHAIN
+ *   vm-crash-tool verify SOCKET LOG G3_DIR
+ *
+ * Blocks hold crash_pattern.h's pattern of their key. "Published" is what
+ * survives a power loss: the block is on g3 (LOOKUP's tier mask, set only
+ * once the file, its link and its directory are fsynced) and so are all
+ * its ancestors, without which it can never be looked up. The log line is
+ * written and fsynced right after the LOOKUP that showed it, so whatever
+ * the log holds was published before the kill.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvc_client.h"
+#include "kvc_ioctl.h"
+#include "keys.h"
+#include "proto.h"
+#include "crash_pattern.h"
+
+#define NS		42		/* the test's namespace */
+#define TPB		16
+#define CHAIN		4		/* blocks per chain */
+#define PAYLOAD		4096
+#define MAX_CHAINS	4096		/* chains one store phase makes */
+#define RANGE		100000		/* chain ids of one boot: boot * RANGE on */
+#define SCAN_WAIT_S	90		/* recovery's background scan */
+
+typedef uint8_t key_t32[KVCACHE_KEY_SIZE];
+
+static uint8_t seed[KVCACHE_KEY_SIZE];
+
+static void chain_of(uint32_t c, key_t32 *keys)
+{
+	uint32_t tok[CHAIN * TPB];
+
+	for (uint32_t i = 0; i < CHAIN * TPB; i++)
+		tok[i] = c * 7919u + i;
+	kvc_chain_keys(seed, tok, CHAIN * TPB, TPB, keys, CHAIN);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void msleep(unsigned int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+static int setup(struct kvcc *c, const char *sock, int *dev)
+{
+	struct kvc_ns_identity id = {
+		.model = "vm-crash/model", .weights_revision = "r1",
+		.tokenizer = "tok-1", .kv_layout = "paged-nhd",
+		.kv_dtype = "bf16", .lora = "", .tokens_per_block = TPB,
+		.tp_size = 1, .pp_size = 1,
+	};
+	int ret = kvc_ns_seed(&id, seed);
+
+	if (ret) {
+		fprintf(stderr, "kvc_ns_seed: %s\n", strerror(-ret));
+		return ret;
+	}
+	kvcc_init(c);
+	ret = kvcc_open(c, sock);
+	if (!ret)
+		ret = kvcc_hello(c);
+	if (ret) {
+		fprintf(stderr, "%s: %d %s\n", sock, ret, c->why);
+		return -1;
+	}
+	if (c->hello.mode != KVC_PROTO_MODE_KERNEL) {
+		fprintf(stderr, "kvcached is not in kernel mode\n");
+		return -1;
+	}
+	*dev = open(KVCACHE_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+	if (*dev < 0) {
+		perror(KVCACHE_DEVICE_PATH);
+		return -1;
+	}
+	/* Kept in the state directory across reboots: EEXIST is fine. */
+	ret = kvcc_ns_create(c, NS, 0, 0, 0700);
+	if (ret && ret != -EEXIST) {
+		fprintf(stderr, "NS_CREATE: %d %s\n", ret, c->why);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- store ------------------------------------------------------------------- */
+
+static int store_chain(struct kvcc *c, int dev, uint64_t bs, uint32_t chain)
+{
+	struct kvcache_seal_entry se[CHAIN];
+	struct kvc_store_entry e[CHAIN];
+	struct kvcache_handle h[CHAIN];
+	struct kvcache_batch b = {
+		.size = sizeof(b), .count = CHAIN, .entries = (uintptr_t)se,
+	};
+	int32_t st[CHAIN];
+	key_t32 keys[CHAIN];
+	int ret;
+
+	chain_of(chain, keys);
+	ret = kvc_alloc(dev, NS, CHAIN, h);
+	if (ret)
+		return ret;
+	memset(se, 0, sizeof(se));
+	memset(e, 0, sizeof(e));
+	for (int i = 0; i < CHAIN; i++) {
+		uint8_t *p = kvc_map(dev, h[i].index, bs, PROT_READ | PROT_WRITE);
+
+		if (!p)
+			return -errno;
+		crash_fill(p, keys[i], PAYLOAD);
+		munmap(p, bs);
+		se[i].handle = h[i];
+		se[i].payload_len = PAYLOAD;
+		memcpy(se[i].key, keys[i], KVCACHE_KEY_SIZE);
+		memcpy(e[i].key, keys[i], KVCACHE_KEY_SIZE);
+		if (i)
+			memcpy(e[i].parent, keys[i - 1], KVCACHE_KEY_SIZE);
+		else
+			e[i].flags = KVC_PROTO_STORE_FIRST;
+		e[i].handle = h[i];
+	}
+	ret = kvc_ioc(dev, KVCACHE_IOC_SEAL, &b);
+	if (ret)
+		return ret;
+	ret = kvcc_store(c, NS, e, CHAIN, st);
+	for (int i = 0; !ret && i < CHAIN; i++)
+		ret = st[i];
+	return ret;
+}
+
+static void hex(const uint8_t *k, char *out)
+{
+	for (int i = 0; i < KVCACHE_KEY_SIZE; i++)
+		sprintf(out + 2 * i, "%02x", k[i]);
+}
+
+/*
+ * Store chain after chain; the pool is small, so write-back spills run
+ * all the time. After each STORE, look the unlogged chains up and log
+ * each block whose whole prefix is on g3. Runs until the VM is killed.
+ */
+static int do_store(const char *sock, const char *logpath, const char *marker,
+		    uint32_t first)
+{
+	static uint8_t logged[MAX_CHAINS];	/* blocks of the prefix logged */
+	struct kvc_lookup_entry le[CHAIN];
+	uint64_t nlogged = 0;
+	uint32_t lo = 0, n = 0;
+	struct kvcc c;
+	int dev, log, ret;
+
+	if (setup(&c, sock, &dev))
+		return 1;
+	log = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (log < 0) {
+		perror(logpath);
+		return 1;
+	}
+	for (;;) {
+		if (n < MAX_CHAINS) {
+			ret = store_chain(&c, dev, c.hello.block_size,
+					  first + n);
+			if (ret) {
+				fprintf(stderr, "store chain %u: %d %s\n",
+					first + n, ret, c.why);
+				return 1;
+			}
+			n++;
+		} else {
+			msleep(50);	/* everything stored: keep logging */
+		}
+		for (uint32_t i = lo; i < n; i++) {
+			key_t32 keys[CHAIN];
+			char line[256];
+			int m, len = 0;
+			uint8_t k = 0;
+
+			if (logged[i] == CHAIN)
+				continue;
+			chain_of(first + i, keys);
+			m = kvcc_lookup(&c, NS, KVC_PROTO_TIERS_ALL, keys[0],
+					CHAIN, le);
+			if (m < 0) {
+				fprintf(stderr, "LOOKUP: %d %s\n", m, c.why);
+				return 1;
+			}
+			while (k < m && (le[k].tiers & KVC_PROTO_TIER_G3))
+				k++;
+			for (uint8_t j = logged[i]; j < k; j++) {
+				char hx[2 * KVCACHE_KEY_SIZE + 1];
+
+				hex(keys[j], hx);
+				len += snprintf(line + len, sizeof(line) - len,
+						"%u %u %s\n", first + i, j, hx);
+				if (len > 150) {
+					if (write(log, line, len) != len)
+						return 1;
+					len = 0;
+				}
+			}
+			if (len && write(log, line, len) != len)
+				return 1;
+			if (k > logged[i]) {
+				if (fsync(log))
+					return 1;
+				nlogged += k - logged[i];
+				logged[i] = k;
+			}
+		}
+		while (lo < n && logged[lo] == CHAIN)
+			lo++;
+		/* The host kills the VM at a random moment after this. */
+		if (nlogged && marker) {
+			int fd = open(marker, O_WRONLY | O_CREAT | O_CLOEXEC,
+				      0644);
+
+			if (fd >= 0) {
+				fsync(fd);
+				close(fd);
+			}
+			printf("vm-crash-tool: spilling (%llu blocks published)\n",
+			       (unsigned long long)nlogged);
+			fflush(stdout);
+			marker = NULL;
+		}
+	}
+}
+
+/* ---- verify ------------------------------------------------------------------ */
+
+struct logged_block {
+	uint32_t chain;
+	uint32_t k;
+};
+
+static int count_tmp(const char *dir)
+{
+	struct dirent *de;
+	DIR *dp = opendir(dir);
+	int n = 0;
+
+	if (!dp)
+		return 0;
+	while ((de = readdir(dp))) {
+		char p[PATH_MAX];
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		if (lstat(p, &st))
+			continue;
+		if (S_ISDIR(st.st_mode))
+			n += count_tmp(p);
+		else if (!strncmp(de->d_name, ".tmp.", 5))
+			n++;
+	}
+	closedir(dp);
+	return n;
+}
+
+/* LOAD n keys; check each block served (pinned through dev). */
+static int load_check(struct kvcc *c, int dev, const key_t32 *keys,
+		      uint32_t n, int32_t *status, int *bad)
+{
+	struct kvc_load_result res[CHAIN];
+	uint64_t bs = c->hello.block_size;
+	int ret = kvcc_load(c, NS, keys[0], n, res);
+
+	if (ret)
+		return ret;
+	for (uint32_t i = 0; i < n; i++) {
+		uint8_t *p;
+
+		status[i] = res[i].status;
+		if (res[i].status)
+			continue;
+		if (kvc_pin(dev, res[i].handle)) {
+			status[i] = -ESTALE;	/* evicted since: not served */
+			continue;
+		}
+		p = kvc_map(dev, res[i].handle.index, bs, PROT_READ);
+		if (!p || !crash_check(p, keys[i], PAYLOAD)) {
+			(*bad)++;
+			status[i] = -EBADMSG;
+		}
+		if (p)
+			munmap(p, bs);
+		kvc_unpin(dev, res[i].handle);
+	}
+	return 0;
+}
+
+static int do_verify(const char *sock, const char *logpath, const char *g3)
+{
+	struct logged_block *lb = NULL;
+	size_t nlb = 0, cap = 0, missing = 0, found = 0;
+	uint32_t maxc = 0, offered = 0;
+	char line[256], hx[2 * KVCACHE_KEY_SIZE + 1];
+	int dev, bad = 0, tmps = -1, fail = 0;
+	struct kvcc c;
+	double t0 = now_s();
+	FILE *f;
+
+	if (setup(&c, sock, &dev))
+		return 1;
+	f = fopen(logpath, "re");
+	while (f && fgets(line, sizeof(line), f)) {
+		struct logged_block b;
+		key_t32 keys[CHAIN];
+
+		if (sscanf(line, "%u %u %64s", &b.chain, &b.k, hx) != 3 ||
+		    b.k >= CHAIN)
+			continue;	/* a line torn by the kill */
+		chain_of(b.chain, keys);
+		{
+			char want[2 * KVCACHE_KEY_SIZE + 1];
+
+			hex(keys[b.k], want);
+			if (strcmp(want, hx)) {
+				printf("# log line for chain %u block %u: key mismatch\n",
+				       b.chain, b.k);
+				fail = 1;
+				continue;
+			}
+		}
+		if (nlb == cap) {
+			cap = cap ? cap * 2 : 1024;
+			lb = realloc(lb, cap * sizeof(*lb));
+			if (!lb)
+				return 1;
+		}
+		lb[nlb++] = b;
+		if (b.chain > maxc)
+			maxc = b.chain;
+	}
+	if (f)
+		fclose(f);
+
+	/*
+	 * kvcached serves once the manifest's records are checked; what the
+	 * manifest lost (it is not fsynced per append) the background scan
+	 * adds. Wait for every logged block to be reachable on g3.
+	 */
+	for (double end = now_s() + SCAN_WAIT_S;; msleep(200)) {
+		missing = 0;
+		for (size_t i = 0; i < nlb; i++) {
+			struct kvc_lookup_entry le[CHAIN];
+			key_t32 keys[CHAIN];
+			int m;
+
+			chain_of(lb[i].chain, keys);
+			m = kvcc_lookup(&c, NS, KVC_PROTO_TIER_G3, keys[0],
+					lb[i].k + 1, le);
+			if (m < (int)lb[i].k + 1)
+				missing++;
+		}
+		if (!missing || now_s() > end)
+			break;
+	}
+	printf("# %zu logged blocks, %zu not on g3 after %.1f s\n", nlb,
+	       missing, now_s() - t0);
+
+	/* Every logged block loads byte-exact. */
+	for (size_t i = 0; i < nlb; i++) {
+		key_t32 keys[CHAIN];
+		int32_t st;
+
+		chain_of(lb[i].chain, keys);
+		if (load_check(&c, dev, &keys[lb[i].k], 1, &st, &bad)) {
+			printf("# LOAD: %s\n", c.why);
+			return 1;
+		}
+		if (st) {
+			if (missing < 20)
+				printf("# logged chain %u block %u: %d\n",
+				       lb[i].chain, lb[i].k, st);
+			missing++;
+		} else {
+			found++;
+		}
+	}
+	/*
+	 * Every block the daemon offers verifies: every chain the store
+	 * phases may have stored, logged or not. Each boot stores from its
+	 * own range of chain ids (RANGE apart); past the last chain logged
+	 * in a range, a few more were stored and not yet published.
+	 */
+	for (uint32_t r = 0; r <= maxc / RANGE; r++) {
+		int64_t top = -1;
+
+		for (size_t i = 0; i < nlb; i++)
+			if (lb[i].chain / RANGE == r &&
+			    (int64_t)(lb[i].chain % RANGE) > top)
+				top = lb[i].chain % RANGE;
+		for (int64_t ch = 0; top >= 0 && ch <= top + 64; ch++) {
+			key_t32 keys[CHAIN];
+			int32_t st[CHAIN];
+
+			chain_of(r * RANGE + (uint32_t)ch, keys);
+			if (load_check(&c, dev, keys, CHAIN, st, &bad)) {
+				printf("# LOAD: %s\n", c.why);
+				return 1;
+			}
+			for (int i = 0; i < CHAIN; i++)
+				offered += !st[i];
+		}
+	}
+	for (double end = now_s() + 30; now_s() < end; msleep(200)) {
+		tmps = count_tmp(g3);
+		if (!tmps)
+			break;
+	}
+	printf("# found %zu of %zu logged blocks byte-exact; %u blocks offered, %d wrong; %d temp files; g3_corrupt %llu, g3_found %llu\n",
+	       found, nlb, offered, bad, tmps,
+	       (unsigned long long)kvcc_stat1(&c, "g3_corrupt"),
+	       (unsigned long long)kvcc_stat1(&c, "g3_found"));
+	if (found != nlb || bad || tmps)
+		fail = 1;
+	kvcc_close(&c);
+	close(dev);
+	return fail;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 6 && !strcmp(argv[1], "store"))
+		return do_store(argv[2], argv[3], argv[4],
+				(uint32_t)strtoul(argv[5], NULL, 0));
+	if (argc == 5 && !strcmp(argv[1], "verify"))
+		return do_verify(argv[2], argv[3], argv[4]);
+	fprintf(stderr,
+		"usage: vm-crash-tool store SOCKET LOG MARKER FIRST_CHAIN\n"
+		"       vm-crash-tool verify SOCKET LOG G3_DIR\n");
+	return 2;
+}
