@@ -460,7 +460,7 @@ static void traffic_loop(SELF *self, struct client *cl, uint32_t ns,
  */
 TEST_F_TIMEOUT(kvcd, clients_killed_mid_store_and_load, 900)
 {
-	int rounds = (self->mode == KVC_PROTO_MODE_KERNEL ? 2 : 6) *
+	int rounds = (self->mode == KVC_PROTO_MODE_KERNEL ? 2 : 10) *
 		     NR_KILL_POINTS * rounds_factor();
 	unsigned int seed = (unsigned int)getpid() * 2654435761u;
 	struct kvcache_handle h[CHAIN];
@@ -583,7 +583,7 @@ static int count_files(const char *dir, const char *prefix)
 	return n;
 }
 
-#define MIX_CHAINS	192
+#define MIX_CHAINS	1024
 
 enum {
 	F_ACKED = 1,		/* STORE acknowledged it (status 0) */
@@ -647,13 +647,17 @@ static void mix_loop(SELF *self, struct client *cl, struct mix *m,
 			mix_check(ret);
 			c++;
 		}
-		o = (uint32_t)rand_r(&seed) % c;
-		ret = kvcc_lookup(cl->c, self->ns, KVC_PROTO_TIERS_ALL,
-				  m->keys[o][0], CHAIN, le);
-		mix_check(ret);
-		for (int i = 0; i < ret; i++)
-			if (le[i].tiers & KVC_PROTO_TIER_G3)
-				m->flags[o][i] |= F_G3;
+		/* Any chain, then one of the last few (being spilled now). */
+		for (int l = 0; l < 2; l++) {
+			o = (uint32_t)rand_r(&seed) % (l && c > 8 ? 8 : c);
+			o = l ? c - 1 - o : o;
+			ret = kvcc_lookup(cl->c, self->ns, KVC_PROTO_TIERS_ALL,
+					  m->keys[o][0], CHAIN, le);
+			mix_check(ret);
+			for (int i = 0; i < ret; i++)
+				if (le[i].tiers & KVC_PROTO_TIER_G3)
+					m->flags[o][i] |= F_G3;
+		}
 		o = (uint32_t)rand_r(&seed) % c;
 		ret = kvcc_load(cl->c, self->ns, m->keys[o][0], CHAIN, res);
 		mix_check(ret);
@@ -668,6 +672,44 @@ static void mix_loop(SELF *self, struct client *cl, struct mix *m,
 		}
 		m->ops++;
 	}
+}
+
+/*
+ * restart() with watermarks of our own: in kernel mode the module's pool
+ * is 128 blocks of 2 MiB, each zeroed on ALLOC, which under TCG makes
+ * filling it to the fixture's 10 % slow; evicting from 80 % free on
+ * brings the pressure (evictions, write-back spills) after a few chains.
+ */
+static int crash_restart(SELF *self, const char *extra, int low, int high,
+			 char *why, size_t wlen)
+{
+	FILE *f;
+	int ret;
+
+	why[0] = '\0';
+	kvcc_close(&self->c);
+	daemon_stop(self);
+	unlink(self->sock);	/* see restart() */
+	f = fopen(self->conf, "we");
+	if (!f)
+		return -errno;
+	fprintf(f,
+		"# crash_test\n[daemon]\nsocket_mode = 0666\nmetrics = off\n"
+		"[pool]\nmemfd_size = %lluM\nblock_size = %lluM\n"
+		"hugetlb = no\nmlock = no\nlow_watermark = %d\n"
+		"high_watermark = %d\n[eviction]\npolicy = lru\n"
+		"interval = 100ms\ng3_admit = 1\ng4_admit = 1\n%s",
+		MEMFD_POOL >> 20, MEMFD_BS >> 20, low, high, extra);
+	if (fclose(f))
+		return -errno;
+	ret = daemon_start(self, why, wlen);
+	if (!ret)
+		ret = kvcc_open(&self->c, self->sock);
+	if (!ret)
+		ret = kvcc_hello(&self->c);
+	if (ret && !why[0])
+		snprintf(why, wlen, "reconnect: %d %s", ret, self->c.why);
+	return ret;
 }
 
 /* Kernel mode: which blocks of ns kvcache.ko holds sealed, by key. */
@@ -711,8 +753,9 @@ static void kernel_sealed(int dev, uint32_t ns, struct mix *m,
  */
 TEST_F_TIMEOUT(kvcd, kvcached_killed_under_mixed_traffic, 900)
 {
-	int rounds = (self->mode == KVC_PROTO_MODE_KERNEL ? 3 : 10) *
-		     rounds_factor();
+	bool kernel = self->mode == KVC_PROTO_MODE_KERNEL;
+	int rounds = (kernel ? 3 : 24) * rounds_factor();
+	int low = kernel ? 80 : LOW_PCT, high = kernel ? 90 : HIGH_PCT;
 	unsigned int seed = (unsigned int)getpid() * 40503u;
 	static uint8_t sealed[MIX_CHAINS][CHAIN];
 	char dir[PATH_MAX], conf[2][PATH_MAX + 160], why[512] = "";
@@ -739,7 +782,8 @@ TEST_F_TIMEOUT(kvcd, kvcached_killed_under_mixed_traffic, 900)
 		pid_t gen, dpid;
 		int st, tmps = -1;
 
-		ASSERT_EQ(0, restart(self, conf[r & 1], why, sizeof(why)))
+		ASSERT_EQ(0, crash_restart(self, conf[r & 1], low, high, why,
+					   sizeof(why)))
 			TH_LOG("round %d: %s", r, why);
 		gen = fork();
 		ASSERT_LE(0, gen);
@@ -753,7 +797,8 @@ TEST_F_TIMEOUT(kvcd, kvcached_killed_under_mixed_traffic, 900)
 			_exit(3);
 		}
 		/* Kill once the generator is some way in, at a random op. */
-		target = m->chains + 4 + (uint32_t)(rand_r(&seed) % 24);
+		target = m->chains + (kernel ? 3 + (uint32_t)(rand_r(&seed) % 6) :
+				      4 + (uint32_t)(rand_r(&seed) % 24));
 		for (double end = now_s() + 60;
 		     now_s() < end && m->chains < target &&
 		     m->chains < MIX_CHAINS; msleep(2))
@@ -775,7 +820,8 @@ TEST_F_TIMEOUT(kvcd, kvcached_killed_under_mixed_traffic, 900)
 		if (self->mode == KVC_PROTO_MODE_KERNEL)
 			kernel_sealed(self->dev, self->ns, m, sealed);
 
-		ASSERT_EQ(0, restart(self, conf[r & 1], why, sizeof(why)))
+		ASSERT_EQ(0, crash_restart(self, conf[r & 1], low, high, why,
+					   sizeof(why)))
 			TH_LOG("round %d: %s", r, why);
 		/* Stale temp files go at start, or with the background scan. */
 		for (double end = now_s() + 20; now_s() < end; msleep(50)) {
