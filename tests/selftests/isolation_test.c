@@ -679,7 +679,10 @@ TEST_F_TIMEOUT(kvcd, tier_files_private, 180)
 		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = through\n"
 		 "[g4]\ndirectory = %s\ncapacity = 64M\nwrite = through\n",
 		 g3, g4);
-	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
+	if (restart(self, conf, why, sizeof(why))) {
+		dump_log(_metadata, self);
+		ASSERT_TRUE(false) TH_LOG("restart with g3 and g4: %s", why);
+	}
 	ASSERT_EQ(0, tenants_setup(self)) TH_LOG("%s", self->c.why);
 	chain_keys(self, 14, NBLK, sh->keys);
 	ASSERT_EQ(0, as_user(self, UID_A, GID_A, NOGROUP, true, child_dev(self),
