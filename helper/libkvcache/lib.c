@@ -246,7 +246,7 @@ LIB_EXPORT int kvcache_ns_open_flags(struct kvcache *c, uint32_t ns_id,
 				     size_t block_bytes, uint32_t flags,
 				     struct kvcache_namespace **out)
 {
-	uint8_t salt[KVC_PROTO_SALT_SIZE];
+	uint8_t salt[KVC_PROTO_SALT_SIZE], seed[KVCACHE_KEY_SIZE];
 	struct kvcache_namespace *ns;
 	struct kvc_ns_identity kid;
 	int ret;
@@ -269,7 +269,7 @@ LIB_EXPORT int kvcache_ns_open_flags(struct kvcache *c, uint32_t ns_id,
 		.pp_rank = id->pp_rank, .pp_size = id->pp_size,
 	};
 	/* A bad identity is refused before asking the daemon anything. */
-	ret = kvc_ns_seed(&kid, salt);
+	ret = kvc_ns_seed(&kid, seed);
 	if (ret)
 		return ret;
 	if (!(flags & KVCACHE_NS_NO_SALT)) {
