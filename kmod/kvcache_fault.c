@@ -40,6 +40,7 @@
 #include <linux/debugfs.h>
 #include <linux/err.h>
 #include <linux/fault-inject.h>
+#include <kunit/visibility.h>
 
 #include "kvcache_fault.h"
 
@@ -71,6 +72,14 @@ bool kvc_should_fail(enum kvc_fault fault, size_t size)
 		return false;
 	return should_fail(&kvc_faults[fault], size);
 }
+EXPORT_SYMBOL_IF_KUNIT(kvc_should_fail);
+
+/* The point itself, for KUnit to arm without debugfs. */
+struct fault_attr *kvc_fault_attr(enum kvc_fault fault)
+{
+	return fault < KVC_NR_FAULTS ? &kvc_faults[fault] : NULL;
+}
+EXPORT_SYMBOL_IF_KUNIT(kvc_fault_attr);
 
 void kvc_fault_init(void)
 {

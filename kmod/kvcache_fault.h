@@ -22,7 +22,10 @@ enum kvc_fault {
 };
 
 #ifdef CONFIG_FAULT_INJECTION
+struct fault_attr;
+
 bool kvc_should_fail(enum kvc_fault fault, size_t size);
+struct fault_attr *kvc_fault_attr(enum kvc_fault fault);
 void kvc_fault_init(void);
 void kvc_fault_exit(void);
 #else
