@@ -18,6 +18,8 @@
 #   make unit                   build and run the host unit tests (ASan/UBSan)
 #   make pytest                 the Python binding's tests (a real kvcached)
 #   make selftests              build the in-VM selftests
+#   make soak [SOAK_SECONDS=3600]  the soak: 64 clients on one kvcached
+#                               (memfd mode, host), memory flat, no errors
 #   make bench                  benchmarks (test VM and host) ->
 #                               Documentation/benchmarks.md and its plots
 #                               (KVC_BENCH_ONLY=... runs a part: scripts/bench)
@@ -63,10 +65,10 @@ UNIT_TESTS := test_uapi test_devinfo test_keys test_proto test_config \
 	      test_metrics test_mpool test_kevents test_index test_policy \
 	      test_blockfile test_tier test_manifest test_model test_fault
 SELFTESTS := kvcache_dev_test bench_test pool_test pool_fuzz_test p2p_test \
-	     kvcached_test tiers_test libkvcache_test engine_test \
+	     kvcached_test tiers_test libkvcache_test engine_test soak_test \
 	     crash_test fault_test isolation_test faults_test
 
-.PHONY: all deps kernel module helper lib engine install pytest unit unit-build selftests check demo \
+.PHONY: all deps kernel module helper lib engine install pytest unit unit-build selftests check demo soak \
 	bench bench-build vm-shell clean
 
 all: helper lib engine unit-build
@@ -267,6 +269,25 @@ $(BUILD)/crash/vm-crash-tool: tests/vm-crash-tool.c tests/selftests/kvc_client.h
 	$(CC) -std=gnu11 $(WARN) $(CFLAGS) -I$(TOP)/uapi -I$(TOP)/helper \
 		-I$(TOP)/tests/selftests -o $@ $< helper/proto.c helper/keys.c \
 		-lcrypto
+
+# The soak (64 client processes on one kvcached, tests/selftests/soak_test.c)
+# links the library statically too.
+$(BUILD)/selftests/soak_test: tests/selftests/soak_test.c \
+		tests/selftests/*.h helper/*.h helper/libkvcache/libkvcache.h \
+		uapi/linux/kvcache.h $(BUILD)/lib/libkvcache.a \
+		$(BUILD)/helper/kvcached
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) -Wno-unused-parameter -Wno-sign-compare -Wno-clobbered \
+		-Wno-unused-function -Wno-format-truncation \
+		$(CFLAGS) -I$(TOP)/uapi -I$(TOP)/helper -I$(TOP)/helper/libkvcache \
+		-I$(KSRC)/tools/testing/selftests -o $@ $< \
+		$(BUILD)/lib/libkvcache.a -lcrypto -pthread
+
+# A long soak on the host, memfd mode: make soak SOAK_SECONDS=3600
+# (SOAK_CLIENTS, SOAK_SAMPLE and SOAK_CSV are passed on when set).
+SOAK_SECONDS ?= 180
+soak: $(BUILD)/selftests/soak_test
+	KVC_DAEMON_MODE=memfd SOAK_SECONDS=$(SOAK_SECONDS) $<
 
 # The same test on the host under ASan and UBSan, with the library's
 # sources compiled in (scripts/check runs this one in memfd mode).
