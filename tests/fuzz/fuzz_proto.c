@@ -138,8 +138,17 @@ static int re_hello(const struct kvc_msg *m, uint8_t *buf, size_t size)
 {
 	const struct kvc_hello *h = &m->hello;
 
+	int v = kvc_proto_choose_version(h->min_version, h->max_version);
+
 	FUZZ_CHECK(body_len() == 16);
 	FUZZ_CHECK(h->min_version >= 1 && h->min_version <= h->max_version);
+	/* The daemon's answer: the highest version both sides speak. */
+	if (h->max_version < KVC_PROTO_VERSION_MIN ||
+	    h->min_version > KVC_PROTO_VERSION_MAX)
+		FUZZ_CHECK(v == -EPROTONOSUPPORT);
+	else
+		FUZZ_CHECK(v == (h->max_version < KVC_PROTO_VERSION_MAX ?
+				 h->max_version : KVC_PROTO_VERSION_MAX));
 	return kvc_proto_encode_hello(buf, size, m->seq, h);
 }
 
