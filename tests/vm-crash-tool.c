@@ -449,6 +449,10 @@ static int do_verify(const char *sock, const char *logpath, const char *g3)
 	       found, nlb, offered, bad, tmps,
 	       (unsigned long long)kvcc_stat1(&c, "g3_corrupt"),
 	       (unsigned long long)kvcc_stat1(&c, "g3_found"));
+	/* One line per promise, for the host's TAP (tests/vm-crash-test). */
+	printf("RESULT blocks %s\n",
+	       found == nlb && !bad && !fail ? "ok" : "fail");
+	printf("RESULT tmp %s %d\n", tmps ? "fail" : "ok", tmps);
 	if (found != nlb || bad || tmps)
 		fail = 1;
 	kvcc_close(&c);
