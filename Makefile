@@ -24,6 +24,8 @@
 #                               Documentation/benchmarks.md and its plots
 #                               (KVC_BENCH_ONLY=... runs a part: scripts/bench)
 #   make vm-shell               interactive shell in the test VM
+#   make fuzz-ioctl [FUZZ_SECONDS=600]  the ioctl fuzzer in the test VM by
+#                               time (KASAN, lockdep, kmemleak)
 #   make fuzz-parsers [FUZZ_SECONDS=20]  fuzz the wire format, block file,
 #                               manifest and config parsers (libFuzzer);
 #                               fuzz-parsers-replay: the seed corpus only
@@ -64,7 +66,7 @@ DAEMON_SRCS := helper/daemon.c helper/daemon_tiers.c helper/server.c \
 UNIT_TESTS := test_uapi test_devinfo test_keys test_proto test_config \
 	      test_metrics test_mpool test_kevents test_index test_policy \
 	      test_blockfile test_tier test_manifest test_model test_fault
-SELFTESTS := kvcache_dev_test bench_test pool_test pool_fuzz_test p2p_test \
+SELFTESTS := kvcache_dev_test bench_test pool_test ioctl_fuzz_test p2p_test \
 	     kvcached_test tiers_test libkvcache_test engine_test soak_test \
 	     crash_test fault_test isolation_test faults_test
 
@@ -300,6 +302,34 @@ $(BUILD)/san/libkvcache_test: tests/selftests/libkvcache_test.c \
 		$(CFLAGS) -I$(TOP)/uapi -I$(TOP)/helper -I$(TOP)/helper/libkvcache \
 		-I$(KSRC)/tools/testing/selftests -o $@ $< $(LIB_SRCS) \
 		-lcrypto -pthread
+
+# ---- the ioctl fuzzer, long runs ------------------------------------------
+#
+# make fuzz-ioctl [FUZZ_SECONDS=1800]: ioctl_fuzz_test in the test VM (two
+# CPUs; KASAN, lockdep, kmemleak) for that long, by time, not by calls. It
+# passes when the fuzzer's own checks pass and the VM's exit status is 0
+# (120: the kernel log has a report, see build/fuzz-ioctl-vm/console.log).
+# FUZZ_SECONDS is shared with fuzz-parsers, whose 20 s default is too short
+# here: 600 s unless given. KVC_FUZZ_SEED=... repeats a run's choices.
+FUZZ_IOCTL_SECONDS = $(if $(filter command line environment,$(origin \
+		     FUZZ_SECONDS)),$(FUZZ_SECONDS),600)
+
+.PHONY: fuzz-ioctl
+fuzz-ioctl: $(BUILD)/selftests/ioctl_fuzz_test
+	@test -f $(MODULE_OUT)/kvcache.ko || \
+		{ echo "fuzz-ioctl needs $(MODULE_OUT)/kvcache.ko: make module"; exit 1; }
+	rm -rf $(BUILD)/fuzz-ioctl-vm
+	$(TOP)/scripts/vm --kmemleak --acpi --module-dir $(MODULE_OUT) \
+		--keep $(BUILD)/fuzz-ioctl-vm \
+		--timeout $$(( $(FUZZ_IOCTL_SECONDS) + 900 )) run -- env \
+		KVC_FUZZ_CALLS=0 KVC_FUZZ_SECONDS=$(FUZZ_IOCTL_SECONDS) \
+		$(if $(KVC_FUZZ_SEED),KVC_FUZZ_SEED=$(KVC_FUZZ_SEED)) \
+		$(BUILD)/selftests/ioctl_fuzz_test; \
+	rc=$$?; case $$rc in \
+	0) echo "fuzz-ioctl: passed, kernel log clean" ;; \
+	120) echo "fuzz-ioctl: the kernel log has a report: $(BUILD)/fuzz-ioctl-vm/console.log" ;; \
+	*) echo "fuzz-ioctl: failed (status $$rc; $(BUILD)/fuzz-ioctl-vm/console.log)" ;; \
+	esac; exit $$rc
 
 # ---- fuzz harnesses for the parsers ---------------------------------------
 #
