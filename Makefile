@@ -27,7 +27,7 @@
 #   make fuzz-ioctl [FUZZ_SECONDS=600]  the ioctl fuzzer in the test VM by
 #                               time (KASAN, lockdep, kmemleak)
 #   make fuzz-parsers [FUZZ_SECONDS=20]  fuzz the wire format, block file,
-#                               manifest and config parsers (libFuzzer);
+#                               manifest, config and journal parsers (libFuzzer);
 #                               fuzz-parsers-replay: the seed corpus only
 #   make clean
 
@@ -58,14 +58,15 @@ HELPER_SRCS := helper/devinfo.c helper/keys.c helper/proto.c helper/config.c \
 	       helper/client.c \
 	       helper/metrics.c helper/mpool.c helper/kevents.c helper/index.c \
 	       helper/policy.c helper/blockfile.c helper/tierio.c helper/tier.c \
-	       helper/manifest.c helper/fault.c
+	       helper/manifest.c helper/fault.c helper/journal.c
 HELPER_LIBS := -lcrypto -lnl-genl-3 -lnl-3 -luring
 # The daemon's own modules (the unit tests do not link them).
 DAEMON_SRCS := helper/daemon.c helper/daemon_tiers.c helper/server.c \
 	       helper/kdev.c
 UNIT_TESTS := test_uapi test_devinfo test_keys test_proto test_config \
 	      test_metrics test_mpool test_kevents test_index test_policy \
-	      test_blockfile test_tier test_manifest test_model test_fault
+	      test_blockfile test_tier test_manifest test_model test_fault \
+	      test_journal
 SELFTESTS := kvcache_dev_test bench_test pool_test ioctl_fuzz_test p2p_test \
 	     kvcached_test tiers_test libkvcache_test engine_test soak_test \
 	     crash_test fault_test isolation_test faults_test
@@ -344,13 +345,14 @@ FUZZ_SECONDS ?= 20
 FUZZ_FLAGS := $(CSTD) $(WARN) -O1 -g -I$(TOP)/uapi -I$(TOP)/helper \
 	      -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	      -fno-omit-frame-pointer
-FUZZ_HARNESSES := proto blockfile manifest config
+FUZZ_HARNESSES := proto blockfile manifest config journal
 FUZZ_DEPS_proto := helper/proto.c
 FUZZ_DEPS_blockfile := helper/blockfile.c
 # manifest.c's writes go through the fault injection points (fault.h).
 FUZZ_DEPS_manifest := helper/manifest.c helper/blockfile.c \
 		      $(wildcard helper/fault.c)
 FUZZ_DEPS_config := helper/config.c
+FUZZ_DEPS_journal := helper/journal.c helper/blockfile.c
 
 .PHONY: fuzz-parsers fuzz-parsers-build fuzz-parsers-replay fuzz-corpus
 
@@ -370,10 +372,11 @@ fuzz-parsers-replay: fuzz-parsers-build
 
 $(BUILD)/fuzz/gen_corpus: tests/fuzz/gen_corpus.c helper/proto.c \
 			  helper/blockfile.c helper/manifest.c helper/config.c \
-			  helper/*.h uapi/linux/kvcache.h
+			  helper/journal.c helper/*.h uapi/linux/kvcache.h
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) -o $@ $< helper/proto.c helper/blockfile.c \
-		helper/manifest.c helper/config.c $(wildcard helper/fault.c)
+		helper/manifest.c helper/config.c helper/journal.c \
+		$(wildcard helper/fault.c)
 
 # Writes into the repository: run it by hand, then commit the result.
 # The reproducers of fixed bugs (regress-*) are kept, not generated.

@@ -3,12 +3,12 @@
  * gen_corpus: writes the fuzz harnesses' seed corpus (tests/fuzz/corpus/)
  * with the real encoders, so every seed is something kvcached or a
  * client really sends or writes: each message type of the wire format,
- * requests and replies, each block file header variant, manifests, and
- * configuration files. A few known-bad seeds per harness (truncated,
+ * requests and replies, each block file header variant, manifests,
+ * parents journals and configuration files. A few known-bad seeds per harness (truncated,
  * wrong magic, a flipped bit...) start the fuzzer on the refusal paths.
  *
  * Usage: gen_corpus OUTDIR [kvcached.conf]
- * Writes OUTDIR/{proto,blockfile,manifest,config}/<name>; `make
+ * Writes OUTDIR/{proto,blockfile,manifest,journal,config}/<name>; `make
  * fuzz-corpus` runs it into tests/fuzz/corpus and the result is
  * committed. The encoders are deterministic and no clock is read (every
  * ctime is given), so a rerun gives the same files.
@@ -23,6 +23,7 @@
 
 #include "blockfile.h"
 #include "config.h"
+#include "journal.h"
 #include "manifest.h"
 #include "proto.h"
 
@@ -406,6 +407,49 @@ static void gen_manifest(void)
 	put("manifest", "bad_zero_record", m, n);
 }
 
+/* ---- the parents journal ------------------------------------------------- */
+
+/* nr links encoded with the real encoder, as kvcached appends them. */
+static size_t journal(unsigned int nr, uint8_t *out)
+{
+	struct kvc_link l;
+
+	for (unsigned int i = 0; i < nr; i++) {
+		memset(&l, 0, sizeof(l));
+		l.ns = i == 1 ? KVCACHE_NS_MAX : 1 + i % 3;
+		l.first = !(i % 4);
+		key_of(l.key, i);
+		if (!l.first)
+			key_of(l.parent, i - 1);
+		kvc_journal_encode(&l, out + (size_t)i * KVC_JOURNAL_REC);
+	}
+	return (size_t)nr * KVC_JOURNAL_REC;
+}
+
+static void gen_journal(void)
+{
+	static uint8_t j[KVC_JOURNAL_REC * 80];
+	size_t n;
+
+	put("journal", "one", j, journal(1, j));
+	put("journal", "five", j, journal(5, j));
+	put("journal", "seventy", j, journal(70, j));
+
+	n = journal(3, j);
+	put("journal", "bad_torn_tail", j, n - 40);
+	j[KVC_JOURNAL_REC + 30] ^= 1;		/* the middle record's key */
+	put("journal", "bad_flipped_middle", j, n);
+	n = journal(2, j);
+	memset(j + KVC_JOURNAL_REC, 0, KVC_JOURNAL_REC);
+	put("journal", "bad_zero_record", j, n);
+	/* An older daemon's record: "KVPJ" as a host-order u32, no CRC. */
+	n = journal(2, j);
+	memset(j, 0, KVC_JOURNAL_REC);
+	memcpy(j, "KVPJ\x03\0\0\0", 8);
+	key_of(j + 8, 7);
+	put("journal", "bad_old_format", j, n);
+}
+
 /* ---- configuration ------------------------------------------------------- */
 
 static void conf(const char *name, const char *text)
@@ -475,6 +519,7 @@ int main(int argc, char **argv)
 	gen_proto();
 	gen_blockfile();
 	gen_manifest();
+	gen_journal();
 	gen_config(argc > 2 ? argv[2] : NULL);
 	printf("gen_corpus: %u files in %s\n", written, outdir);
 	return 0;
