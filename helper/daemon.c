@@ -14,7 +14,8 @@
  * block with its own /dev/kvcache file and then STOREs it here. A block
  * sealed but never stored (the client died in between) is an orphan: the
  * eviction pass frees orphans it has seen twice, so a client between
- * SEAL and STORE is never raced.
+ * SEAL and STORE is never raced. A block whose STORE was refused can go
+ * sooner: kvcd_drop_refused() says when.
  */
 #include "daemon.h"
 #include "daemon_priv.h"
@@ -38,6 +39,7 @@
 
 #include "devinfo.h"
 #include "index.h"
+#include "journal.h"
 #include "kdev.h"
 #include "kevents.h"
 #include "metrics.h"
@@ -46,8 +48,8 @@
 #include "proto.h"
 
 #define KVCD_EVICT_BATCH	64
-#define KVCD_JOURNAL_MAGIC	0x4a50564bu	/* "KVPJ" */
-#define KVCD_JOURNAL_REC	80
+/* orphan_seen[]: a STORE refused the block (kvcd_drop_refused()). */
+#define KVCD_ORPHAN_REFUSED	0x80
 
 /* ---- namespaces ------------------------------------------------------- */
 
@@ -271,83 +273,103 @@ static void kvcd_ns_dirs(const struct kvcd *d, uint32_t ns)
 	}
 }
 
-/* ---- the parents journal ----------------------------------------------- */
+/* ---- the parents journal (kernel mode; journal.h) -------------------- */
 
-struct kvcd_link {
-	uint32_t ns;
-	uint8_t key[KVCACHE_KEY_SIZE];
-	uint8_t parent[KVCACHE_KEY_SIZE];
-	bool first;
-};
-
-static void kvcd_link_encode(const struct kvcd_link *l, uint8_t *rec)
+/* The link of entry id, as the index has it now. */
+static void kvcd_link_of(struct kvcd *d, uint32_t id, struct kvc_link *l)
 {
-	uint32_t v[2] = { KVCD_JOURNAL_MAGIC, l->ns };
+	const struct kvc_entry *e = kvc_index_entry(d->index, id);
 
-	memset(rec, 0, KVCD_JOURNAL_REC);
-	memcpy(rec, v, sizeof(v));
-	memcpy(rec + 8, l->key, KVCACHE_KEY_SIZE);
-	memcpy(rec + 40, l->parent, KVCACHE_KEY_SIZE);
-	rec[72] = l->first;
+	memset(l, 0, sizeof(*l));
+	l->ns = e->ns;
+	l->first = e->parent == KVC_ID_NONE;
+	memcpy(l->key, e->key, KVCACHE_KEY_SIZE);
+	if (!l->first)
+		memcpy(l->parent, kvc_index_entry(d->index, e->parent)->key,
+		       KVCACHE_KEY_SIZE);
 }
 
-static int kvcd_journal_add(struct kvcd *d, const struct kvcd_link *l)
+/*
+ * Replace the journal by the links of the blocks the pool holds for the
+ * index now: what a restart needs, nothing of the blocks evicted since.
+ * At start (after the rebuild) and whenever the appends made it due.
+ */
+static int kvcd_journal_compact(struct kvcd *d)
 {
-	uint8_t rec[KVCD_JOURNAL_REC];
+	struct kvc_link *links;
+	char path[PATH_MAX];
+	size_t n = 0;
+	int fd, ret;
 
-	if (d->journal_fd < 0)
-		return 0;
-	kvcd_link_encode(l, rec);
-	if (write(d->journal_fd, rec, sizeof(rec)) != (ssize_t)sizeof(rec))
-		return -EIO;
+	links = malloc(((size_t)d->nr_blocks + 1) * sizeof(*links));
+	if (!links)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < d->nr_blocks; i++) {
+		const struct kvc_entry *e;
+
+		if (d->by_block[i] == KVC_ID_NONE)
+			continue;
+		e = kvc_index_entry(d->index, d->by_block[i]);
+		if (e && (e->tiers & (1u << KVC_TIER_POOL)))
+			kvcd_link_of(d, d->by_block[i], &links[n++]);
+	}
+	kvcd_path(d, "parents", path);
+	ret = kvc_journal_rewrite(path, links, n, &fd);
+	free(links);
+	if (ret) {
+		/* Keep appending to the old file; try again when it doubled. */
+		d->journal_last = d->journal_bytes;
+		fprintf(stderr, "kvcached: compacting %s: %s\n", path,
+			strerror(-ret));
+		return ret;
+	}
+	if (d->journal_fd >= 0)
+		close(d->journal_fd);
+	d->journal_fd = fd;
+	d->journal_bytes = (uint64_t)n * KVC_JOURNAL_REC;
+	d->journal_last = d->journal_bytes;
+	d->journal_compactions++;
 	return 0;
 }
 
-static int kvcd_link_cmp(const void *a, const void *b)
+/* Entry id was just stored in the pool: append its link. */
+static int kvcd_journal_add(struct kvcd *d, uint32_t id)
 {
-	const struct kvcd_link *x = a, *y = b;
+	struct kvc_link l;
+	int ret;
 
-	if (x->ns != y->ns)
-		return x->ns < y->ns ? -1 : 1;
-	return memcmp(x->key, y->key, KVCACHE_KEY_SIZE);
+	if (d->journal_fd < 0)
+		return 0;
+	kvcd_link_of(d, id, &l);
+	ret = kvc_journal_append(d->journal_fd, &l);
+	if (ret)
+		return ret;
+	d->journal_bytes += KVC_JOURNAL_REC;
+	/* Bounded: one append per store, compacted as evictions pile up. */
+	if (kvc_journal_due(d->journal_bytes, kvc_policy_count(d->policy),
+			    d->journal_last))
+		kvcd_journal_compact(d);
+	return 0;
 }
 
 /* Every valid record of the journal, sorted by (ns, key). */
-static struct kvcd_link *kvcd_journal_read(struct kvcd *d, size_t *n)
+static struct kvc_link *kvcd_journal_read(struct kvcd *d, size_t *n)
 {
-	uint8_t rec[KVCD_JOURNAL_REC];
-	struct kvcd_link *links = NULL, *tmp;
-	size_t cap = 0;
+	struct kvc_link *links;
 	char path[PATH_MAX];
-	uint32_t v[2];
-	int fd;
+	size_t bad;
+	int ret;
 
-	*n = 0;
 	kvcd_path(d, "parents", path);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	while (read(fd, rec, sizeof(rec)) == (ssize_t)sizeof(rec)) {
-		memcpy(v, rec, sizeof(v));
-		/* A torn last record, or garbage: stop trusting the rest. */
-		if (v[0] != KVCD_JOURNAL_MAGIC || rec[72] > 1)
-			break;
-		if (*n == cap) {
-			cap = cap ? cap * 2 : 1024;
-			tmp = realloc(links, cap * sizeof(*links));
-			if (!tmp)
-				break;
-			links = tmp;
-		}
-		links[*n].ns = v[1];
-		memcpy(links[*n].key, rec + 8, KVCACHE_KEY_SIZE);
-		memcpy(links[*n].parent, rec + 40, KVCACHE_KEY_SIZE);
-		links[*n].first = rec[72];
-		(*n)++;
-	}
-	close(fd);
+	ret = kvc_journal_read(path, &links, n, &bad);
+	if (ret && ret != -ENOENT)
+		fprintf(stderr, "kvcached: %s: %s\n", path, strerror(-ret));
+	if (bad)
+		fprintf(stderr,
+			"kvcached: %s: %zu records refused (damaged, torn, or an older format); their blocks will be reclaimed\n",
+			path, bad);
 	if (links)
-		qsort(links, *n, sizeof(*links), kvcd_link_cmp);
+		qsort(links, *n, sizeof(*links), kvc_link_cmp);
 	return links;
 }
 
@@ -380,6 +402,8 @@ int kvcd_set_pool(struct kvcd *d, uint32_t id, struct kvcache_handle h)
 	if (ret)
 		return ret;
 	d->by_block[h.index] = id;
+	/* Claimed: whatever a pass or a refused STORE noted is void. */
+	d->orphan_seen[h.index] = 0;
 	return kvc_policy_on_insert(d->policy, id);
 }
 
@@ -526,14 +550,14 @@ void kvcd_check_pool(struct kvcd *d)
 
 struct kvcd_sealed {
 	struct kvcache_block_info info;
-	const struct kvcd_link *link;
+	const struct kvc_link *link;
 };
 
 static int kvcd_rebuild(struct kvcd *d)
 {
 	struct kvcache_block_info info[64];
 	struct kvcd_sealed *sealed = NULL, *tmp;
-	struct kvcd_link *links, probe;
+	struct kvc_link *links, probe;
 	size_t nlinks, n = 0, cap = 0, placed = 0;
 	uint32_t start = 0, count, next;
 	bool progress = true;
@@ -555,7 +579,7 @@ static int kvcd_rebuild(struct kvcd *d)
 			memcpy(probe.key, info[i].key, KVCACHE_KEY_SIZE);
 			sealed[n].link = links ?
 				bsearch(&probe, links, nlinks, sizeof(*links),
-					kvcd_link_cmp) : NULL;
+					kvc_link_cmp) : NULL;
 			n++;
 		}
 		if (next <= start)
@@ -566,7 +590,7 @@ static int kvcd_rebuild(struct kvcd *d)
 	while (progress) {
 		progress = false;
 		for (size_t i = 0; i < n; i++) {
-			const struct kvcd_link *l = sealed[i].link;
+			const struct kvc_link *l = sealed[i].link;
 			uint32_t id;
 
 			if (!l)
@@ -576,7 +600,6 @@ static int kvcd_rebuild(struct kvcd *d)
 					     &id) ||
 			    kvcd_set_pool(d, id, sealed[i].info.handle))
 				continue;
-			kvcd_journal_add(d, l);
 			sealed[i].link = NULL;
 			placed++;
 			progress = true;
@@ -693,9 +716,73 @@ static int kvcd_lookup(struct kvcd *d, struct kvc_peer *p,
 					     out, (uint32_t)n);
 }
 
-/* Is h a sealed block of namespace ns holding key? 0 or -errno. */
+/* Does the index hold block h (this generation) as a pool copy? */
+static bool kvcd_pool_holds(struct kvcd *d, struct kvcache_handle h)
+{
+	uint32_t id = h.index < d->nr_blocks ? d->by_block[h.index] :
+		      KVC_ID_NONE;
+	const struct kvc_entry *e = id == KVC_ID_NONE ? NULL :
+				    kvc_index_entry(d->index, id);
+
+	return e && (e->tiers & (1u << KVC_TIER_POOL)) &&
+	       e->loc[KVC_TIER_POOL].pool.gen == h.gen;
+}
+
+/*
+ * Free block h, which a STORE refused, unless the index holds it now (a
+ * later STORE of it succeeded). Still pinned: marked, it goes with its
+ * last pin (in memfd mode at that RELEASE), or on the next pressure pass's
+ * first sight of it (kernel mode, where the client unpins with its own
+ * file and the daemon is not told).
+ */
+static void kvcd_free_refused(struct kvcd *d, struct kvcache_handle h)
+{
+	int ret;
+
+	if (h.index >= d->nr_blocks || kvcd_pool_holds(d, h))
+		return;
+	ret = kvcd_evict_block(d, h);
+	if (!ret)
+		d->refused_freed++;
+	/* Otherwise gone already (-ESTALE): nothing to remember. */
+	d->orphan_seen[h.index] = ret == -EBUSY ? KVCD_ORPHAN_REFUSED : 0;
+}
+
+/*
+ * A STORE by a writer of the block's namespace was refused with @why for
+ * block h, which kvcd_check_sealed() showed to be sealed with the
+ * namespace and key the client named, and which has @pins pins: free it
+ * sooner than two pressure passes would.
+ *  - Pinned (libkvcache keeps the seal's pin until the STORE is
+ *    answered, then drops it): the client is done with it once its pin
+ *    goes, whatever the refusal; marked, it goes then.
+ *  - Unpinned and -EEXIST: a second copy of a block the pool holds; at
+ *    once.
+ *  - Unpinned otherwise (no parent yet, not admitted yet): a client may
+ *    STORE it again once the parent is in (kvcached_test's
+ *    store_and_prefix_lookup does); the passes take it if it does not.
+ * Never when the index holds h itself (a STORE of an already stored
+ * handle is -EEXIST too), and never for a STORE refused as a whole for
+ * want of write permission: the block would not be the peer's own.
+ */
+static void kvcd_drop_refused(struct kvcd *d, struct kvcache_handle h,
+			      int why, uint32_t pins)
+{
+	if (h.index >= d->nr_blocks || kvcd_pool_holds(d, h))
+		return;
+	if (pins)
+		d->orphan_seen[h.index] = KVCD_ORPHAN_REFUSED;
+	else if (why == -EEXIST)
+		kvcd_free_refused(d, h);
+}
+
+/*
+ * Is h a sealed block of namespace ns holding key? 0 or -errno; *pins (if
+ * not NULL): the pins on it.
+ */
 static int kvcd_check_sealed(struct kvcd *d, uint32_t ns,
-			     struct kvcache_handle h, const uint8_t *key)
+			     struct kvcache_handle h, const uint8_t *key,
+			     uint32_t *pins)
 {
 	struct kvcache_block_info info;
 	uint32_t count = 0, next;
@@ -715,6 +802,8 @@ static int kvcd_check_sealed(struct kvcd *d, uint32_t ns,
 		return ret;
 	if (info.ns_id != ns || memcmp(info.key, key, KVCACHE_KEY_SIZE))
 		return -EINVAL;	/* not the block the client says it is */
+	if (pins)
+		*pins = info.pins;
 	return 0;
 }
 
@@ -724,11 +813,10 @@ static int kvcd_store_one(struct kvcd *d, uint32_t ns,
 {
 	bool first = e->flags & KVC_PROTO_STORE_FIRST;
 	const struct kvc_entry *ent;
-	struct kvcd_link link;
 	uint32_t id;
 	int ret;
 
-	ret = kvcd_check_sealed(d, ns, e->handle, e->key);
+	ret = kvcd_check_sealed(d, ns, e->handle, e->key, NULL);
 	if (ret)
 		return ret;
 	/*
@@ -756,11 +844,7 @@ static int kvcd_store_one(struct kvcd *d, uint32_t ns,
 	ret = kvcd_set_pool(d, id, e->handle);
 	if (ret)
 		return ret;
-	link.ns = ns;
-	link.first = first;
-	memcpy(link.key, e->key, KVCACHE_KEY_SIZE);
-	memcpy(link.parent, e->parent, KVCACHE_KEY_SIZE);
-	kvcd_journal_add(d, &link);
+	kvcd_journal_add(d, id);
 	d->stores++;
 	kvcd_tiers_stored(d, id);
 	return 0;
@@ -773,6 +857,7 @@ static int kvcd_store(struct kvcd *d, struct kvc_peer *p,
 	uint8_t prev[KVCACHE_KEY_SIZE];
 	struct kvc_store_entry e;
 	bool stored = false;
+	uint32_t pins;
 
 	if (!kvcd_may(d, p, m->store.ns_id, 2))
 		return kvcd_error(reply, m, -EACCES, "namespace not writable");
@@ -783,6 +868,10 @@ static int kvcd_store(struct kvcd *d, struct kvc_peer *p,
 					   !(e.flags & KVC_PROTO_STORE_FIRST) &&
 					   !memcmp(e.parent, prev,
 						   KVCACHE_KEY_SIZE));
+		/* Refused, but the block is the one the client names. */
+		if (status[i] && !kvcd_check_sealed(d, m->store.ns_id,
+						    e.handle, e.key, &pins))
+			kvcd_drop_refused(d, e.handle, status[i], pins);
 		stored = !status[i];
 		memcpy(prev, e.key, KVCACHE_KEY_SIZE);
 	}
@@ -856,6 +945,10 @@ static int kvcd_release(struct kvcd *d, struct kvc_peer *p,
 	for (uint32_t i = 0; i < m->release.count; i++) {
 		kvc_proto_release_handle(&m->release, i, &h);
 		status[i] = kvc_mpool_unpin(d->mpool, p->id, h);
+		/* The last pin of a block a STORE refused: it goes now. */
+		if (!status[i] && h.index < d->nr_blocks &&
+		    (d->orphan_seen[h.index] & KVCD_ORPHAN_REFUSED))
+			kvcd_free_refused(d, h);
 	}
 	return kvc_proto_encode_release_reply(reply, KVC_PROTO_MSG_MAX, m->seq,
 					      status, m->release.count);
@@ -1145,11 +1238,14 @@ static int kvcd_stats(struct kvcd *d, const struct kvc_msg *m, uint8_t *reply)
 		{ "protocol_errors", 0, d->errors },
 		{ "pool_blocks", 0, d->nr_blocks },
 		{ "pool_free", 0, 0 },
+		{ "refused_freed", 0, d->refused_freed },
+		{ "journal_bytes", 0, d->journal_bytes },
+		{ "journal_compactions", 0, d->journal_compactions },
 	};
-	size_t n = 10;
+	size_t n = 13;
 
 	kvcd_pool_free(d, &free_blocks);
-	st[n - 1].value = free_blocks;
+	st[9].value = free_blocks;
 	n += kvcd_tiers_stats(d, st + n, sizeof(st) / sizeof(st[0]) - n);
 	for (size_t i = 0; i < n; i++)
 		st[i].name_len = (uint16_t)strlen(st[i].name);
@@ -1524,28 +1620,26 @@ int kvcd_create(struct kvcd **out, const struct kvcd_options *opt)
 	}
 	/*
 	 * The journal restarts with the blocks that are still there: the
-	 * rebuild appends each one it places. memfd mode starts empty.
+	 * rebuild places them, the compaction writes their links. In memfd
+	 * mode the pool dies with the daemon and no journal could help a
+	 * restart: none is written, and a stale one goes.
 	 */
 	kvcd_path(d, "parents", path);
 	if (d->mode == KVC_PROTO_MODE_KERNEL) {
+		kvcd_rebuild(d);
+		if (kvcd_journal_compact(d))
+			fprintf(stderr,
+				"kvcached: %s: no journal (restarts will lose chains)\n",
+				path);
+	} else {
 		char tmp[PATH_MAX];
 
 		kvcd_path(d, "parents.new", tmp);
-		d->journal_fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC |
-				     O_CLOEXEC, 0600);
-		if (d->journal_fd >= 0) {
-			kvcd_rebuild(d);
-			if (rename(tmp, path))
-				fprintf(stderr, "kvcached: %s: %s\n", path,
-					strerror(errno));
-		}
-	} else {
-		d->journal_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC |
-				     O_CLOEXEC, 0600);
+		if ((unlink(path) && errno != ENOENT) ||
+		    (unlink(tmp) && errno != ENOENT))
+			fprintf(stderr, "kvcached: stale %s: %s\n", path,
+				strerror(errno));
 	}
-	if (d->journal_fd < 0)
-		fprintf(stderr, "kvcached: %s: %s (restarts will lose chains)\n",
-			path, strerror(errno));
 	/* After the pool: blocks found in both get both presence bits. */
 	ret = kvcd_tiers_open(d);
 	if (ret)

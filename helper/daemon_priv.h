@@ -92,7 +92,11 @@ struct kvcd {
 	char *metrics_buf;
 	size_t metrics_cap;
 	struct kvcd_ns ns[KVCACHE_NS_MAX + 1];
-	int journal_fd;
+	int journal_fd;			/* parents (journal.h); -1: none */
+	uint64_t journal_bytes;		/* its size */
+	uint64_t journal_last;		/* its size after the last compaction */
+	uint64_t journal_compactions;
+	uint64_t refused_freed;		/* blocks of refused STOREs freed */
 	struct kvcd_client clients[KVC_SERVER_MAX_CLIENTS];
 
 	uint64_t lookups, lookup_keys, hit_keys, stores, evictions, errors;

@@ -888,6 +888,78 @@ TEST_F_TIMEOUT(kvcd, sealed_but_never_stored_blocks_are_reclaimed, 120)
 }
 
 /*
+ * A STORE the daemon refuses frees the client's sealed block sooner than
+ * two pressure passes would (the pool here is far from its watermarks,
+ * so no pass runs): a redundant copy of a cached key at once, and a block
+ * refused while the seal's pin is kept (as libkvcache stores) when that
+ * pin goes: at its RELEASE in memfd mode (in kernel mode the client
+ * unpins with its own file, and the next pass takes it). What the STORE
+ * names but is not that block, and a block the index holds, stay; so
+ * does an unpinned block refused for want of its parent, which may be
+ * STOREd again (store_and_prefix_lookup).
+ */
+TEST_F_TIMEOUT(kvcd, refused_store_frees_its_block, 60)
+{
+	struct kvcc *c = &self->c;
+	struct kvc_lookup_entry le[1];
+	struct kvcache_handle h[2], dup, pinned;
+	kvc_key keys[3], nowhere[1];
+	uint64_t free0;
+	int32_t st[1];
+
+	chain_keys(self, 51, 3, keys);
+	chain_keys(self, 52, 1, nowhere);	/* a parent never stored */
+	free0 = kvcc_stat1(c, "pool_free");
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, 1, false, h))
+		TH_LOG("%s", c->why);
+	EXPECT_EQ(free0 - 1, kvcc_stat1(c, "pool_free"));
+
+	/* A second copy of a cached key: -EEXIST, the copy goes at once. */
+	ASSERT_EQ(0, make_blocks(self, c, self->dev, self->ns, &keys[0], 1,
+				 false, &dup));
+	EXPECT_EQ(free0 - 2, kvcc_stat1(c, "pool_free"));
+	EXPECT_EQ(-EEXIST, store_blocks(c, self->ns, &keys[0], NULL, &dup, 1,
+					st));
+	EXPECT_EQ(free0 - 1, kvcc_stat1(c, "pool_free"));
+	EXPECT_EQ(1, kvcc_stat1(c, "refused_freed"));
+
+	/* The stored block itself STOREd again: -EEXIST, and it stays. */
+	EXPECT_EQ(-EEXIST, store_blocks(c, self->ns, &keys[0], NULL, &h[0], 1,
+					st));
+	EXPECT_EQ(free0 - 1, kvcc_stat1(c, "pool_free"));
+	ASSERT_EQ(1, kvcc_lookup(c, self->ns, KVC_PROTO_TIERS_ALL, keys[0], 1,
+				 le));
+	EXPECT_TRUE(same_handle(h[0], le[0].handle));
+
+	/*
+	 * Named with a key it was not sealed with: -EINVAL, and not freed,
+	 * since it is not the block the client says; stored rightly, it is.
+	 */
+	ASSERT_EQ(0, make_blocks(self, c, self->dev, self->ns, &keys[1], 1,
+				 false, &h[1]));
+	EXPECT_EQ(-EINVAL, store_blocks(c, self->ns, &keys[2], keys[0], &h[1],
+					1, st));
+	EXPECT_EQ(free0 - 2, kvcc_stat1(c, "pool_free"));
+	EXPECT_EQ(0, store_blocks(c, self->ns, &keys[1], keys[0], &h[1], 1,
+				  st)) TH_LOG("%s", c->why);
+	EXPECT_EQ(1, kvcc_stat1(c, "refused_freed"));
+
+	/* Refused while the seal's pin is kept: it goes with the pin. */
+	ASSERT_EQ(0, make_blocks(self, c, self->dev, self->ns, &keys[2], 1,
+				 true, &pinned));
+	EXPECT_EQ(-ENOENT, store_blocks(c, self->ns, &keys[2], nowhere[0],
+					&pinned, 1, st));
+	EXPECT_EQ(free0 - 3, kvcc_stat1(c, "pool_free"));
+	ASSERT_EQ(0, unpin_blocks(self, &pinned, 1));
+	if (self->mode == KVC_PROTO_MODE_MEMFD) {
+		EXPECT_EQ(free0 - 2, kvcc_stat1(c, "pool_free"));
+		EXPECT_EQ(2, kvcc_stat1(c, "refused_freed"));
+	}
+	EXPECT_EQ(2, kvcc_lookup(c, self->ns, KVC_PROTO_TIERS_ALL, keys[0], 3,
+				 NULL));
+}
+
+/*
  * Admin EVICT and FLUSH: a chain's tail goes by key (deepest first), a
  * block with cached descendants stays (-ENOTEMPTY), a pinned chain
  * survives a flush until unpinned.
@@ -1106,6 +1178,100 @@ TEST_F_TIMEOUT(kvcd, restart_rebuilds_the_index, 90)
 				  1, NULL)) TH_LOG("%s", self->c.why);
 	EXPECT_EQ(9, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIERS_ALL,
 				 keys[0], 9, NULL));
+}
+
+/* Stop the daemon, let edit change its state, start it again, reconnect. */
+static int restart_after(SELF *self, void (*edit)(SELF *self), char *why,
+			 size_t wlen)
+{
+	int ret;
+
+	kvcc_close(&self->c);
+	daemon_stop(self);
+	unlink(self->sock);
+	edit(self);
+	ret = daemon_start(self, why, wlen);
+	if (!ret)
+		ret = kvcc_open(&self->c, self->sock);
+	if (!ret)
+		ret = kvcc_hello(&self->c);
+	return ret;
+}
+
+/* The last record's key, one bit of it: its CRC no longer matches. */
+static void damage_last_record(SELF *self)
+{
+	char path[PATH_MAX + 16];
+	struct stat sb;
+	uint8_t b;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/parents", self->state);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &sb) || sb.st_size < 80 ||
+	    pread(fd, &b, 1, sb.st_size - 80 + 20) != 1)
+		abort();
+	b ^= 0x10;
+	if (pwrite(fd, &b, 1, sb.st_size - 80 + 20) != 1)
+		abort();
+	close(fd);
+}
+
+/* What an older daemon left in memfd mode. */
+static void stale_journal(SELF *self)
+{
+	char path[PATH_MAX + 16];
+	uint8_t rec[80] = { 'K', 'V', 'P', 'J' };
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/parents", self->state);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, rec, sizeof(rec)) != sizeof(rec))
+		abort();
+	close(fd);
+}
+
+/*
+ * The parents journal. Kernel mode: one 80-byte record per stored block,
+ * rewritten at start with the blocks still there; a damaged record costs
+ * only its own block (an orphan, reclaimed), never the chain before it.
+ * memfd mode, where the pool dies with the daemon: no journal, and a
+ * stale one goes at start.
+ */
+TEST_F_TIMEOUT(kvcd, parents_journal_across_restart, 90)
+{
+	char path[PATH_MAX + 16], why[512] = "";
+	struct kvcache_handle h[8];
+	kvc_key keys[8];
+	struct stat sb;
+
+	snprintf(path, sizeof(path), "%s/parents", self->state);
+	chain_keys(self, 61, 8, keys);
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, 8, false, h))
+		TH_LOG("%s", self->c.why);
+	if (self->mode == KVC_PROTO_MODE_MEMFD) {
+		EXPECT_EQ(-1, stat(path, &sb));
+		EXPECT_EQ(ENOENT, errno);
+		EXPECT_EQ(0, kvcc_stat1(&self->c, "journal_bytes"));
+		ASSERT_EQ(0, restart_after(self, stale_journal, why,
+					   sizeof(why))) TH_LOG("%s", why);
+		EXPECT_EQ(-1, stat(path, &sb));
+		EXPECT_EQ(ENOENT, errno);
+		return;
+	}
+	EXPECT_EQ(8 * 80, kvcc_stat1(&self->c, "journal_bytes"));
+	ASSERT_EQ(0, stat(path, &sb));
+	EXPECT_EQ(8 * 80, sb.st_size);
+	EXPECT_EQ(0600, sb.st_mode & 0777);
+
+	ASSERT_EQ(0, restart_after(self, damage_last_record, why,
+				   sizeof(why))) TH_LOG("%s", why);
+	EXPECT_EQ(7, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIERS_ALL,
+				 keys[0], 8, NULL));
+	/* Compacted at start: the seven blocks placed again, nothing else. */
+	EXPECT_EQ(7 * 80, kvcc_stat1(&self->c, "journal_bytes"));
+	ASSERT_EQ(0, stat(path, &sb));
+	EXPECT_EQ(7 * 80, sb.st_size);
 }
 
 /* ---- 9: STATS ------------------------------------------------------------- */
