@@ -70,6 +70,7 @@ struct kvc_tier {
 	char mf_path[PATH_MAX];
 	uint64_t mf_records;		/* appended since it was rewritten */
 	bool bg_pass;			/* g3: one scan after a recovery */
+	int64_t opened;			/* wall clock at open, seconds */
 	struct kvc_tier_stats st;
 
 	uint32_t *mark, *touched;
@@ -248,6 +249,7 @@ int kvc_tier_open(struct kvc_tier **out, const struct kvc_tier_config *cfg,
 	t->cfg.dir = t->dir;
 	t->cfg.node = t->node;
 	t->idx = idx;
+	t->opened = now_s();
 	t->pass = 1;
 	t->mf_fd = -1;
 	t->writable = access(t->dir, W_OK) == 0;
@@ -346,8 +348,13 @@ static int tmp_owner(const char *name, char *tag, size_t len, long *pid)
 }
 
 /*
- * A temp file: ours from an earlier run of this node (the pid differs:
- * it crashed mid-write) goes now; anyone's older than an hour goes too.
+ * A temp file: ours from an earlier run of this node (it crashed
+ * mid-write) goes now; anyone's older than an hour goes too. An earlier
+ * run is told by its pid, or, with our own pid, by a file last written
+ * before this tier was opened: after a reboot the new daemon often gets
+ * the dead one's pid (the same boot order; pid 1 in a container), and
+ * only files this run has written since it opened the tier can be its
+ * writes in flight. A second of slack for the filesystem's timestamps.
  */
 static void scan_tmp(struct kvc_tier *t, const char *path, const char *name,
 		     int64_t now)
@@ -360,7 +367,7 @@ static void scan_tmp(struct kvc_tier *t, const char *path, const char *name,
 		return;
 	if (!tmp_owner(name, tag, sizeof(tag), &pid) &&
 	    !strcmp(tag, t->node)) {
-		if (pid != (long)getpid())
+		if (pid != (long)getpid() || st.st_mtime < t->opened - 1)
 			unlink(path);
 	} else if (now - st.st_mtime > TIER_TMP_MAX_AGE) {
 		unlink(path);
