@@ -347,7 +347,7 @@ static int kvcd_journal_add(struct kvcd *d, uint32_t id)
 	d->journal_bytes += KVC_JOURNAL_REC;
 	/* Bounded: one append per store, compacted as evictions pile up. */
 	if (kvc_journal_due(d->journal_bytes, kvc_policy_count(d->policy),
-			    d->journal_last))
+			    d->journal_last, d->journal_min))
 		kvcd_journal_compact(d);
 	return 0;
 }
@@ -1562,6 +1562,7 @@ int kvcd_create(struct kvcd **out, const struct kvcd_options *opt)
 {
 	char path[PATH_MAX];
 	uint64_t seed = 0;
+	const char *env;
 	struct kvcd *d;
 	int ret;
 
@@ -1625,6 +1626,11 @@ int kvcd_create(struct kvcd **out, const struct kvcd_options *opt)
 	 * restart: none is written, and a stale one goes.
 	 */
 	kvcd_path(d, "parents", path);
+	d->journal_min = KVC_JOURNAL_MIN_COMPACT;
+	/* Tests compact sooner, to see it happen within a few STOREs. */
+	env = getenv("KVCACHED_JOURNAL_MIN");
+	if (env && strtoull(env, NULL, 10) >= KVC_JOURNAL_REC)
+		d->journal_min = strtoull(env, NULL, 10);
 	if (d->mode == KVC_PROTO_MODE_KERNEL) {
 		kvcd_rebuild(d);
 		if (kvcd_journal_compact(d))

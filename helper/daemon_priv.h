@@ -96,6 +96,7 @@ struct kvcd {
 	uint64_t journal_bytes;		/* its size */
 	uint64_t journal_last;		/* its size after the last compaction */
 	uint64_t journal_compactions;
+	uint64_t journal_min;		/* compact from this size on */
 	uint64_t refused_freed;		/* blocks of refused STOREs freed */
 	struct kvcd_client clients[KVC_SERVER_MAX_CLIENTS];
 

@@ -275,11 +275,12 @@ int kvc_journal_rewrite(const char *path, const struct kvc_link *l, size_t n,
 	return 0;
 }
 
-bool kvc_journal_due(uint64_t bytes, uint64_t live, uint64_t last)
+bool kvc_journal_due(uint64_t bytes, uint64_t live, uint64_t last,
+		     uint64_t min)
 {
 	uint64_t floor = 4 * live * KVC_JOURNAL_REC;
 
-	if (floor < KVC_JOURNAL_MIN_COMPACT)
-		floor = KVC_JOURNAL_MIN_COMPACT;
+	if (floor < min)
+		floor = min;
 	return bytes > floor && bytes >= 2 * last;
 }

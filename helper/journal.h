@@ -90,10 +90,12 @@ int kvc_journal_rewrite(const char *path, const struct kvc_link *l, size_t n,
 /*
  * Is a journal of @bytes due for compaction, with @live blocks to keep
  * and @last bytes after the previous compaction? When it is over
- * max(1 MiB, 4 x the live records' bytes) and has at least doubled since
- * then: the file stays within max(1 MiB, 320 B x pool blocks) + 80 B,
- * and each compaction is paid for by as many appends as it writes.
+ * max(@min, 4 x the live records' bytes) and has at least doubled since
+ * then: with @min = KVC_JOURNAL_MIN_COMPACT (1 MiB; tests pass less) the
+ * file stays within max(1 MiB, 320 B x pool blocks) + 80 B, and each
+ * compaction is paid for by as many appends as it writes.
  */
-bool kvc_journal_due(uint64_t bytes, uint64_t live, uint64_t last);
+bool kvc_journal_due(uint64_t bytes, uint64_t live, uint64_t last,
+		     uint64_t min);
 
 #endif /* KVC_JOURNAL_H */

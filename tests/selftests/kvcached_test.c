@@ -1274,6 +1274,63 @@ TEST_F_TIMEOUT(kvcd, parents_journal_across_restart, 90)
 	EXPECT_EQ(7 * 80, sb.st_size);
 }
 
+static void no_edit(SELF *self)
+{
+	(void)self;
+}
+
+/*
+ * The journal is bounded while the daemon runs (kernel mode): with the
+ * compaction threshold lowered to 10 records (KVCACHED_JOURNAL_MIN, for
+ * tests), rounds of STOREs and EVICTs grow it past 4 x the live records,
+ * and it is rewritten with exactly the blocks still stored: a restart
+ * brings back the last chain, and the file is that chain's records.
+ */
+TEST_F_TIMEOUT(kvcd, parents_journal_compacts_while_running, 120)
+{
+	char path[PATH_MAX + 16], why[512] = "";
+	struct kvcache_handle h[4];
+	uint64_t bytes, max_bytes = 0;
+	kvc_key keys[4];
+	int32_t st[4];
+	struct stat sb;
+
+	if (self->mode != KVC_PROTO_MODE_KERNEL)
+		SKIP(return, "memfd mode writes no journal");
+	snprintf(path, sizeof(path), "%s/parents", self->state);
+	setenv("KVCACHED_JOURNAL_MIN", "800", 1);
+	ASSERT_EQ(0, restart_after(self, no_edit, why, sizeof(why)))
+		TH_LOG("%s", why);
+	unsetenv("KVCACHED_JOURNAL_MIN");
+	for (uint32_t round = 0; round < 8; round++) {
+		chain_keys(self, 70 + round, 4, keys);
+		ASSERT_EQ(0, store_chain(self, self->ns, keys, 4, false, h))
+			TH_LOG("%s", self->c.why);
+		bytes = kvcc_stat1(&self->c, "journal_bytes");
+		if (bytes > max_bytes)
+			max_bytes = bytes;
+		if (round == 7)
+			break;
+		/* Deepest first: a block with a child in the pool stays. */
+		for (int i = 3; i >= 0; i--) {
+			ASSERT_EQ(0, kvcc_evict(&self->c, self->ns, keys[i], 1,
+						st));
+			EXPECT_EQ(0, st[0]);
+		}
+	}
+	EXPECT_LE(1, kvcc_stat1(&self->c, "journal_compactions"));
+	/* Bounded by max(800, 4 x 4 live x 80) + one record. */
+	EXPECT_GE(4 * 4 * 80 + 80, max_bytes);
+	ASSERT_EQ(0, stat(path, &sb));
+	EXPECT_EQ(kvcc_stat1(&self->c, "journal_bytes"), (uint64_t)sb.st_size);
+
+	ASSERT_EQ(0, restart_after(self, no_edit, why, sizeof(why)))
+		TH_LOG("%s", why);
+	EXPECT_EQ(4, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIERS_ALL,
+				 keys[0], 4, NULL));
+	EXPECT_EQ(4 * 80, kvcc_stat1(&self->c, "journal_bytes"));
+}
+
 /* ---- 9: STATS ------------------------------------------------------------- */
 
 TEST_F_TIMEOUT(kvcd, stats_counters, 60)

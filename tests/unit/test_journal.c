@@ -390,15 +390,18 @@ static void test_due(void)
 {
 	const uint64_t mib = KVC_JOURNAL_MIN_COMPACT;
 
-	/* Never below 1 MiB. */
-	TAP_CHECK(!kvc_journal_due(mib, 0, 0));
-	TAP_CHECK(kvc_journal_due(mib + REC, 0, 0));
+	/* Never below 1 MiB (or the smaller size a test asks for). */
+	TAP_CHECK(!kvc_journal_due(mib, 0, 0, mib));
+	TAP_CHECK(kvc_journal_due(mib + REC, 0, 0, mib));
+	TAP_CHECK(!kvc_journal_due(10 * REC, 0, 0, 10 * REC));
+	TAP_CHECK(kvc_journal_due(11 * REC, 0, 0, 10 * REC));
 	/* Above 4 x the live records' bytes. */
-	TAP_CHECK(!kvc_journal_due(4 * 100000ull * REC, 100000, 0));
-	TAP_CHECK(kvc_journal_due(4 * 100000ull * REC + REC, 100000, 0));
+	TAP_CHECK(!kvc_journal_due(4 * 100000ull * REC, 100000, 0, mib));
+	TAP_CHECK(kvc_journal_due(4 * 100000ull * REC + REC, 100000, 0, mib));
+	TAP_CHECK(!kvc_journal_due(4 * 3 * REC, 3, 0, REC));
 	/* And at least twice the size after the last compaction. */
-	TAP_CHECK(!kvc_journal_due(2 * mib - REC, 0, mib));
-	TAP_CHECK(kvc_journal_due(2 * mib, 0, mib));
+	TAP_CHECK(!kvc_journal_due(2 * mib - REC, 0, mib, mib));
+	TAP_CHECK(kvc_journal_due(2 * mib, 0, mib, mib));
 }
 
 int main(void)
