@@ -106,6 +106,8 @@ static struct {
 	long target;
 	struct timespec deadline;
 	_Atomic long *child_calls;	/* shared with the children */
+	long forks;			/* children forked */
+	int fork_errno;			/* why the last fork failed */
 } g;
 
 struct fuzzer {
@@ -192,13 +194,19 @@ static void *map_anon(size_t len, int prot)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-/* An area of @len bytes followed by an unmapped page. */
+/*
+ * An area of @len bytes followed by a PROT_NONE page: a mapping, not a
+ * hole, which a later mmap() (another buffer, a thread's stack) could
+ * fill, and then receive what the kernel writes past the end of the area.
+ */
 static uint8_t *guarded(size_t len)
 {
 	uint8_t *p = map_anon(len + 4096, PROT_READ | PROT_WRITE);
 
-	if (p)
-		munmap(p + len, 4096);
+	if (p && mprotect(p + len, 4096, PROT_NONE)) {
+		munmap(p, len + 4096);
+		p = NULL;
+	}
 	return p;
 }
 
@@ -1025,8 +1033,11 @@ static void fork_child(struct fuzzer *f, int round)
 
 	f->rng ^= (uint64_t)round * 0x2545f4914f6cdd1dULL;
 	pid = fork();
-	if (pid < 0)
+	if (pid < 0) {
+		g.fork_errno = errno;
 		return;
+	}
+	g.forks++;
 	if (pid == 0) {
 		struct timespec t0, now;
 
@@ -1288,7 +1299,11 @@ TEST_F_TIMEOUT(fuzz, ioctls_threads_forks_closes_munmaps, 3600 * 24)
 	g.deadline = t0;
 	g.deadline.tv_sec += seconds;
 	for (i = 0; i <= FUZZ_THREADS; i++) {
-		void *st = thread_mem(stack, 1);
+		/*
+		 * Not MADV_DONTFORK: each thread's descriptor lives in its
+		 * stack, and glibc walks all of them in the child of a fork.
+		 */
+		void *st = thread_mem(stack, 0);
 
 		ASSERT_NE(NULL, st);
 		ASSERT_EQ(0, pthread_attr_setstack(&attr, st, stack));
@@ -1324,9 +1339,11 @@ TEST_F_TIMEOUT(fuzz, ioctls_threads_forks_closes_munmaps, 3600 * 24)
 	       (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 
 	printf("# %ld ioctls in %.1f s (%.0f/s) from %d threads and the "
-	       "mapper, %ld mmaps; %ld children killed mid-flight made %ld "
-	       "more\n", calls, secs, (double)calls / secs, FUZZ_THREADS, maps,
-	       rounds, atomic_load(g.child_calls));
+	       "mapper, %ld mmaps; %ld of %ld children forked (last failure: "
+	       "%s) and killed mid-flight made %ld more\n", calls, secs,
+	       (double)calls / secs, FUZZ_THREADS, maps, g.forks, rounds,
+	       g.fork_errno ? strerror(g.fork_errno) : "none",
+	       atomic_load(g.child_calls));
 	report(f, FUZZ_THREADS + 1, (double)(__rdtsc() - tsc0) / secs);
 	EXPECT_LE(g.target, calls) {
 		TH_LOG("the %ld s cap came before %ld calls", seconds,
