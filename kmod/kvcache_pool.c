@@ -644,6 +644,10 @@ EXPORT_SYMBOL_IF_KUNIT(kvc_block_unmap);
  * block busy (-EBUSY) until kvc_block_io_put(): the pages cannot change
  * owner or be frozen under the I/O.
  *
+ * A caller that may not read sealed blocks and does not own the block as
+ * its writer gets -EACCES whatever the block's state and generation:
+ * -ESTALE there would tell another tenant which generations are live.
+ *
  * Return: 0; -EINVAL (index out of range); -ESTALE; -EACCES (neither this
  * file's writable block nor, with @sealed_ok, a sealed one).
  */
@@ -660,7 +664,9 @@ int kvc_block_io_get(struct kvc_pool *pool, struct kvcache_handle h,
 		return -EINVAL;
 	pages = kvc_block_pages(pool, h.index);
 	spin_lock(&b->lock);
-	if (b->gen != h.gen || b->state == KVC_BLOCK_FREE)
+	if (!sealed_ok && (b->state != KVC_BLOCK_WRITABLE || b->owner != owner))
+		ret = -EACCES;
+	else if (b->gen != h.gen || b->state == KVC_BLOCK_FREE)
 		ret = -ESTALE;
 	else if (b->state == KVC_BLOCK_WRITABLE && b->owner == owner)
 		ret = 0;

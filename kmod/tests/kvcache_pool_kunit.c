@@ -422,6 +422,15 @@ static void io_references_hold_the_block(struct kunit *test)
 	KUNIT_ASSERT_EQ(test, kvc_block_evict(pool, h, &ns), 0);
 	KUNIT_EXPECT_EQ(test, kvc_block_io_get(pool, h, &owner_a, true, 0,
 					       SZ_4K), -ESTALE);
+	/* Without a pin the answer never tells a live generation apart. */
+	KUNIT_EXPECT_EQ(test, kvc_block_io_get(pool, h, &owner_b, false, 0,
+					       SZ_4K), -EACCES);
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 1, 1, &owner_a, &h), 0);
+	h.gen++;
+	KUNIT_EXPECT_EQ(test, kvc_block_io_get(pool, h, &owner_b, false, 0,
+					       SZ_4K), -EACCES);
+	KUNIT_EXPECT_EQ(test, kvc_block_io_get(pool, h, &owner_a, false, 0,
+					       SZ_4K), -ESTALE);
 	drain(pool);
 }
 
