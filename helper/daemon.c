@@ -64,17 +64,14 @@ static bool kvcd_in_group(const struct kvc_peer *p, uint32_t gid)
 	return false;
 }
 
-static bool kvcd_may(const struct kvcd *d, const struct kvc_peer *p,
-		     uint32_t ns, unsigned int want)
+/* Whether peer p has the mode bits want (4 read, 2 write) on n. */
+static bool kvcd_ns_may(const struct kvcd_ns *n, const struct kvc_peer *p,
+			unsigned int want)
 {
-	const struct kvcd_ns *n;
 	unsigned int bits;
 
-	if (ns < 1 || ns > KVCACHE_NS_MAX || !d->ns[ns].used)
-		return false;
 	if (p->uid == 0)
 		return true;
-	n = &d->ns[ns];
 	if (p->uid == n->uid)
 		bits = n->mode >> 6;
 	else if (kvcd_in_group(p, n->gid))
@@ -82,6 +79,30 @@ static bool kvcd_may(const struct kvcd *d, const struct kvc_peer *p,
 	else
 		bits = n->mode;
 	return (bits & want) == want;
+}
+
+static bool kvcd_may(const struct kvcd *d, const struct kvc_peer *p,
+		     uint32_t ns, unsigned int want)
+{
+	if (ns < 1 || ns > KVCACHE_NS_MAX || !d->ns[ns].used)
+		return false;
+	return kvcd_ns_may(&d->ns[ns], p, want);
+}
+
+/*
+ * memfd mode has no kernel to check each block: a peer with the pool
+ * memfd can map, read and overwrite every block of every namespace, and
+ * keeps its mapping until it exits. So the pool is one trust domain: only
+ * a peer that may read and write every namespace gets the memfd (HELLO),
+ * and no namespace is created that such a peer, still connected, could
+ * not read and write (NS_CREATE).
+ */
+static bool kvcd_may_every_ns(const struct kvcd *d, const struct kvc_peer *p)
+{
+	for (uint32_t ns = 1; ns <= KVCACHE_NS_MAX; ns++)
+		if (d->ns[ns].used && !kvcd_ns_may(&d->ns[ns], p, 6))
+			return false;
+	return true;
 }
 
 /* A file of the state directory (kvcd_create() checked the length). */
@@ -646,6 +667,9 @@ static int kvcd_hello(struct kvcd *d, struct kvc_peer *p,
 				  d->mode == KVC_PROTO_MODE_MEMFD ?
 				  "no module here: the client must take the pool memfd" :
 				  "kernel mode: the client must use /dev/kvcache");
+	if (d->mode == KVC_PROTO_MODE_MEMFD && !kvcd_may_every_ns(d, p))
+		return kvcd_error(reply, m, -EACCES,
+				  "memfd mode shares the whole pool: this peer may not read and write every namespace; use kernel mode or one kvcached per tenant");
 	r.version = (uint16_t)v;
 	r.caps = need;
 	if (d->mode == KVC_PROTO_MODE_MEMFD)
@@ -965,6 +989,19 @@ static int kvcd_ns_create(struct kvcd *d, struct kvc_peer *p,
 		return kvcd_error(reply, m, -EPERM, "only root creates namespaces");
 	if (d->ns[c->ns_id].used)
 		return kvcd_error(reply, m, -EEXIST, "namespace exists");
+	/*
+	 * memfd mode: a connected peer holding the pool memfd could read and
+	 * write the new namespace's blocks whatever its mode says (see
+	 * kvcd_may_every_ns()), so it is refused while such a peer is here.
+	 */
+	for (uint32_t i = 0; d->mode == KVC_PROTO_MODE_MEMFD &&
+			     i < KVC_SERVER_MAX_CLIENTS; i++) {
+		const struct kvcd_client *cl = &d->clients[i];
+
+		if (cl->hello && cl->peer && !kvcd_ns_may(&ns, cl->peer, 6))
+			return kvcd_error(reply, m, -EACCES,
+					  "memfd mode: a connected peer holds the pool and may not read and write this namespace");
+	}
 	/* Never a namespace with a guessable salt. */
 	ret = kvcd_new_salt(ns.salt);
 	if (ret)
@@ -1334,6 +1371,7 @@ static int kvcd_connected(void *ctx, struct kvc_peer *p)
 
 	d->clients[p->id].hello = false;
 	d->clients[p->id].version = 0;
+	d->clients[p->id].peer = p;
 	kvc_metric_add(d->dm.connections, 1);
 	kvc_metric_add(d->dm.connections_total, 1);
 	return 0;
@@ -1348,6 +1386,7 @@ static void kvcd_closed(void *ctx, struct kvc_peer *p)
 		kvc_mpool_release_client(d->mpool, p->id);
 	kvcd_tiers_closed(d, p);
 	d->clients[p->id].hello = false;
+	d->clients[p->id].peer = NULL;
 	kvc_metric_sub(d->dm.connections, 1);
 }
 

@@ -34,6 +34,11 @@ struct kvcd_ns {
 struct kvcd_client {
 	bool hello;
 	uint16_t version;	/* negotiated by HELLO: replies carry it */
+	/*
+	 * The server's peer, from connect to close (its credentials):
+	 * memfd mode checks every HELLO'd peer's before NS_CREATE.
+	 */
+	const struct kvc_peer *peer;
 };
 
 /*

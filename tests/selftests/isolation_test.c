@@ -26,11 +26,15 @@
  * Every refusal has a positive control: A (or the group member) does
  * the same thing and succeeds, so a test that refuses everyone fails.
  *
- * Runs in memfd mode (the socket paths; host) and kernel mode (socket
- * and device; VM), as root: it skips otherwise. memfd mode cannot keep
- * block bytes apart (every client maps the whole pool memfd the daemon
- * passes with HELLO: Documentation/admin-guide.md, "Security and
- * permissions"), so there only the protocol paths are checked.
+ * Runs in memfd mode (host) and kernel mode (socket and device; VM), as
+ * root: it skips otherwise. In memfd mode every client maps the whole
+ * pool memfd the daemon passes with HELLO, so the pool is one trust
+ * domain: kvcached passes it only to a peer that may read and write every
+ * namespace, and refuses NS_CREATE of a namespace a connected peer could
+ * not (Documentation/admin-guide.md, "Security and permissions"). There
+ * the tenants' HELLO is refused (EACCES, no descriptor) while both
+ * private namespaces exist; the tenant paths run in a daemon whose
+ * namespaces A may all read and write (memfd_one_domain()).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -187,6 +191,57 @@ static int child_dev(SELF *self)
 	if (self->mode != KVC_PROTO_MODE_KERNEL)
 		return -1;
 	return open(KVCACHE_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+}
+
+/*
+ * memfd mode: HELLO as this user is refused with EACCES, and no
+ * descriptor comes with the refusal; the connection stays un-HELLO'd, and
+ * libkvcache's kvcache_open() fails the same way.
+ */
+static int hello_refused(struct tenant *t, void *arg)
+{
+	struct kvcache_options o = { .socket = t->self->sock };
+	struct kvcache *lc = NULL;
+	int ret;
+
+	(void)arg;
+	TCHK(kvcc_open(&t->c, t->self->sock) == 0);
+	TCHK(kvcc_hello(&t->c) == -EACCES);
+	TCHK(strstr(t->c.why, "every namespace") != NULL);
+	TCHK(t->c.rx_nfds == 0 && t->c.rx_fd < 0);
+	TCHK(t->c.pool_fd < 0 && t->c.pool == NULL);
+	/* Refused HELLO: not HELLO'd, so nothing else is answered. */
+	TCHK(kvcc_ns_list(&t->c, 0) == -EPROTO);
+	ret = kvcache_open(&o, &lc);
+	if (!ret)
+		kvcache_close(lc);
+	TCHK(ret == -EACCES);
+	return 0;
+}
+
+/*
+ * memfd mode: a daemon whose namespaces tenant A may all read and write,
+ * so that A gets the pool: the fixture's (root's, group GID_A, 0770) and
+ * A's (a_mode). Namespaces come from the state file at start, as after a
+ * reboot; B's is not there.
+ */
+static int memfd_one_domain(SELF *self, const char *extra, uint32_t a_mode,
+			    char *why, size_t wlen)
+{
+	char path[PATH_MAX + 32];
+	FILE *f;
+
+	kvcc_close(&self->c);
+	daemon_stop(self);
+	snprintf(path, sizeof(path), "%s/namespaces", self->state);
+	f = fopen(path, "we");
+	if (!f)
+		return -errno;
+	fprintf(f, "%u 0 %u 770\n%u %u %u %o\n", self->ns, GID_A, ns_a(self),
+		UID_A, GID_A, a_mode);
+	if (fclose(f))
+		return -errno;
+	return restart(self, extra, why, wlen);
 }
 
 /* A's namespace (0740: the group reads) and B's (0700). */
@@ -397,6 +452,20 @@ TEST_F_TIMEOUT(kvcd, socket_other_tenant_refused, 120)
 	if (geteuid())
 		SKIP(return, "needs root to run tenants as other users");
 	ASSERT_EQ(0, tenants_setup(self)) TH_LOG("%s", self->c.why);
+	if (self->mode == KVC_PROTO_MODE_MEMFD) {
+		/* Neither may read and write the other's: no pool for either. */
+		ASSERT_EQ(0, as_user(self, UID_B, GID_B, NOGROUP, false, -1,
+				     hello_refused, NULL)) TH_LOG("B: %s", sh->why);
+		ASSERT_EQ(0, as_user(self, UID_A, GID_A, NOGROUP, false, -1,
+				     hello_refused, NULL)) TH_LOG("A: %s", sh->why);
+		/* Root may everything: it still gets the pool. */
+		kvcc_close(&self->c);
+		ASSERT_EQ(0, kvcc_open(&self->c, self->sock));
+		ASSERT_EQ(0, kvcc_hello(&self->c)) TH_LOG("%s", self->c.why);
+		ASSERT_EQ(1, self->c.hello_nfds);
+		ASSERT_NE(NULL, self->c.pool);
+		return;
+	}
 	chain_keys(self, 11, NBLK, sh->keys);
 	ASSERT_EQ(0, as_user(self, UID_A, GID_A, NOGROUP, true, child_dev(self),
 			     a_stores, NULL)) TH_LOG("A: %s", sh->why);
@@ -458,6 +527,13 @@ TEST_F_TIMEOUT(kvcd, group_member_reads_not_writes, 120)
 	if (geteuid())
 		SKIP(return, "needs root to run tenants as other users");
 	ASSERT_EQ(0, tenants_setup(self)) TH_LOG("%s", self->c.why);
+	if (self->mode == KVC_PROTO_MODE_MEMFD) {
+		/* Reading A's is not enough for the whole pool. */
+		ASSERT_EQ(0, as_user(self, UID_G, GID_G, GID_A, false, -1,
+				     hello_refused, NULL))
+			TH_LOG("member: %s", sh->why);
+		return;
+	}
 	chain_keys(self, 12, NBLK, sh->keys);
 	ASSERT_EQ(0, as_user(self, UID_A, GID_A, NOGROUP, true, child_dev(self),
 			     a_stores, NULL)) TH_LOG("A: %s", sh->why);
@@ -679,11 +755,16 @@ TEST_F_TIMEOUT(kvcd, tier_files_private, 180)
 		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = through\n"
 		 "[g4]\ndirectory = %s\ncapacity = 64M\nwrite = through\n",
 		 g3, g4);
-	if (restart(self, conf, why, sizeof(why))) {
+	/* memfd mode: A must get the pool to store, so no B namespace. */
+	if (self->mode == KVC_PROTO_MODE_MEMFD ?
+	    memfd_one_domain(self, conf, 0740, why, sizeof(why)) :
+	    restart(self, conf, why, sizeof(why))) {
 		dump_log(_metadata, self);
 		ASSERT_TRUE(false) TH_LOG("restart with g3 and g4: %s", why);
 	}
-	ASSERT_EQ(0, tenants_setup(self)) TH_LOG("%s", self->c.why);
+	if (self->mode != KVC_PROTO_MODE_MEMFD) {
+		ASSERT_EQ(0, tenants_setup(self)) TH_LOG("%s", self->c.why);
+	}
 	chain_keys(self, 14, NBLK, sh->keys);
 	ASSERT_EQ(0, as_user(self, UID_A, GID_A, NOGROUP, true, child_dev(self),
 			     a_stores, NULL)) TH_LOG("A: %s", sh->why);
@@ -799,6 +880,116 @@ TEST_F_TIMEOUT(kvcd, socket_mode_gates_connect, 120)
 			     try_connect, "ok")) TH_LOG("%s", sh->why);
 }
 
+/* ---- memfd mode: the pool is one trust domain ----------------------------- */
+
+/*
+ * A child as uid/gid, connected and HELLO'd, until *release (the write
+ * end of a pipe it reads) is closed. Its pid, or -1 with sh->why.
+ */
+static pid_t hold_hello(SELF *self, uid_t uid, gid_t gid, int *release)
+{
+	int ready[2], rel[2];
+	char ok = 0;
+	pid_t pid;
+
+	if (pipe2(ready, O_CLOEXEC))
+		return -1;
+	if (pipe2(rel, O_CLOEXEC)) {
+		close(ready[0]);
+		close(ready[1]);
+		return -1;
+	}
+	pid = fork();
+	if (!pid) {
+		struct kvcc c;
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(ready[0]);
+		close(rel[1]);
+		if (self->c.fd >= 0)
+			close(self->c.fd);
+		kvcc_init(&c);
+		if (setgroups(0, NULL) || setresgid(gid, gid, gid) ||
+		    setresuid(uid, uid, uid))
+			_exit(1);
+		ok = !kvcc_open(&c, self->sock) && !kvcc_hello(&c) &&
+		     c.pool != NULL;
+		if (!ok)
+			snprintf(sh->why, sizeof(sh->why), "uid %u: %s",
+				 (unsigned int)uid, c.why);
+		if (write(ready[1], &ok, 1) != 1)
+			_exit(1);
+		/* Hold the connection (and the pool) until released. */
+		while (read(rel[0], &ok, 1) > 0)
+			;
+		kvcc_close(&c);
+		_exit(0);
+	}
+	close(ready[1]);
+	close(rel[0]);
+	if (pid < 0 || read(ready[0], &ok, 1) != 1 || !ok) {
+		close(ready[0]);
+		close(rel[1]);
+		if (pid > 0)
+			waitpid(pid, NULL, 0);
+		return -1;
+	}
+	close(ready[0]);
+	*release = rel[1];
+	return pid;
+}
+
+/*
+ * memfd mode: a peer that may read and write every namespace gets the
+ * pool and works end to end; while it is connected, no namespace it
+ * could not read and write is created (it would see its blocks through
+ * its mapping); once it is gone, that namespace is created, and then the
+ * same peer's HELLO is refused.
+ */
+TEST_F_TIMEOUT(kvcd, memfd_pool_one_trust_domain, 120)
+{
+	char why[512] = "";
+	int release = -1, ret = -1;
+	pid_t holder;
+
+	if (geteuid())
+		SKIP(return, "needs root to run tenants as other users");
+	if (self->mode != KVC_PROTO_MODE_MEMFD)
+		SKIP(return, "memfd mode only (the kernel checks each block)");
+	ASSERT_EQ(0, memfd_one_domain(self, NULL, 0700, why, sizeof(why)))
+		TH_LOG("%s", why);
+	chain_keys(self, 15, NBLK, sh->keys);
+	/* Positive control: A may read and write all, and gets the pool. */
+	ASSERT_EQ(0, as_user(self, UID_A, GID_A, NOGROUP, true, -1, a_stores,
+			     NULL)) TH_LOG("A: %s", sh->why);
+	ASSERT_EQ(0, as_user(self, UID_A, GID_A, NOGROUP, true, -1, a_reads,
+			     NULL)) TH_LOG("A again: %s", sh->why);
+	/* B may not read and write A's (nor the fixture's). */
+	ASSERT_EQ(0, as_user(self, UID_B, GID_B, NOGROUP, false, -1,
+			     hello_refused, NULL)) TH_LOG("B: %s", sh->why);
+
+	holder = hold_hello(self, UID_A, GID_A, &release);
+	ASSERT_LT(0, holder) TH_LOG("A holding: %s", sh->why);
+	/* B's private namespace: A, connected, could not rw it. */
+	EXPECT_EQ(-EACCES, ns_create(self, &self->c, ns_b(self), UID_B, GID_B,
+				     0700)) TH_LOG("%s", self->c.why);
+	/* One A may (through the group): the refusal is about A. */
+	EXPECT_EQ(0, ns_create(self, &self->c, self->ns + 3, UID_B, GID_A,
+			       0770)) TH_LOG("%s", self->c.why);
+	close(release);
+	ASSERT_EQ(holder, waitpid(holder, NULL, 0));
+	/* The daemon sees the hang-up on its next poll: allow it a moment. */
+	for (double end = now_s() + 10; now_s() < end; msleep(20)) {
+		ret = ns_create(self, &self->c, ns_b(self), UID_B, GID_B, 0700);
+		if (ret != -EACCES)
+			break;
+	}
+	ASSERT_EQ(0, ret) TH_LOG("%s", self->c.why);
+	/* Now B's private namespace exists: A no longer gets the pool. */
+	ASSERT_EQ(0, as_user(self, UID_A, GID_A, NOGROUP, false, -1,
+			     hello_refused, NULL)) TH_LOG("A: %s", sh->why);
+}
+
 /* ---- per-namespace salts ------------------------------------------------- */
 
 static const struct kvcache_identity lib_id = {
@@ -900,9 +1091,14 @@ TEST_F_TIMEOUT(kvcd, salt_per_namespace, 120)
 			     (void *)(uintptr_t)ns_a(self)))
 		TH_LOG("%s", sh->why);
 	EXPECT_EQ(0, memcmp(ka, sh->lib_keys, sizeof(ka)));
-	/* Not a reader: no salt. */
-	ASSERT_EQ(0, as_user(self, UID_B, GID_B, NOGROUP, true, -1, b_no_salt,
-			     NULL)) TH_LOG("B: %s", sh->why);
+	/* Not a reader: no salt (memfd mode: not even a HELLO). */
+	if (self->mode == KVC_PROTO_MODE_MEMFD) {
+		ASSERT_EQ(0, as_user(self, UID_B, GID_B, NOGROUP, false, -1,
+				     hello_refused, NULL)) TH_LOG("B: %s", sh->why);
+	} else {
+		ASSERT_EQ(0, as_user(self, UID_B, GID_B, NOGROUP, true, -1,
+				     b_no_salt, NULL)) TH_LOG("B: %s", sh->why);
+	}
 	/* A restart keeps it. */
 	ASSERT_EQ(0, restart(self, NULL, why, sizeof(why))) TH_LOG("%s", why);
 	ASSERT_EQ(0, lib_keys(self, ns_a(self), 0, kb));
