@@ -48,6 +48,7 @@
 #include "proto.h"
 
 #define KVCD_EVICT_BATCH	64
+#define KVCD_ORPHAN_GAP_S	0.5	/* between two orphan passes */
 /* orphan_seen[]: a STORE refused the block (kvcd_drop_refused()). */
 #define KVCD_ORPHAN_REFUSED	0x80
 
@@ -436,6 +437,7 @@ static void kvcd_clear_pool(struct kvcd *d, uint32_t id)
 	if (!e || !(e->tiers & (1u << KVC_TIER_POOL)))
 		return;
 	d->by_block[e->loc[KVC_TIER_POOL].pool.index] = KVC_ID_NONE;
+	kvcd_tiers_forget(d, id);
 	kvc_index_clear(d->index, id, KVC_TIER_POOL);
 	kvc_policy_on_remove(d->policy, id);
 	/* A copy on its way to g3/g4 keeps the entry (tier.c needs it). */
@@ -474,6 +476,19 @@ static uint32_t kvcd_reap_orphans(struct kvcd *d)
 {
 	struct kvcache_block_info info[64];
 	uint32_t start = 0, count, next, freed = 0;
+	struct timespec ts;
+	double now;
+
+	/*
+	 * Passes at least KVCD_ORPHAN_GAP_S apart: eviction may run many
+	 * times in a row (each write-back completion lets it go on), and
+	 * "seen twice" must still mean a client had time for its STORE.
+	 */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	if (now < d->orphan_at)
+		return 0;
+	d->orphan_at = now + KVCD_ORPHAN_GAP_S;
 
 	while (start < d->nr_blocks &&
 	       !kvcd_query(d, start, info, 64, &count, &next)) {
@@ -505,12 +520,43 @@ static uint32_t kvcd_reap_orphans(struct kvcd *d)
 	return freed;
 }
 
+/* Count an eviction of the pool. */
+static void kvcd_evicted(struct kvcd *d)
+{
+	d->evictions++;
+	kvc_metric_add(d->dm.evictions[KVC_TIER_POOL], 1);
+}
+
+int kvcd_evict_id(struct kvcd *d, uint32_t id)
+{
+	const struct kvc_entry *e = kvc_index_entry(d->index, id);
+	int ret;
+
+	if (!e || !(e->tiers & (1u << KVC_TIER_POOL)))
+		return -ENOENT;
+	/* A STORE made it a parent while it was held: leaves go first. */
+	if (e->child_in[KVC_TIER_POOL])
+		return -EBUSY;
+	ret = kvcd_evict_block(d, e->loc[KVC_TIER_POOL].pool);
+	if (ret == -EBUSY)
+		return ret;
+	/* Evicted now, or by someone else before (-ESTALE). */
+	kvcd_clear_pool(d, id);
+	if (!ret)
+		kvcd_evicted(d);
+	return ret;
+}
+
 /*
  * Evict leaves, oldest first by the policy, until want blocks are free.
  * A victim a write-back tier must copy first waits while that tier's
- * write queue is full. Returns 0, or -EBUSY when it stopped short.
+ * write queue is full, and stays in the pool, held, until its copy is
+ * published (daemon_tiers.c). With wait, the writes started for victims
+ * are waited for, as the page cache's direct reclaim waits for
+ * writeback. Returns 0, or -EBUSY when it stopped short: what is left is
+ * in use, or dirty (its write failed and waits for a retry).
  */
-int kvcd_evict_to(struct kvcd *d, uint32_t want)
+static int kvcd_evict_pass(struct kvcd *d, uint32_t want, bool wait)
 {
 	uint32_t victims[KVCD_EVICT_BATCH], free_blocks;
 	size_t n;
@@ -518,40 +564,51 @@ int kvcd_evict_to(struct kvcd *d, uint32_t want)
 	if (kvcd_pool_free(d, &free_blocks) || free_blocks >= want)
 		return 0;
 	free_blocks += kvcd_reap_orphans(d);
-	while (free_blocks < want) {
-		size_t busy = 0;
+	for (;;) {
+		while (free_blocks < want) {
+			size_t busy = 0;
 
-		n = kvc_policy_pick(d->policy, victims, KVCD_EVICT_BATCH);
-		if (!n)
-			break;
-		for (size_t i = 0; i < n; i++) {
-			const struct kvc_entry *e =
-				kvc_index_entry(d->index, victims[i]);
-			int ret;
+			n = kvc_policy_pick(d->policy, victims,
+					    KVCD_EVICT_BATCH);
+			if (!n)
+				break;
+			for (size_t i = 0; i < n; i++) {
+				int ret = kvcd_tiers_evicting(d, victims[i]);
 
-			ret = kvcd_tiers_evicting(d, victims[i]);
-			if (!ret)
-				ret = kvcd_evict_block(d,
-						       e->loc[KVC_TIER_POOL].pool);
-			/* Pinned or mapped, or its copy must wait: keep it. */
-			if (ret == -EBUSY) {
-				kvc_policy_on_insert(d->policy, victims[i]);
-				busy++;
-				continue;
+				/* Held until written: out of the policy. */
+				if (ret == -EINPROGRESS)
+					continue;
+				if (!ret)
+					ret = kvcd_evict_id(d, victims[i]);
+				/* Pinned or mapped, or its copy must wait. */
+				if (ret == -EBUSY) {
+					kvc_policy_on_insert(d->policy,
+							     victims[i]);
+					busy++;
+				} else if (!ret) {
+					free_blocks++;
+				}
 			}
-			/* Evicted now, or by someone else before (-ESTALE). */
-			kvcd_clear_pool(d, victims[i]);
-			if (!ret) {
-				free_blocks++;
-				d->evictions++;
-				kvc_metric_add(d->dm.evictions[KVC_TIER_POOL],
-					       1);
-			}
+			if (busy == n)
+				break;	/* in use, or waiting to be copied */
 		}
-		if (busy == n)
-			return -EBUSY;	/* in use, or waiting to be copied */
+		if (free_blocks >= want || !wait || !kvcd_tiers_wait(d))
+			break;
+		/* Completions freed the held blocks whose copy is done. */
+		if (kvcd_pool_free(d, &free_blocks))
+			break;
 	}
 	return free_blocks >= want ? 0 : -EBUSY;
+}
+
+int kvcd_evict_to(struct kvcd *d, uint32_t want)
+{
+	return kvcd_evict_pass(d, want, false);
+}
+
+int kvcd_evict_to_wait(struct kvcd *d, uint32_t want)
+{
+	return kvcd_evict_pass(d, want, true);
 }
 
 void kvcd_check_pool(struct kvcd *d)
@@ -1079,8 +1136,8 @@ static int kvcd_alloc(struct kvcd *d, struct kvc_peer *p,
 		uint64_t high = (uint64_t)d->nr_blocks *
 				d->cfg.pool.high_watermark / 100;
 
-		kvcd_evict_to(d, (uint32_t)(high > m->alloc.count ? high :
-					    m->alloc.count));
+		kvcd_evict_to_wait(d, (uint32_t)(high > m->alloc.count ?
+						 high : m->alloc.count));
 		ret = kvc_mpool_alloc(d->mpool, p->id, m->alloc.ns_id,
 				      m->alloc.count, h);
 	}
@@ -1125,15 +1182,23 @@ static int kvcd_drop(struct kvcd *d, uint32_t id, unsigned int mask)
 	for (unsigned int t = 0; t < KVC_NR_TIERS; t++)
 		if ((have & (1u << t)) && e->child_in[t])
 			return -ENOTEMPTY;
+	/*
+	 * Dropping only the pool copy of a block no tier has yet would lose
+	 * it: as for an eviction, its write-back comes first (it is held
+	 * until then, -EBUSY: kvcd_flush() waits for the writes and tries
+	 * again). Dropping it from every tier deletes it, written or not.
+	 */
+	if ((have & (1u << KVC_TIER_POOL)) &&
+	    (mask & KVC_TIERS_ALL) != KVC_TIERS_ALL &&
+	    kvcd_tiers_evicting(d, id))
+		return -EBUSY;
 	if (have & (1u << KVC_TIER_POOL)) {
 		ret = kvcd_evict_block(d, e->loc[KVC_TIER_POOL].pool);
 		if (ret && ret != -ESTALE)
 			return ret;
 		kvcd_clear_pool(d, id);
-		if (!ret) {
-			d->evictions++;
-			kvc_metric_add(d->dm.evictions[KVC_TIER_POOL], 1);
-		}
+		if (!ret)
+			kvcd_evicted(d);
 	}
 	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++) {
 		if (!(have & (1u << t)) || !d->tier[t])
@@ -1174,7 +1239,10 @@ static int kvcd_evict(struct kvcd *d, struct kvc_peer *p,
 /*
  * FLUSH: evict every block of the namespace (0: of all) that can go, from
  * the tiers asked (0: all), leaves first, pass after pass until nothing
- * more moves. A pinned block stays, and so do its ancestors.
+ * more moves. A pinned block stays, and so do its ancestors. Pool blocks
+ * that must be written back first are (kvcd_drop()), and the passes wait
+ * for those writes: like sync before drop_caches. A dirty block whose
+ * write fails stays, counted busy.
  */
 static int kvcd_flush(struct kvcd *d, struct kvc_peer *p,
 		      const struct kvc_msg *m, uint8_t *reply)
@@ -1188,7 +1256,7 @@ static int kvcd_flush(struct kvcd *d, struct kvc_peer *p,
 		return kvcd_error(reply, m, -EPERM, "only root flushes");
 	if (ns != KVC_PROTO_NS_ALL && !d->ns[ns].used)
 		return kvcd_error(reply, m, -ENOENT, "no such namespace");
-	while (progress) {
+	while (progress || kvcd_tiers_wait(d)) {
 		progress = false;
 		r.busy = 0;
 		for (uint32_t id = kvc_index_next(d->index, 0); id != KVC_ID_NONE;
@@ -1394,8 +1462,9 @@ static void kvcd_pressure(const struct kvc_pool_state *st, void *arg)
 {
 	struct kvcd *d = arg;
 
+	/* A client's ALLOC failed or will: free blocks, written back. */
 	if (st->pressure)
-		kvcd_evict_to(d, st->high_watermark);
+		kvcd_evict_to_wait(d, st->high_watermark);
 }
 
 /*

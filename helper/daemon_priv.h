@@ -74,6 +74,7 @@ struct kvcd {
 	struct kvc_admit *admit;	/* the pool tier's admission filter */
 	uint32_t *by_block;		/* pool block index -> entry id */
 	uint8_t *orphan_seen;		/* kernel mode: sealed, not stored */
+	double orphan_at;		/* the next orphan pass, monotonic */
 
 	/* The persistent tiers (daemon_tiers.c); NULL when off. */
 	struct kvc_tier *tier[KVC_NR_TIERS];
@@ -84,8 +85,14 @@ struct kvcd {
 	size_t fetchq_len, fetchq_cap;
 	uint32_t *spillq;		/* ids waiting for a write slot */
 	size_t spillq_len, spillq_cap;
-	uint32_t *retryq;		/* write-through spills that failed */
+	uint32_t *retryq;		/* spills that failed, to retry */
 	size_t retryq_len, retryq_cap;
+	uint8_t *held;			/* by id: KVCD_WB_*, write-back */
+	size_t nheld;
+	bool reaping;			/* in kvc_tier_reap: do not wait */
+	struct kvcd_promo *promo;	/* reads done, waiting for room */
+	size_t npromo, promo_cap;
+	bool promoting;			/* in run_promotions() */
 	double retry_at;		/* when retryq is tried again */
 	uint8_t *fetching;		/* by id: a read is in flight */
 	size_t nfetching;
@@ -112,6 +119,14 @@ struct kvcd {
 int kvcd_set_pool(struct kvcd *d, uint32_t id, struct kvcache_handle h);
 void kvcd_check_pool(struct kvcd *d);
 int kvcd_evict_to(struct kvcd *d, uint32_t want);
+/* The same, waiting for write-back spills of victims (not while reaping). */
+int kvcd_evict_to_wait(struct kvcd *d, uint32_t want);
+/*
+ * Evict entry id's pool block now: 0, -ESTALE (evicted already: its
+ * entry is cleared), -EBUSY (pinned or mapped, or it has a child in the
+ * pool) or the error of the eviction.
+ */
+int kvcd_evict_id(struct kvcd *d, uint32_t id);
 
 /* daemon_tiers.c */
 int kvcd_tiers_open(struct kvcd *d);
@@ -119,10 +134,27 @@ void kvcd_tiers_close(struct kvcd *d);
 /* Entry id was just stored in the pool: write-through spills. */
 void kvcd_tiers_stored(struct kvcd *d, uint32_t id);
 /*
+ * Write-back state of a pool block the eviction picked (daemon_tiers.c):
+ * it is held in the pool, out of the policy, until a tier has it.
+ */
+#define KVCD_WB_WRITING	1	/* its spill is in flight */
+#define KVCD_WB_DIRTY	2	/* its spill failed: retried later */
+/*
  * The pool is about to evict entry id: write-back spills copy it out
- * first. 0: go ahead; -EBUSY: the write queue is full, keep it for now.
+ * first. 0: go ahead; -EBUSY: the write queue is full, keep it for now
+ * (give it back to the policy); -EINPROGRESS: held in the pool until its
+ * write is done (kept out of the policy; daemon_tiers.c frees it).
  */
 int kvcd_tiers_evicting(struct kvcd *d, uint32_t id);
+/* Entry id's pool copy is gone (evicted, dropped): no longer held. */
+void kvcd_tiers_forget(struct kvcd *d, uint32_t id);
+/* Is entry id held in the pool for a write-back spill? */
+bool kvcd_tiers_held(const struct kvcd *d, uint32_t id);
+/*
+ * Wait for one batch of tier completions, if any I/O is in flight.
+ * false: nothing was in flight (or the caller is inside a reap).
+ */
+bool kvcd_tiers_wait(struct kvcd *d);
 /*
  * LOAD of a key present in g3/g4 only: start bringing it up. 0 when the
  * result will come later (res->status set to KVCD_WAIT_PENDING), or the

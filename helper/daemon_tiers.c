@@ -5,12 +5,36 @@
  *
  * Spill. A tier with write = through gets a copy of each block as it is
  * stored; with write = back, when the pool evicts the block. Either way
- * the pool block's bytes are copied once, into a registered I/O buffer,
- * and the pool block is free to go as soon as that copy is made. When a
- * tier's write queue is full, a write-through spill waits in spillq, and
- * a write-back eviction waits (the pool block stays until there is room:
- * the queue depth bounds the memory and the device queue, and eviction
- * slows down to the disk's pace instead of dropping blocks).
+ * the pool block's bytes are copied once, into a registered I/O buffer.
+ * When a tier's write queue is full, a write-through spill waits in
+ * spillq, and a write-back eviction waits (the pool block stays until
+ * there is room: the queue depth bounds the memory and the device queue,
+ * and eviction slows down to the disk's pace instead of dropping blocks).
+ *
+ * Nothing sealed is lost to a failed write. A block the eviction picks
+ * that no tier has yet (write-back, or a write-through copy that failed
+ * or is still on its way) is held: its pool block stays sealed, indexed
+ * and servable to LOADs, but out of the policy, so eviction does not
+ * pick it again (held[id], KVCD_WB_*). When its write is published it
+ * is evicted (release()); when the write fails for a reason that may
+ * pass (EIO, ENOSPC, a short write, fsync or link failing) it stays,
+ * dirty, and is written again after RETRY_INTERVAL_S, as failed
+ * write-through spills are. Eviction meanwhile takes other blocks; a
+ * pool full of dirty blocks refuses new ones (ALLOC: ENOSPC), as the
+ * page cache throttles writers on dirty pages. A tier that refuses for
+ * good (read-only, EACCES) takes nothing and holds nothing. Evictions
+ * that need room now (an ALLOC, a promotion, the kernel's pressure
+ * event) wait for the writes they started, like direct reclaim waits
+ * for writeback (kvcd_tiers_wait()); the background watermark pass does
+ * not. A completion reaped inside a wait may promote, and a promotion
+ * may evict: d->reaping keeps that eviction from waiting in turn.
+ * FLUSH of the pool alone leaves held blocks (-EBUSY: dropping the
+ * only copy would lose them); EVICT, or FLUSH of every tier, drops
+ * them. At shutdown, writes in flight are reaped, not abandoned.
+ *
+ * Lifetime of a held entry: its pool bit keeps it in the index; its
+ * held[] state is cleared wherever its pool copy goes (kvcd_clear_pool()
+ * calls kvcd_tiers_forget()), so an id reused later starts clean.
  *
  * Promotion. LOAD of a key that only g3 or g4 holds reads the block file
  * (verified), allocates a pool block, copies the payload in, seals it under
@@ -40,7 +64,8 @@
 #include "daemon_priv.h"
 #include "fault.h"
 
-/* A failed write-through spill is tried again this often, at most. */
+/* A failed spill (write-through, or a dirty held block's) is tried again
+ * this often, at most. */
 #define RETRY_INTERVAL_S	1.0
 /* ... and this many blocks per try, so a dead disk costs little. */
 #define RETRY_BATCH		64
@@ -133,7 +158,8 @@ static int promote(struct kvcd *d, uint32_t id, const uint8_t *payload,
 	memcpy(key, e->key, KVCACHE_KEY_SIZE);
 	ret = alloc_block(d, e->ns, &h);
 	if (ret == -ENOSPC) {
-		kvcd_evict_to(d, 1);
+		/* Inside a reap this cannot wait: tier_done() defers. */
+		kvcd_evict_to_wait(d, 1);
 		ret = alloc_block(d, e->ns, &h);
 	}
 	if (ret)
@@ -158,6 +184,49 @@ static int promote(struct kvcd *d, uint32_t id, const uint8_t *payload,
 	if (!ret)
 		ret = kvcd_set_pool(d, id, h);
 	return ret;
+}
+
+/*
+ * A block read up from a tier while the pool had no free block and the
+ * eviction could not wait (inside a reap, the pool's victims still being
+ * written back): its payload is kept here until run_promotions(), after
+ * the reap, can wait for room. By key: the entry may change meanwhile.
+ * As many as reads in flight at most (the tiers' queue depths).
+ */
+struct kvcd_promo {
+	uint32_t ns;
+	uint8_t key[KVCACHE_KEY_SIZE];
+	uint64_t len;
+	uint8_t *payload;
+};
+
+static bool defer_promote(struct kvcd *d, uint32_t id, const uint8_t *payload,
+			  uint64_t len)
+{
+	const struct kvc_entry *e = kvc_index_entry(d->index, id);
+	struct kvcd_promo *p;
+
+	if (!e || d->npromo >= 1024)
+		return false;
+	if (d->npromo == d->promo_cap) {
+		size_t n = d->promo_cap ? d->promo_cap * 2 : 16;
+
+		p = realloc(d->promo, n * sizeof(*p));
+		if (!p)
+			return false;
+		d->promo = p;
+		d->promo_cap = n;
+	}
+	p = &d->promo[d->npromo];
+	p->payload = malloc(len ? len : 1);
+	if (!p->payload)
+		return false;
+	memcpy(p->payload, payload, len);
+	p->len = len;
+	p->ns = e->ns;
+	memcpy(p->key, e->key, KVCACHE_KEY_SIZE);
+	d->npromo++;
+	return true;
 }
 
 /* ---- spill --------------------------------------------------------------- */
@@ -261,19 +330,150 @@ void kvcd_tiers_stored(struct kvcd *d, uint32_t id)
 	}
 }
 
+/* ---- write-back: blocks held in the pool until a tier has them --------- */
+
+static uint8_t held_state(const struct kvcd *d, uint32_t id)
+{
+	return id < d->nheld ? d->held[id] : 0;
+}
+
+bool kvcd_tiers_held(const struct kvcd *d, uint32_t id)
+{
+	return held_state(d, id) != 0;
+}
+
+static bool set_held(struct kvcd *d, uint32_t id, uint8_t v)
+{
+	if (id >= d->nheld) {
+		size_t n = d->nheld ? d->nheld : 1024;
+		uint8_t *p;
+
+		if (!v)
+			return true;
+		while (n <= id)
+			n *= 2;
+		p = realloc(d->held, n);
+		if (!p)
+			return false;
+		memset(p + d->nheld, 0, n - d->nheld);
+		d->held = p;
+		d->nheld = n;
+	}
+	d->held[id] = v;
+	return true;
+}
+
+void kvcd_tiers_forget(struct kvcd *d, uint32_t id)
+{
+	set_held(d, id, 0);
+}
+
+/* A copy of it is on g3 or g4: the pool's may go. */
+static bool on_a_tier(const struct kvcd *d, uint32_t id)
+{
+	return present(d, id, KVC_TIER_G3) || present(d, id, KVC_TIER_G4);
+}
+
+/*
+ * Start the writes that block id, picked for eviction, needs before its
+ * pool copy may go: one to each tier (write-back or write-through) that
+ * would admit it and lacks it, unless a tier has it already. 0: none is
+ * needed (on a tier already, not admitted, or refused for good: a tier
+ * that cannot be written takes nothing, and holding the block would only
+ * wedge the pool); -EBUSY: a write queue is full and nothing started;
+ * -EINPROGRESS: the block is held, writing (KVCD_WB_WRITING) or, every
+ * write having failed for a reason that may pass, dirty (KVCD_WB_DIRTY,
+ * queued for a retry).
+ */
+static int write_back(struct kvcd *d, uint32_t id)
+{
+	bool started = false, retry = false, busy = false;
+
+	if (on_a_tier(d, id))
+		return 0;
+	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++) {
+		int ret;
+
+		if (!d->tier[t] || !admitted(d, t, id, false))
+			continue;
+		if (kvc_tier_spilling(d->tier[t], id)) {
+			started = true;
+			continue;
+		}
+		ret = spill_one(d, t, id);
+		if (!ret)
+			started = true;
+		else if (ret == -EBUSY)
+			busy = true;
+		else if (retryable(ret))
+			retry = true;
+	}
+	if (!started && busy)
+		return -EBUSY;
+	if (!started && !retry)
+		return 0;
+	if (!set_held(d, id, started ? KVCD_WB_WRITING : KVCD_WB_DIRTY))
+		return started ? -EBUSY : 0;	/* no memory: as before */
+	if (!started)
+		queue_retry(d, id);
+	return -EINPROGRESS;
+}
+
+/*
+ * Its write is over, whichever way: free the pool block if a tier has it
+ * now. If the pool block cannot go (a client pinned it meanwhile, or a
+ * STORE made it a parent), it goes back to the policy, clean: the next
+ * eviction takes it like any other.
+ */
+static void release(struct kvcd *d, uint32_t id)
+{
+	int ret;
+
+	set_held(d, id, 0);
+	ret = kvcd_evict_id(d, id);
+	if (ret && ret != -ESTALE && ret != -ENOENT)
+		kvc_policy_on_insert(d->policy, id);
+}
+
+/* A write of held block id finished with status err. */
+static void held_done(struct kvcd *d, uint32_t id, int err)
+{
+	if (kvcd_tiers_spilling(d, id))
+		return;		/* another tier's write decides */
+	if (on_a_tier(d, id)) {
+		release(d, id);
+	} else if (retryable(err)) {
+		/* Dirty: kept, out of the policy, and tried again. */
+		set_held(d, id, KVCD_WB_DIRTY);
+		queue_retry(d, id);
+	} else if (held_state(d, id) == KVCD_WB_WRITING) {
+		/* Refused for good: drop it, as a read-only tier would. */
+		release(d, id);
+	}
+}
+
 int kvcd_tiers_evicting(struct kvcd *d, uint32_t id)
 {
-	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++) {
-		if (!d->tier[t] || write_through(d, t) ||
-		    present(d, id, t) || kvc_tier_spilling(d->tier[t], id) ||
-		    !admitted(d, t, id, false))
-			continue;
-		/* Other errors (disk full, read-only) are counted by the
-		 * tier; the block goes anyway: DRAM service comes first. */
-		if (spill_one(d, t, id) == -EBUSY)
-			return -EBUSY;
+	/* A STORE of its key again gave it back to the policy. */
+	if (kvcd_tiers_held(d, id))
+		return -EINPROGRESS;
+	return write_back(d, id);
+}
+
+/* The retry of a dirty block: write it again, or let it go. */
+static void retry_held(struct kvcd *d, uint32_t id)
+{
+	int ret;
+
+	set_held(d, id, 0);
+	ret = write_back(d, id);
+	if (ret == -EBUSY) {
+		/* The queue is full: it stays dirty, the next retry. */
+		set_held(d, id, KVCD_WB_DIRTY);
+		queue_retry(d, id);
+	} else if (!ret) {
+		release(d, id);
 	}
-	return 0;
 }
 
 bool kvcd_tiers_spilling(const struct kvcd *d, uint32_t id)
@@ -329,6 +529,13 @@ static void retry_spills(struct kvcd *d)
 	for (size_t i = 0; i < n; i++) {
 		if (!present(d, batch[i], KVC_TIER_POOL))
 			continue;	/* evicted meanwhile: nothing to copy */
+		if (held_state(d, batch[i]) == KVCD_WB_DIRTY) {
+			d->spill_retries++;
+			retry_held(d, batch[i]);
+			continue;
+		}
+		if (kvcd_tiers_held(d, batch[i]))
+			continue;	/* being written: its completion */
 		d->spill_retries++;
 		for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++)
 			if (d->tier[t] && write_through(d, t))
@@ -580,9 +787,13 @@ static void tier_done(void *arg, const struct kvc_tier_done *o)
 		if (!o->status)
 			kvc_metric_add(d->dm.written_bytes[c->tier],
 				       o->bytes);
-		else if (write_through(d, c->tier) && retryable(o->status) &&
-			 !kvc_index_find(d->index, o->ns, o->key, &id) &&
-			 present(d, id, KVC_TIER_POOL))
+		if (kvc_index_find(d->index, o->ns, o->key, &id) ||
+		    !present(d, id, KVC_TIER_POOL))
+			return;
+		if (kvcd_tiers_held(d, id))
+			held_done(d, id, o->status);
+		else if (o->status && write_through(d, c->tier) &&
+			 retryable(o->status))
 			queue_retry(d, id);
 		return;
 	}
@@ -605,6 +816,12 @@ static void tier_done(void *arg, const struct kvc_tier_done *o)
 	if (present(d, o->id, KVC_TIER_POOL))
 		return;		/* stored again meanwhile */
 	ret = promote(d, o->id, o->payload, o->payload_len);
+	if (ret == -ENOSPC && d->reaping &&
+	    defer_promote(d, o->id, o->payload, o->payload_len)) {
+		/* LOADs waiting on it keep waiting: run_promotions(). */
+		set_fetching(d, o->id, 1);
+		return;
+	}
 	if (ret) {
 		d->promote_errors++;
 		return;
@@ -639,18 +856,87 @@ static void sync_error_metrics(struct kvcd *d)
 	}
 }
 
+/*
+ * Reap tier t's completions (with wait: at least one, if any is in
+ * flight). tier_done() may promote, and a promotion may evict: that
+ * eviction must not wait for completions inside this reap.
+ */
+static void reap(struct kvcd *d, unsigned int t, bool wait)
+{
+	struct done_ctx c = { d, t };
+	bool was = d->reaping;
+
+	d->reaping = true;
+	kvc_tier_reap(d->tier[t], wait, tier_done, &c);
+	d->reaping = was;
+}
+
+/*
+ * The promotions tier_done() deferred, now that eviction may wait for
+ * the write-backs that make room. Not re-entered: the waits reap, and
+ * what they defer joins the list this loop is taking from.
+ */
+static void run_promotions(struct kvcd *d)
+{
+	if (d->promoting || d->reaping)
+		return;
+	d->promoting = true;
+	while (d->npromo) {
+		struct kvcd_promo p = d->promo[--d->npromo];
+		uint32_t id;
+
+		if (!kvc_index_find(d->index, p.ns, p.key, &id)) {
+			if (id < d->nfetching)
+				d->fetching[id] = 0;
+			if (!present(d, id, KVC_TIER_POOL)) {
+				if (promote(d, id, p.payload, p.len)) {
+					d->promote_errors++;
+				} else {
+					d->promotions++;
+					settle(d);
+				}
+			}
+		}
+		free(p.payload);
+	}
+	d->promoting = false;
+	settle(d);
+}
+
+static void after_reap(struct kvcd *d)
+{
+	run_promotions(d);
+	drain_fetches(d);
+	drain_spills(d);
+	sync_error_metrics(d);
+	settle(d);
+}
+
+bool kvcd_tiers_wait(struct kvcd *d)
+{
+	if (d->reaping)
+		return false;
+	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++) {
+		if (!d->tier[t] || !kvc_tier_in_flight(d->tier[t]))
+			continue;
+		reap(d, t, true);
+		/* The other tier's completions too, without waiting. */
+		for (unsigned int u = KVC_TIER_G3; u < KVC_NR_TIERS; u++)
+			if (u != t && d->tier[u])
+				reap(d, u, false);
+		after_reap(d);
+		return true;
+	}
+	return false;
+}
+
 bool kvcd_tiers_readable(struct kvcd *d, int fd)
 {
 	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++) {
-		struct done_ctx c = { d, t };
-
 		if (!d->tier[t] || fd != kvc_tier_fd(d->tier[t]))
 			continue;
-		kvc_tier_reap(d->tier[t], false, tier_done, &c);
-		drain_fetches(d);
-		drain_spills(d);
-		sync_error_metrics(d);
-		settle(d);
+		reap(d, t, false);
+		after_reap(d);
 		/* Evictions waiting for write-back slots can go on now. */
 		kvcd_check_pool(d);
 		return true;
@@ -663,6 +949,7 @@ void kvcd_tiers_tick(struct kvcd *d)
 	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++)
 		if (d->tier[t])
 			kvc_tier_tick(d->tier[t], ns_ok, d);
+	run_promotions(d);
 	drain_fetches(d);
 	drain_spills(d);
 	retry_spills(d);
@@ -722,7 +1009,15 @@ size_t kvcd_tiers_stats(struct kvcd *d, struct kvc_stat *st, size_t max)
 			st[n++] = (struct kvc_stat){ names[t][i], 0, v[i] };
 		}
 	}
-	if (n + 4 <= max) {
+	if (n + 6 <= max) {
+		uint64_t writing = 0, dirty = 0;
+
+		for (size_t id = 0; id < d->nheld; id++) {
+			writing += d->held[id] == KVCD_WB_WRITING;
+			dirty += d->held[id] == KVCD_WB_DIRTY;
+		}
+		st[n++] = (struct kvc_stat){ "pool_writeback", 0, writing };
+		st[n++] = (struct kvc_stat){ "pool_dirty", 0, dirty };
 		st[n++] = (struct kvc_stat){ "promotions", 0, d->promotions };
 		st[n++] = (struct kvc_stat){ "promote_errors", 0,
 					     d->promote_errors };
@@ -821,6 +1116,24 @@ int kvcd_tiers_open(struct kvcd *d)
 
 void kvcd_tiers_close(struct kvcd *d)
 {
+	uint64_t unwritten = 0;
+
+	/*
+	 * Writes in flight are finished and published, not abandoned: a
+	 * block held for its write-back has no other copy. Without the
+	 * daemon's callbacks: the clients are gone.
+	 */
+	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++)
+		while (d->tier[t] && kvc_tier_in_flight(d->tier[t]))
+			if (kvc_tier_reap(d->tier[t], true, NULL, NULL) < 0)
+				break;
+	for (size_t id = 0; id < d->nheld; id++)
+		unwritten += d->held[id] && !on_a_tier(d, (uint32_t)id);
+	if (unwritten)
+		fprintf(stderr,
+			"kvcached: %" PRIu64 " dirty blocks (written back at eviction, every write failed) reached no tier%s\n",
+			unwritten, d->mode == KVC_PROTO_MODE_KERNEL ?
+			"; they stay in kvcache.ko's pool" : "");
 	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++) {
 		kvc_tier_close(d->tier[t]);
 		kvc_admit_destroy(d->tier_admit[t]);
@@ -835,5 +1148,12 @@ void kvcd_tiers_close(struct kvcd *d)
 	free(d->spillq);
 	free(d->retryq);
 	free(d->fetching);
+	free(d->held);
+	d->held = NULL;
+	while (d->npromo)
+		free(d->promo[--d->npromo].payload);
+	free(d->promo);
+	d->promo = NULL;
+	d->nheld = 0;
 	d->waits = NULL;
 }

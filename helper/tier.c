@@ -1174,6 +1174,11 @@ bool kvc_tier_spilling(const struct kvc_tier *t, uint32_t id)
 	return id < t->nids && t->spilling[id];
 }
 
+unsigned int kvc_tier_in_flight(const struct kvc_tier *t)
+{
+	return kvc_tio_in_flight(t->tio);
+}
+
 /* ---- fetch ----------------------------------------------------------------- */
 
 int kvc_tier_fetch(struct kvc_tier *t, uint32_t id, uint64_t cookie)

@@ -141,6 +141,8 @@ int kvc_tier_fetch(struct kvc_tier *t, uint32_t id, uint64_t cookie);
 
 /* Is a spill of entry id in flight? */
 bool kvc_tier_spilling(const struct kvc_tier *t, uint32_t id);
+/* Requests (writes and reads) submitted and not yet reaped. */
+unsigned int kvc_tier_in_flight(const struct kvc_tier *t);
 
 /* The eventfd to poll, and the completions (callbacks) it signals. */
 int kvc_tier_fd(const struct kvc_tier *t);
