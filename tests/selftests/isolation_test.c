@@ -939,6 +939,28 @@ static pid_t hold_hello(SELF *self, uid_t uid, gid_t gid, int *release)
 	return pid;
 }
 
+/* A peer that holds the pool is still not root: no privileged request. */
+static int not_root(struct tenant *t, void *arg)
+{
+	SELF *self = t->self;
+	uint8_t salt[KVC_PROTO_SALT_SIZE] = { 0 };
+	struct kvc_flush_reply fr;
+	int32_t st[1];
+
+	(void)arg;
+	TCHK(t->c.hello_nfds == 1 && t->c.pool != NULL);
+	TCHK(kvcc_evict(&t->c, ns_a(self), sh->keys[0], 1, st) == -EPERM);
+	TCHK(kvcc_flush(&t->c, ns_a(self), &fr) == -EPERM);
+	TCHK(kvcc_flush(&t->c, KVC_PROTO_NS_ALL, &fr) == -EPERM);
+	TCHK(kvcc_ns_create(&t->c, self->ns + 4, UID_A, GID_A, 0770) ==
+	     -EPERM);
+	TCHK(kvcc_ns_salt(&t->c, ns_a(self), salt, NULL) == -EPERM);
+	/* Its own reads still work: the refusals were about privilege. */
+	TCHK(kvcc_lookup(&t->c, ns_a(self), KVC_PROTO_TIERS_ALL, sh->keys[0],
+			 NBLK, NULL) == NBLK);
+	return 0;
+}
+
 /*
  * memfd mode: a peer that may read and write every namespace gets the
  * pool and works end to end; while it is connected, no namespace it
@@ -956,7 +978,7 @@ TEST_F_TIMEOUT(kvcd, memfd_pool_one_trust_domain, 120)
 		SKIP(return, "needs root to run tenants as other users");
 	if (self->mode != KVC_PROTO_MODE_MEMFD)
 		SKIP(return, "memfd mode only (the kernel checks each block)");
-	ASSERT_EQ(0, memfd_one_domain(self, NULL, 0700, why, sizeof(why)))
+	ASSERT_EQ(0, memfd_one_domain(self, NULL, 0760, why, sizeof(why)))
 		TH_LOG("%s", why);
 	chain_keys(self, 15, NBLK, sh->keys);
 	/* Positive control: A may read and write all, and gets the pool. */
@@ -964,6 +986,14 @@ TEST_F_TIMEOUT(kvcd, memfd_pool_one_trust_domain, 120)
 			     NULL)) TH_LOG("A: %s", sh->why);
 	ASSERT_EQ(0, as_user(self, UID_A, GID_A, NOGROUP, true, -1, a_reads,
 			     NULL)) TH_LOG("A again: %s", sh->why);
+	ASSERT_EQ(0, as_user(self, UID_A, GID_A, NOGROUP, true, -1, not_root,
+			     NULL)) TH_LOG("A: %s", sh->why);
+	/* A supplementary group with rw on both grants the pool too ... */
+	ASSERT_EQ(0, as_user(self, UID_G, GID_G, GID_A, true, -1, a_reads,
+			     NULL)) TH_LOG("member: %s", sh->why);
+	/* ... and without it, nothing. */
+	ASSERT_EQ(0, as_user(self, UID_G, GID_G, NOGROUP, false, -1,
+			     hello_refused, NULL)) TH_LOG("non-member: %s", sh->why);
 	/* B may not read and write A's (nor the fixture's). */
 	ASSERT_EQ(0, as_user(self, UID_B, GID_B, NOGROUP, false, -1,
 			     hello_refused, NULL)) TH_LOG("B: %s", sh->why);
