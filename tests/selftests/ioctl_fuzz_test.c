@@ -24,7 +24,7 @@
  *    mid-flight.
  *
  * It is bounded: KVC_FUZZ_CALLS ioctls in all (default 1000000), under a
- * wall-clock cap of KVC_FUZZ_SECONDS (default 300). Reaching the cap first
+ * wall-clock cap of KVC_FUZZ_SECONDS (default 600). Reaching the cap first
  * is a failure, so "at least N calls" is checked, not hoped for. With
  * KVC_FUZZ_CALLS=0 it runs by time alone, until the cap (make fuzz-ioctl).
  * Cheap calls dominate the mix, and the expensive system calls under TCG
@@ -1255,7 +1255,7 @@ TEST_F_TIMEOUT(fuzz, ioctls_threads_forks_closes_munmaps, 3600 * 24)
 	const char *seed_env = getenv("KVC_FUZZ_SEED");
 	uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0) :
 				   (uint64_t)time(NULL) ^ (uint64_t)getpid();
-	long seconds = env_long("KVC_FUZZ_SECONDS", 300);
+	long seconds = env_long("KVC_FUZZ_SECONDS", 600);
 	static struct fuzzer *f, child;
 	pthread_attr_t attr;
 	size_t stack = 1 << 20;
