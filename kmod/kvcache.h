@@ -117,6 +117,7 @@ struct kvc_file {
 	u32 next_xfer;
 	u32 nr_xfers;
 	wait_queue_head_t xfer_wq;	/* batches of this file completing */
+	atomic_t xfers_running;		/* queued works that may touch us */
 	spinlock_t inbound_lock;	/* inbound */
 	struct list_head inbound;	/* kvc_inbound of running transfers */
 };

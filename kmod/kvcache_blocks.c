@@ -49,6 +49,7 @@ void kvc_file_init(struct kvc_file *kf, struct kvc_dev *dev, bool writable)
 	INIT_LIST_HEAD(&kf->regions);
 	xa_init_flags(&kf->xfers, XA_FLAGS_ALLOC1);
 	init_waitqueue_head(&kf->xfer_wq);
+	atomic_set(&kf->xfers_running, 0);
 	spin_lock_init(&kf->inbound_lock);
 	INIT_LIST_HEAD(&kf->inbound);
 }

@@ -36,13 +36,18 @@
  * dev->pool_sem is taken only to take and give back blocks, never across
  * file I/O (the file system's locks then nest inside nothing of ours).
  * The file release path waits for its running batches, so a process
- * killed mid-transfer leaves nothing behind.
+ * killed mid-transfer leaves nothing behind. A batch reaped with
+ * REAP_NOWAIT is freed as soon as its worker has set ->done, and is then
+ * gone from kf->xfers while the worker still wakes kf->xfer_wq: so the
+ * file also counts its queued works (kf->xfers_running, dropped as the
+ * worker's very last access to the file) and release waits for zero.
  *
  * Locking: kf->lock guards kf->xfers, kf->nr_xfers and each batch's
  * ->reaping; ->done is written once by the worker (release) and read with
  * acquire. Waiters sleep on kf->xfer_wq. kf->inbound_lock (spinlock,
  * innermost) guards the file's list of ranges being written.
  */
+#include <linux/atomic.h>
 #include <linux/blkdev.h>
 #include <linux/eventfd.h>
 #include <linux/file.h>
@@ -55,6 +60,7 @@
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/uio.h>
+#include <linux/wait_bit.h>
 #include <linux/workqueue.h>
 #include <kunit/visibility.h>
 
@@ -575,6 +581,9 @@ static void kvc_xfer_work(struct work_struct *work)
 		kvc_eventfd_signal(efd);
 		eventfd_ctx_put(efd);
 	}
+	/* The last touch of kf: release may free it once this reads zero. */
+	if (atomic_dec_and_test(&kf->xfers_running))
+		wake_up_var(&kf->xfers_running);
 }
 
 static int kvc_xfer_submit(struct kvc_file *kf, struct kvc_xfer *x,
@@ -608,6 +617,7 @@ static int kvc_xfer_submit(struct kvc_file *kf, struct kvc_xfer *x,
 		return ret;
 	*id = xid;
 	kvc_xfer_resolve(x);
+	atomic_inc(&kf->xfers_running);
 	queue_work(kvc_xfer_wq, &x->work);
 	return 0;
 }
@@ -726,6 +736,8 @@ void kvc_xfers_release(struct kvc_file *kf)
 		xa_erase(&kf->xfers, id);
 		kvc_xfer_free(x);
 	}
+	/* Batches reaped early whose workers are still on their way out. */
+	wait_var_event(&kf->xfers_running, !atomic_read(&kf->xfers_running));
 	kf->nr_xfers = 0;
 	xa_destroy(&kf->xfers);
 }
