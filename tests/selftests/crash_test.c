@@ -556,33 +556,6 @@ TEST_F_TIMEOUT(kvcd, clients_killed_mid_store_and_load, 900)
 
 /* ---- kvcached killed ---------------------------------------------------------- */
 
-/* Regular files under dir whose name starts with prefix, recursively. */
-static int count_files(const char *dir, const char *prefix)
-{
-	struct dirent *de;
-	DIR *dp = opendir(dir);
-	int n = 0;
-
-	if (!dp)
-		return 0;
-	while ((de = readdir(dp))) {
-		char p[PATH_MAX];
-		struct stat st;
-
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		if (lstat(p, &st))
-			continue;
-		if (S_ISDIR(st.st_mode))
-			n += count_files(p, prefix);
-		else if (!strncmp(de->d_name, prefix, strlen(prefix)))
-			n++;
-	}
-	closedir(dp);
-	return n;
-}
-
 #define MIX_CHAINS	1024
 
 enum {

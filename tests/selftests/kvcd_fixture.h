@@ -10,7 +10,9 @@
 #ifndef KVCD_FIXTURE_H
 #define KVCD_FIXTURE_H
 
+#include <dirent.h>
 #include <ftw.h>
+#include <sys/stat.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -684,6 +686,33 @@ static int rm_one(const char *path, const struct stat *st, int type,
 static void rm_rf(const char *path)
 {
 	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Regular files under dir whose name starts with prefix, recursively. */
+static int count_files(const char *dir, const char *prefix)
+{
+	struct dirent *de;
+	DIR *dp = opendir(dir);
+	int n = 0;
+
+	if (!dp)
+		return 0;
+	while ((de = readdir(dp))) {
+		char p[PATH_MAX];
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		if (lstat(p, &st))
+			continue;
+		if (S_ISDIR(st.st_mode))
+			n += count_files(p, prefix);
+		else if (!strncmp(de->d_name, prefix, strlen(prefix)))
+			n++;
+	}
+	closedir(dp);
+	return n;
 }
 
 /* A fresh directory $TMPDIR/kvcd-<pid>.<name>. */

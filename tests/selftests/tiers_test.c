@@ -101,33 +101,6 @@ static void file_of(const char *dir, uint32_t ns, const uint8_t *key,
 	kvc_bf_path(d, key, out, len);
 }
 
-/* Regular files under dir whose name starts with prefix, recursively. */
-static int count_files(const char *dir, const char *prefix)
-{
-	struct dirent *de;
-	DIR *dp = opendir(dir);
-	int n = 0;
-
-	if (!dp)
-		return 0;
-	while ((de = readdir(dp))) {
-		char p[PATH_MAX];
-		struct stat st;
-
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		if (lstat(p, &st))
-			continue;
-		if (S_ISDIR(st.st_mode))
-			n += count_files(p, prefix);
-		else if (!strncmp(de->d_name, prefix, strlen(prefix)))
-			n++;
-	}
-	closedir(dp);
-	return n;
-}
-
 static int block_files(const char *dir)
 {
 	char p[PATH_MAX];
