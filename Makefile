@@ -359,7 +359,7 @@ FUZZ_DEPS_journal := helper/journal.c helper/blockfile.c
 fuzz-parsers-build: $(addprefix $(BUILD)/fuzz/fuzz_,$(FUZZ_HARNESSES))
 
 .SECONDEXPANSION:
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h \
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h tests/fuzz/fuzz_files.h \
 		      $$(FUZZ_DEPS_$$*) helper/*.h uapi/linux/kvcache.h
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_DEPS_$*)

@@ -26,79 +26,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fuzz.h"
+#include "fuzz_files.h"
 #include "manifest.h"
 
 #define REC	KVC_MF_REC_SIZE
 
-static char dir[256], in_path[300], out_path[300];
-static uint8_t *fixed, *want, *got;
-static size_t cap;
-
-static void cleanup(void)
-{
-	char p[320];
-
-	unlink(in_path);
-	unlink(out_path);
-	snprintf(p, sizeof(p), "%s.new", out_path);
-	unlink(p);
-	rmdir(dir);
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	const char *t = getenv("TMPDIR");
-
 	(void)argc;
 	(void)argv;
-	snprintf(dir, sizeof(dir), "%s/fuzz_manifest.XXXXXX", t ? t : "/tmp");
-	if (!mkdtemp(dir)) {
-		perror("fuzz_manifest: mkdtemp");
-		exit(1);
-	}
-	snprintf(in_path, sizeof(in_path), "%s/in", dir);
-	snprintf(out_path, sizeof(out_path), "%s/out", dir);
-	atexit(cleanup);
+	fuzz_files_init("fuzz_manifest");
 	return 0;
-}
-
-static void grow(size_t size)
-{
-	if (size <= cap)
-		return;
-	free(fixed);
-	free(want);
-	free(got);
-	cap = size;
-	fixed = malloc(cap);
-	want = malloc(cap);
-	got = malloc(cap + 1);
-	FUZZ_CHECK(fixed && want && got);
-}
-
-static void write_file(const char *path, const uint8_t *p, size_t n)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-
-	FUZZ_CHECK(fd >= 0);
-	FUZZ_CHECK(write(fd, p, n) == (ssize_t)n);
-	close(fd);
-}
-
-/* The whole file at path into got; its size. */
-static size_t read_file(const char *path, size_t max)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	size_t n = 0;
-	ssize_t r;
-
-	FUZZ_CHECK(fd >= 0);
-	while ((r = read(fd, got + n, max + 1 - n)) > 0)
-		n += (size_t)r;
-	close(fd);
-	FUZZ_CHECK(r == 0 && n <= max);
-	return n;
 }
 
 /* The reference: manifest.h's layout, checked field by field. */
