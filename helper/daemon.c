@@ -106,6 +106,61 @@ static bool kvcd_may_every_ns(const struct kvcd *d, const struct kvc_peer *p)
 	return true;
 }
 
+/* Whether a recorded pool holder may read and write namespace n. */
+static bool kvcd_holder_may(const struct kvcd_holder *h,
+			    const struct kvcd_ns *n)
+{
+	struct kvc_peer p = {
+		.uid = h->uid, .gid = h->gid,
+		.groups = (gid_t *)h->groups, .ngroups = h->ngroups,
+	};
+
+	return kvcd_ns_may(n, &p, 6);
+}
+
+/* Remember who was given the pool memfd (memfd mode, non-root peers). */
+static void kvcd_holder_add(struct kvcd *d, const struct kvc_peer *p)
+{
+	struct kvcd_holder *h;
+
+	if (p->uid == 0)
+		return;
+	for (uint32_t i = 0; i < d->nholders; i++) {
+		h = &d->holders[i];
+		if (h->uid == p->uid && h->gid == p->gid &&
+		    h->ngroups == p->ngroups &&
+		    !memcmp(h->groups, p->groups,
+			    p->ngroups * sizeof(gid_t)))
+			return;
+	}
+	if (d->nholders == KVCD_MAX_HOLDERS ||
+	    p->ngroups > KVCD_HOLDER_GROUPS) {
+		d->holders_unknown = true;
+		return;
+	}
+	h = &d->holders[d->nholders++];
+	h->uid = p->uid;
+	h->gid = p->gid;
+	h->ngroups = p->ngroups;
+	memcpy(h->groups, p->groups, p->ngroups * sizeof(gid_t));
+}
+
+/*
+ * memfd mode: may namespace n be created? Not if anyone given the pool
+ * since the daemon started could not read and write it: that process
+ * may still have the pool mapped. When some holder is not recorded, only
+ * a namespace every user may read and write is safe.
+ */
+static bool kvcd_holders_allow(const struct kvcd *d, const struct kvcd_ns *n)
+{
+	if (d->holders_unknown && (n->mode & 06) != 06)
+		return false;
+	for (uint32_t i = 0; i < d->nholders; i++)
+		if (!kvcd_holder_may(&d->holders[i], n))
+			return false;
+	return true;
+}
+
 /* A file of the state directory (kvcd_create() checked the length). */
 static void kvcd_path(const struct kvcd *d, const char *name, char *out)
 {
@@ -729,8 +784,10 @@ static int kvcd_hello(struct kvcd *d, struct kvc_peer *p,
 				  "memfd mode shares the whole pool: this peer may not read and write every namespace; use kernel mode or one kvcached per tenant");
 	r.version = (uint16_t)v;
 	r.caps = need;
-	if (d->mode == KVC_PROTO_MODE_MEMFD)
+	if (d->mode == KVC_PROTO_MODE_MEMFD) {
 		*pass_fd = kvc_mpool_fd(d->mpool);
+		kvcd_holder_add(d, p);
+	}
 	d->clients[p->id].hello = true;
 	d->clients[p->id].version = (uint16_t)v;
 	return kvc_proto_encode_hello_reply(reply, KVC_PROTO_MSG_MAX, m->seq,
@@ -1047,18 +1104,14 @@ static int kvcd_ns_create(struct kvcd *d, struct kvc_peer *p,
 	if (d->ns[c->ns_id].used)
 		return kvcd_error(reply, m, -EEXIST, "namespace exists");
 	/*
-	 * memfd mode: a connected peer holding the pool memfd could read and
-	 * write the new namespace's blocks whatever its mode says (see
-	 * kvcd_may_every_ns()), so it is refused while such a peer is here.
+	 * memfd mode: a process given the pool memfd could read and write
+	 * the new namespace's blocks whatever its mode says (see
+	 * kvcd_may_every_ns()), even after it hung up, so it is refused
+	 * while the pool lives (until kvcached restarts with a new one).
 	 */
-	for (uint32_t i = 0; d->mode == KVC_PROTO_MODE_MEMFD &&
-			     i < KVC_SERVER_MAX_CLIENTS; i++) {
-		const struct kvcd_client *cl = &d->clients[i];
-
-		if (cl->hello && cl->peer && !kvcd_ns_may(&ns, cl->peer, 6))
-			return kvcd_error(reply, m, -EACCES,
-					  "memfd mode: a connected peer holds the pool and may not read and write this namespace");
-	}
+	if (d->mode == KVC_PROTO_MODE_MEMFD && !kvcd_holders_allow(d, &ns))
+		return kvcd_error(reply, m, -EACCES,
+				  "memfd mode: a process given the pool may not read and write this namespace; restart kvcached first");
 	/* Never a namespace with a guessable salt. */
 	ret = kvcd_new_salt(ns.salt);
 	if (ret)
@@ -1439,7 +1492,6 @@ static int kvcd_connected(void *ctx, struct kvc_peer *p)
 
 	d->clients[p->id].hello = false;
 	d->clients[p->id].version = 0;
-	d->clients[p->id].peer = p;
 	kvc_metric_add(d->dm.connections, 1);
 	kvc_metric_add(d->dm.connections_total, 1);
 	return 0;
@@ -1454,7 +1506,6 @@ static void kvcd_closed(void *ctx, struct kvc_peer *p)
 		kvc_mpool_release_client(d->mpool, p->id);
 	kvcd_tiers_closed(d, p);
 	d->clients[p->id].hello = false;
-	d->clients[p->id].peer = NULL;
 	kvc_metric_sub(d->dm.connections, 1);
 }
 

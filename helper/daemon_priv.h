@@ -34,11 +34,6 @@ struct kvcd_ns {
 struct kvcd_client {
 	bool hello;
 	uint16_t version;	/* negotiated by HELLO: replies carry it */
-	/*
-	 * The server's peer, from connect to close (its credentials):
-	 * memfd mode checks every HELLO'd peer's before NS_CREATE.
-	 */
-	const struct kvc_peer *peer;
 };
 
 /*
@@ -58,6 +53,22 @@ struct kvcd_wait {
 
 #define KVCD_WAIT_PENDING	1
 
+/*
+ * memfd mode: the credentials of a non-root peer that was given the pool
+ * memfd. A memfd cannot be taken back (the peer may keep its mapping
+ * after it hangs up), so these stay until the daemon, and with it the
+ * pool, goes away. At most KVCD_HOLDER_GROUPS supplementary groups are
+ * kept; a peer with more, or a table that is full, sets holders_unknown.
+ */
+#define KVCD_MAX_HOLDERS	64
+#define KVCD_HOLDER_GROUPS	32
+struct kvcd_holder {
+	uid_t uid;
+	gid_t gid;
+	uint32_t ngroups;
+	gid_t groups[KVCD_HOLDER_GROUPS];
+};
+
 struct kvcd {
 	struct kvc_config cfg;
 	char state_dir[PATH_MAX];
@@ -66,6 +77,9 @@ struct kvcd {
 	struct kvc_kevents *ev;		/* kernel mode, may be NULL */
 	struct kvc_mpool *mpool;	/* memfd mode */
 	uint8_t *pool_map;		/* memfd mode: the whole pool */
+	struct kvcd_holder holders[KVCD_MAX_HOLDERS];	/* memfd mode */
+	uint32_t nholders;
+	bool holders_unknown;		/* some holder is not recorded */
 	uint64_t block_size;
 	uint32_t nr_blocks;
 
