@@ -89,33 +89,6 @@ static int loaded_ok(SELF *self, const struct kvc_load_result *res,
 	return bad ? -1 : good;
 }
 
-/* Files under dir whose names start with prefix ("" for all). */
-static int files_under(const char *dir, const char *prefix)
-{
-	struct dirent *de;
-	DIR *dp = opendir(dir);
-	int n = 0;
-
-	if (!dp)
-		return 0;
-	while ((de = readdir(dp))) {
-		char p[PATH_MAX];
-		struct stat st;
-
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		if (lstat(p, &st))
-			continue;
-		if (S_ISDIR(st.st_mode))
-			n += files_under(p, prefix);
-		else if (!strncmp(de->d_name, prefix, strlen(prefix)))
-			n++;
-	}
-	closedir(dp);
-	return n;
-}
-
 /* Block files (not temp files, not quarantined) of namespace ns. */
 static int block_files(const char *dir, uint32_t ns)
 {
@@ -123,8 +96,8 @@ static int block_files(const char *dir, uint32_t ns)
 
 	snprintf(p, sizeof(p), "%s/ns%u", dir, ns);
 	snprintf(q, sizeof(q), "%s/quarantine", p);
-	return files_under(p, "") - files_under(p, ".tmp.") -
-	       files_under(q, "");
+	return count_files(p, "") - count_files(p, ".tmp.") -
+	       count_files(q, "");
 }
 
 /* The daemon's open descriptors. */
@@ -254,7 +227,7 @@ TEST_F_TIMEOUT(kvcd, spill_eio_served_from_dram_then_retried, 120)
 	EXPECT_LE(4, kvcc_stat1(&self->c, "spill_retries"));
 	EXPECT_EQ(4, kvcc_stat1(&self->c, "g3_spill_errors"));
 	EXPECT_EQ(8, block_files(dir, self->ns));
-	EXPECT_EQ(0, files_under(dir, ".tmp."));
+	EXPECT_EQ(0, count_files(dir, ".tmp."));
 	EXPECT_EQ(fds, daemon_fds_settle(self, fds));
 
 	ASSERT_EQ(0, flush_pool(&self->c, self->ns));
@@ -300,7 +273,7 @@ TEST_F_TIMEOUT(kvcd, spill_fails_at_each_step, 120)
 	EXPECT_EQ(7, errors);
 	EXPECT_EQ(7, kvcc_stat1(&self->c, "faults_injected"));
 	EXPECT_EQ(10, block_files(dir, self->ns));
-	EXPECT_EQ(0, files_under(dir, ".tmp."));
+	EXPECT_EQ(0, count_files(dir, ".tmp."));
 	EXPECT_EQ(10ull * 8192, kvcc_stat1(&self->c, "g3_bytes"));
 	EXPECT_EQ(fds, daemon_fds_settle(self, fds));
 
@@ -339,7 +312,7 @@ TEST_F_TIMEOUT(kvcd, short_writes_completed, 120)
 	/* One cut per file (8192 bytes: 4096, then the last page whole),
 	 * and one per manifest record. */
 	EXPECT_LE(6, kvcc_stat1(&self->c, "faults_injected"));
-	EXPECT_EQ(0, files_under(dir, ".tmp."));
+	EXPECT_EQ(0, count_files(dir, ".tmp."));
 	ASSERT_EQ(0, flush_pool(&self->c, self->ns));
 	/* The manifest's appends were all cut: the restart finds the
 	 * blocks by its scan instead, none lost. */
@@ -447,7 +420,7 @@ TEST_F_TIMEOUT(kvcd, failing_disk_does_not_leak, 180)
 	EXPECT_EQ(24, settle_stat(&self->c, "g3_spill_errors"));
 	EXPECT_EQ(24, kvcc_stat1(&self->c, "faults_injected"));
 	EXPECT_EQ(8, block_files(dir, self->ns));
-	EXPECT_EQ(0, files_under(dir, ".tmp."));
+	EXPECT_EQ(0, count_files(dir, ".tmp."));
 	EXPECT_EQ(fds, daemon_fds_settle(self, fds));
 	ASSERT_EQ(0, flush_pool(&self->c, self->ns));
 	ASSERT_EQ(0, kvcc_load(&self->c, self->ns, keys[0], 8, res));
@@ -621,7 +594,7 @@ TEST_F_TIMEOUT(kvcd, write_back_failures_lose_nothing, 300)
 			  kvcc_stat1(&self->c, "g3_blocks"));
 		EXPECT_LT(0, kvcc_stat1(&self->c, "g3_blocks"));
 		EXPECT_EQ(0, kvcc_stat1(&self->c, "g3_corrupt"));
-		EXPECT_EQ(0, files_under(dir, ".tmp."));
+		EXPECT_EQ(0, count_files(dir, ".tmp."));
 		EXPECT_EQ(fds, daemon_fds_settle(self, fds));
 		rm_rf(dir);
 	}
@@ -719,7 +692,7 @@ TEST_F_TIMEOUT(kvcd, write_back_dirty_pool_refuses, 240)
 				   &loaded, &wrong));
 	EXPECT_EQ(stored, loaded);
 	EXPECT_EQ(0, wrong);
-	EXPECT_EQ(0, files_under(dir, ".tmp."));
+	EXPECT_EQ(0, count_files(dir, ".tmp."));
 	unsetenv(FAULT_ENV);
 	free(keys);
 	rm_rf(dir);
