@@ -47,7 +47,8 @@
 #include "policy.h"
 #include "proto.h"
 
-#define KVCD_EVICT_BATCH	64
+/* Victims refused in a row (in use, or a full write queue) end a pass. */
+#define KVCD_EVICT_REFUSED_MAX	64
 #define KVCD_ORPHAN_GAP_S	0.5	/* between two orphan passes */
 /* orphan_seen[]: a STORE refused the block (kvcd_drop_refused()). */
 #define KVCD_ORPHAN_REFUSED	0x80
@@ -604,48 +605,50 @@ int kvcd_evict_id(struct kvcd *d, uint32_t id)
 
 /*
  * Evict leaves, oldest first by the policy, until want blocks are free.
- * A victim a write-back tier must copy first waits while that tier's
- * write queue is full, and stays in the pool, held, until its copy is
- * published (daemon_tiers.c). With wait, the writes started for victims
- * are waited for, as the page cache's direct reclaim waits for
- * writeback. Returns 0, or -EBUSY when it stopped short: what is left is
- * in use, or dirty (its write failed and waits for a retry).
+ * One victim at a time, and no more than the shortfall: a leaf's parent
+ * becomes a candidate only when the leaf is gone, so a batch taken at
+ * once would be the oldest leaf of every chain, the chain a LOAD just
+ * answered with included, instead of the oldest chains whole. A victim
+ * a write-back tier must copy first stays in the pool, held, until its
+ * copy is published (daemon_tiers.c), and counts as coming free: the
+ * blocks being written back are not replaced by more victims. One that
+ * is pinned or mapped, or whose copy must wait for a full write queue,
+ * goes back to the policy; a pass stops after KVCD_EVICT_REFUSED_MAX of
+ * those in a row, or once every candidate has been tried. With wait, the
+ * writes started for victims are waited for, as the page cache's direct
+ * reclaim waits for writeback. Returns 0, or -EBUSY when it stopped
+ * short: what is left is in use, or dirty (its write failed and waits
+ * for a retry).
  */
 static int kvcd_evict_pass(struct kvcd *d, uint32_t want, bool wait)
 {
-	uint32_t victims[KVCD_EVICT_BATCH], free_blocks;
-	size_t n;
+	uint32_t free_blocks, id;
 
 	if (kvcd_pool_free(d, &free_blocks) || free_blocks >= want)
 		return 0;
 	free_blocks += kvcd_reap_orphans(d);
 	for (;;) {
-		while (free_blocks < want) {
-			size_t busy = 0;
+		size_t tries = kvc_policy_count(d->policy), refused = 0;
 
-			n = kvc_policy_pick(d->policy, victims,
-					    KVCD_EVICT_BATCH);
-			if (!n)
-				break;
-			for (size_t i = 0; i < n; i++) {
-				int ret = kvcd_tiers_evicting(d, victims[i]);
+		while (free_blocks + kvcd_tiers_writing(d) < want &&
+		       refused < KVCD_EVICT_REFUSED_MAX && tries-- &&
+		       kvc_policy_pick(d->policy, &id, 1)) {
+			int ret = kvcd_tiers_evicting(d, id);
 
-				/* Held until written: out of the policy. */
-				if (ret == -EINPROGRESS)
-					continue;
-				if (!ret)
-					ret = kvcd_evict_id(d, victims[i]);
-				/* Pinned or mapped, or its copy must wait. */
-				if (ret == -EBUSY) {
-					kvc_policy_on_insert(d->policy,
-							     victims[i]);
-					busy++;
-				} else if (!ret) {
-					free_blocks++;
-				}
+			/* Held until written: out of the policy. */
+			if (ret == -EINPROGRESS) {
+				refused = 0;
+				continue;
 			}
-			if (busy == n)
-				break;	/* in use, or waiting to be copied */
+			if (!ret)
+				ret = kvcd_evict_id(d, id);
+			if (ret == -EBUSY) {
+				kvc_policy_on_insert(d->policy, id);
+				refused++;
+			} else if (!ret) {
+				free_blocks++;
+				refused = 0;
+			}
 		}
 		if (free_blocks >= want || !wait || !kvcd_tiers_wait(d))
 			break;

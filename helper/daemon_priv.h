@@ -103,6 +103,7 @@ struct kvcd {
 	size_t retryq_len, retryq_cap;
 	uint8_t *held;			/* by id: KVCD_WB_*, write-back */
 	size_t nheld;
+	size_t held_writing, held_dirty;	/* how many of each in held[] */
 	bool reaping;			/* in kvc_tier_reap: do not wait */
 	struct kvcd_promo *promo;	/* reads done, waiting for room */
 	size_t npromo, promo_cap;
@@ -164,6 +165,12 @@ int kvcd_tiers_evicting(struct kvcd *d, uint32_t id);
 void kvcd_tiers_forget(struct kvcd *d, uint32_t id);
 /* Is entry id held in the pool for a write-back spill? */
 bool kvcd_tiers_held(const struct kvcd *d, uint32_t id);
+/*
+ * Pool blocks held while their write-back spill is in flight: each is
+ * freed when its write is published, so eviction counts them as coming
+ * free rather than pick more victims for the same need.
+ */
+size_t kvcd_tiers_writing(const struct kvcd *d);
 /*
  * Wait for one batch of tier completions, if any I/O is in flight.
  * false: nothing was in flight (or the caller is inside a reap).

@@ -367,8 +367,17 @@ static bool set_held(struct kvcd *d, uint32_t id, uint8_t v)
 		d->held = p;
 		d->nheld = n;
 	}
+	d->held_writing -= d->held[id] == KVCD_WB_WRITING;
+	d->held_dirty -= d->held[id] == KVCD_WB_DIRTY;
+	d->held_writing += v == KVCD_WB_WRITING;
+	d->held_dirty += v == KVCD_WB_DIRTY;
 	d->held[id] = v;
 	return true;
+}
+
+size_t kvcd_tiers_writing(const struct kvcd *d)
+{
+	return d->held_writing;
 }
 
 void kvcd_tiers_forget(struct kvcd *d, uint32_t id)
@@ -1018,14 +1027,9 @@ size_t kvcd_tiers_stats(struct kvcd *d, struct kvc_stat *st, size_t max)
 		}
 	}
 	if (n + 6 <= max) {
-		uint64_t writing = 0, dirty = 0;
-
-		for (size_t id = 0; id < d->nheld; id++) {
-			writing += d->held[id] == KVCD_WB_WRITING;
-			dirty += d->held[id] == KVCD_WB_DIRTY;
-		}
-		st[n++] = (struct kvc_stat){ "pool_writeback", 0, writing };
-		st[n++] = (struct kvc_stat){ "pool_dirty", 0, dirty };
+		st[n++] = (struct kvc_stat){ "pool_writeback", 0,
+					     d->held_writing };
+		st[n++] = (struct kvc_stat){ "pool_dirty", 0, d->held_dirty };
 		st[n++] = (struct kvc_stat){ "promotions", 0, d->promotions };
 		st[n++] = (struct kvc_stat){ "promote_errors", 0,
 					     d->promote_errors };
@@ -1181,5 +1185,6 @@ void kvcd_tiers_close(struct kvcd *d)
 	free(d->promo);
 	d->promo = NULL;
 	d->nheld = 0;
+	d->held_writing = d->held_dirty = 0;
 	d->waits = NULL;
 }

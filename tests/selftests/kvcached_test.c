@@ -691,6 +691,7 @@ TEST_F_TIMEOUT(kvcd, eviction_is_leaf_first, 120)
 	struct kvcc *c = &self->c;
 	uint32_t total = blocks_to_pressure(self), nch, missing = 0, shorter = 0;
 	struct kvc_load_result res[EVICT_CHAIN];
+	uint32_t last_short = 0, partial = 0, last_partial = 0;
 	struct kvcache_handle *h;
 	kvc_key *keys;
 	uint64_t ev;
@@ -742,12 +743,31 @@ TEST_F_TIMEOUT(kvcd, eviction_is_leaf_first, 120)
 					       keys[at], len, NULL));
 		missing += len - present;
 		shorter += present < len;
+		if (present < len)
+			last_short = ch;
+		if (present && present < len) {
+			partial++;
+			last_partial = ch;
+		}
 		if (present && self->mode == KVC_PROTO_MODE_MEMFD) {
 			EXPECT_EQ(0, unpin_blocks(self, &h[at], present));
 		}
 	}
 	EXPECT_LT(0, shorter);
 	EXPECT_EQ(ev, missing);
+	/*
+	 * Oldest first, as "lru" means it: a chain's blocks are all older
+	 * than the next chain's, and a parent is a candidate once its leaf
+	 * is gone, so the oldest chains went whole and at most the last of
+	 * them in part. Taking the oldest leaf of every chain at once
+	 * would have shortened each of them.
+	 */
+	EXPECT_EQ(shorter, last_short + 1)
+		TH_LOG("%u chains shortened, the last one %u", shorter,
+		       last_short);
+	EXPECT_GE(1, partial);
+	if (partial)
+		EXPECT_EQ(last_short, last_partial);
 	EXPECT_LE(high_blocks(self), kvcc_stat1(c, "pool_free"));
 	free(keys);
 	free(h);
