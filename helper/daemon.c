@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "blockfile.h"
 #include "devinfo.h"
 #include "index.h"
 #include "journal.h"
@@ -230,6 +231,10 @@ static int kvcd_ns_save(const struct kvcd *d)
 		ret = -errno;
 	if (!ret && rename(tmp, path))
 		ret = -errno;
+	/* The new table (a namespace's owner, mode and salt) survives a
+	 * crash only once the rename is on disk. */
+	if (!ret)
+		ret = kvc_bf_fsync_dir(d->state_dir);
 	return ret;
 }
 
