@@ -156,21 +156,11 @@ FIXTURE(fault) {
 	uint64_t low_wm, high_wm;
 };
 
-/* Write, seal (key byte = seed) and return a block holding seed's pattern. */
+/* A fresh sealed block (key byte = seed) holding seed's pattern. */
 static int make_sealed(int fd, uint32_t ns, uint64_t bs, uint32_t seed,
 		       struct kvcache_handle *h)
 {
-	uint8_t *p;
-	int ret = kvc_alloc(fd, ns, 1, h);
-
-	if (ret)
-		return ret;
-	p = kvc_map(fd, h->index, bs, PROT_READ | PROT_WRITE);
-	if (!p)
-		return -errno;
-	pattern_fill(p, bs, seed);
-	munmap(p, bs);
-	return kvc_seal(fd, *h, (uint32_t)bs, (uint8_t)seed, 0);
+	return kvc_make_sealed(fd, ns, bs, seed, pattern_fill, h);
 }
 
 FIXTURE_SETUP(fault)

@@ -102,4 +102,27 @@ static inline void *kvc_map(int fd, uint32_t index, uint64_t bs, int prot)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+/*
+ * A fresh sealed block of ns: allocated, filled through a mapping by
+ * fill(p, bs, seed), sealed whole under the key of byte seed. 0 (and *h)
+ * or -errno.
+ */
+static inline int kvc_make_sealed(int fd, uint32_t ns, uint64_t bs,
+				  uint32_t seed,
+				  void (*fill)(uint8_t *, uint64_t, uint32_t),
+				  struct kvcache_handle *h)
+{
+	int ret = kvc_alloc(fd, ns, 1, h);
+	uint8_t *p;
+
+	if (ret)
+		return ret;
+	p = kvc_map(fd, h->index, bs, PROT_READ | PROT_WRITE);
+	if (!p)
+		return -errno;
+	fill(p, bs, seed);
+	munmap(p, bs);
+	return kvc_seal(fd, *h, (uint32_t)bs, (uint8_t)seed, 0);
+}
+
 #endif /* KVC_IOCTL_H */

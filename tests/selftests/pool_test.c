@@ -59,21 +59,11 @@ static int query_ns(int fd, uint32_t ns, struct kvcache_block_info *out,
 	return (int)q.count;
 }
 
-/* Write, seal and return a fresh block of ns filled with seed's pattern. */
+/* A fresh sealed block of ns filled with seed's pattern. */
 static int make_block(int fd, uint32_t ns, uint64_t bs, uint32_t seed,
 		      struct kvcache_handle *h)
 {
-	uint8_t *p;
-	int ret = kvc_alloc(fd, ns, 1, h);
-
-	if (ret)
-		return ret;
-	p = kvc_map(fd, h->index, bs, PROT_READ | PROT_WRITE);
-	if (!p)
-		return -errno;
-	pattern(p, bs, seed);
-	munmap(p, bs);
-	return kvc_seal(fd, *h, (uint32_t)bs, (uint8_t)seed, 0);
+	return kvc_make_sealed(fd, ns, bs, seed, pattern, h);
 }
 
 FIXTURE(pool) {
