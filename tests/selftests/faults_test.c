@@ -589,7 +589,7 @@ TEST_F_TIMEOUT(kvcd, write_back_failures_lose_nothing, 300)
 					   KVC_PROTO_TIER_G3, &loaded, &wrong))
 			TH_LOG("%s: sealed blocks lost", specs[s]);
 		EXPECT_EQ(0, wrong) TH_LOG("%s: wrong bytes", specs[s]);
-		EXPECT_LE(chains / 2, loaded) TH_LOG("%s", specs[s]);
+		EXPECT_EQ(chains, loaded) TH_LOG("%s", specs[s]);
 		if (errs) {
 			EXPECT_EQ(6, kvcc_stat1(&self->c, "g3_spill_errors"));
 			/* Dirty blocks written again, a second later. */
