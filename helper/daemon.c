@@ -536,7 +536,7 @@ static int kvcd_query(struct kvcd *d, uint32_t start,
 static uint32_t kvcd_reap_orphans(struct kvcd *d)
 {
 	struct kvcache_block_info info[64];
-	uint32_t start = 0, count, next, freed = 0;
+	uint32_t start = 0, count, next, freed = 0, seen = 0;
 	struct timespec ts;
 	double now;
 
@@ -572,12 +572,15 @@ static uint32_t kvcd_reap_orphans(struct kvcd *d)
 			    !kvcd_evict_block(d, info[i].handle)) {
 				d->orphan_seen[idx] = 0;
 				freed++;
+			} else {
+				seen++;
 			}
 		}
 		if (next <= start)
 			break;
 		start = next;
 	}
+	d->orphans_seen = seen;
 	return freed;
 }
 
@@ -685,6 +688,14 @@ void kvcd_check_pool(struct kvcd *d)
 		return;
 	if (free_blocks < low)
 		kvcd_evict_to(d, (uint32_t)high);
+	else if (d->orphans_seen)
+		/*
+		 * Finish what a pass began: blocks it saw unclaimed once go
+		 * at the next look, even if that pass freed enough. Else a
+		 * client that died while sealing would hold them until the
+		 * next pressure.
+		 */
+		kvcd_reap_orphans(d);
 }
 
 /* ---- rebuilding after a restart (kernel mode) -------------------------- */

@@ -89,6 +89,7 @@ struct kvcd {
 	uint32_t *by_block;		/* pool block index -> entry id */
 	uint8_t *orphan_seen;		/* kernel mode: sealed, not stored */
 	double orphan_at;		/* the next orphan pass, monotonic */
+	uint32_t orphans_seen;		/* the last pass saw and left them */
 
 	/* The persistent tiers (daemon_tiers.c); NULL when off. */
 	struct kvc_tier *tier[KVC_NR_TIERS];
