@@ -568,6 +568,10 @@ static uint32_t kvcd_reap_orphans(struct kvcd *d)
 				d->orphan_seen[idx] = 0;
 				continue;
 			}
+			/* A mark of the block's earlier life does not count. */
+			if (d->orphan_gen[idx] != info[i].handle.gen)
+				d->orphan_seen[idx] = 0;
+			d->orphan_gen[idx] = info[i].handle.gen;
 			if (d->orphan_seen[idx]++ &&
 			    !kvcd_evict_block(d, info[i].handle)) {
 				d->orphan_seen[idx] = 0;
@@ -903,6 +907,7 @@ static void kvcd_free_refused(struct kvcd *d, struct kvcache_handle h)
 		d->refused_freed++;
 	/* Otherwise gone already (-ESTALE): nothing to remember. */
 	d->orphan_seen[h.index] = ret == -EBUSY ? KVCD_ORPHAN_REFUSED : 0;
+	d->orphan_gen[h.index] = h.gen;
 }
 
 /*
@@ -927,8 +932,10 @@ static void kvcd_drop_refused(struct kvcd *d, struct kvcache_handle h,
 {
 	if (h.index >= d->nr_blocks || kvcd_pool_holds(d, h))
 		return;
-	if (pins)
+	if (pins) {
 		d->orphan_seen[h.index] = KVCD_ORPHAN_REFUSED;
+		d->orphan_gen[h.index] = h.gen;
+	}
 	else if (why == -EEXIST)
 		kvcd_free_refused(d, h);
 }
@@ -1104,7 +1111,8 @@ static int kvcd_release(struct kvcd *d, struct kvc_peer *p,
 		status[i] = kvc_mpool_unpin(d->mpool, p->id, h);
 		/* The last pin of a block a STORE refused: it goes now. */
 		if (!status[i] && h.index < d->nr_blocks &&
-		    (d->orphan_seen[h.index] & KVCD_ORPHAN_REFUSED))
+		    (d->orphan_seen[h.index] & KVCD_ORPHAN_REFUSED) &&
+		    d->orphan_gen[h.index] == h.gen)
 			kvcd_free_refused(d, h);
 	}
 	return kvc_proto_encode_release_reply(reply, KVC_PROTO_MSG_MAX, m->seq,
@@ -1771,9 +1779,10 @@ int kvcd_create(struct kvcd **out, const struct kvcd_options *opt)
 		seed = (uint64_t)time(NULL) ^ (uint64_t)getpid() << 32;
 	d->by_block = malloc(d->nr_blocks * sizeof(*d->by_block));
 	d->orphan_seen = calloc(d->nr_blocks, 1);
+	d->orphan_gen = calloc(d->nr_blocks, sizeof(*d->orphan_gen));
 	d->metrics = kvc_metrics_new();
 	ret = -ENOMEM;
-	if (!d->by_block || !d->orphan_seen || !d->metrics)
+	if (!d->by_block || !d->orphan_seen || !d->orphan_gen || !d->metrics)
 		goto err;
 	memset(d->by_block, 0xff, d->nr_blocks * sizeof(*d->by_block));
 	ret = kvc_index_create(&d->index, d->nr_blocks, seed);
@@ -1863,6 +1872,7 @@ void kvcd_destroy(struct kvcd *d)
 	kvc_mpool_destroy(d->mpool);
 	free(d->by_block);
 	free(d->orphan_seen);
+	free(d->orphan_gen);
 	free(d);
 }
 

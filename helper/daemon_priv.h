@@ -88,6 +88,7 @@ struct kvcd {
 	struct kvc_admit *admit;	/* the pool tier's admission filter */
 	uint32_t *by_block;		/* pool block index -> entry id */
 	uint8_t *orphan_seen;		/* kernel mode: sealed, not stored */
+	uint32_t *orphan_gen;		/* the generation orphan_seen saw */
 	double orphan_at;		/* the next orphan pass, monotonic */
 	uint32_t orphans_seen;		/* the last pass saw and left them */
 
