@@ -6,9 +6,13 @@
  *  - struct kvc_dev: one per module, created in module init and freed in
  *    module exit. Every open file holds a module reference (fops owner), so
  *    it outlives every struct kvc_file.
- *  - struct kvc_file: one per open() of /dev/kvcache, freed in release().
- *    Everything a process holds (pins, writable blocks, GPU regions) will
- *    hang off it, so close or process death releases it.
+ *  - struct kvc_file: one per open() of /dev/kvcache. Everything a process
+ *    holds (pins, writable blocks, GPU regions) hangs off it and is given
+ *    back in release(), so close or process death releases it. The struct
+ *    itself is reference counted (->refs): the open file holds one, and
+ *    each asynchronous transfer batch whose worker has not finished holds
+ *    another, so release never waits for a worker stuck in a file system.
+ *    The last kvc_file_put() frees it.
  */
 #ifndef _KVCACHE_H
 #define _KVCACHE_H
@@ -20,6 +24,7 @@
 #include <linux/percpu.h>
 #include <linux/percpu-rwsem.h>
 #include <linux/rcupdate.h>
+#include <linux/refcount.h>
 #include <linux/spinlock.h>
 #include <linux/string.h>
 #include <linux/types.h>
@@ -101,6 +106,7 @@ struct kvc_dev {
 	u32 next_region;		/* under the owner's kf->lock */
 
 	unsigned long flags;		/* KVC_DEV_* bits */
+	bool live;			/* init done: open() may succeed */
 	struct kvc_stats __percpu *stats;
 	atomic_t open_files;
 };
@@ -108,6 +114,7 @@ struct kvc_dev {
 /* What one open file holds; all released in kvc_file_release(). */
 struct kvc_file {
 	struct kvc_dev *dev;
+	refcount_t refs;		/* the open file, and running workers */
 	bool writable;			/* opened for writing: may ALLOC */
 	struct mutex lock;		/* below, up to xfer_wq */
 	struct xarray pins;		/* block index -> pin count (value) */
@@ -117,7 +124,6 @@ struct kvc_file {
 	u32 next_xfer;
 	u32 nr_xfers;
 	wait_queue_head_t xfer_wq;	/* batches of this file completing */
-	atomic_t xfers_running;		/* queued works that may touch us */
 	spinlock_t inbound_lock;	/* inbound */
 	struct list_head inbound;	/* kvc_inbound of running transfers */
 };
@@ -166,6 +172,8 @@ long kvc_ioctl(struct file *file, unsigned int cmd, unsigned long arg);
 /* kvcache_blocks.c: pool ioctls and what a file holds */
 void kvc_file_init(struct kvc_file *kf, struct kvc_dev *dev, bool writable);
 void kvc_file_release(struct kvc_file *kf);
+void kvc_file_get(struct kvc_file *kf);
+void kvc_file_put(struct kvc_file *kf);
 int kvc_ioctl_alloc(struct kvc_file *kf, void __user *uarg);
 int kvc_ioctl_batch(struct kvc_file *kf, void __user *uarg, unsigned int nr);
 int kvc_ioctl_query(struct kvc_file *kf, void __user *uarg);

@@ -42,6 +42,7 @@
 void kvc_file_init(struct kvc_file *kf, struct kvc_dev *dev, bool writable)
 {
 	kf->dev = dev;
+	refcount_set(&kf->refs, 1);
 	kf->writable = writable;
 	mutex_init(&kf->lock);
 	xa_init(&kf->pins);
@@ -49,7 +50,6 @@ void kvc_file_init(struct kvc_file *kf, struct kvc_dev *dev, bool writable)
 	INIT_LIST_HEAD(&kf->regions);
 	xa_init_flags(&kf->xfers, XA_FLAGS_ALLOC1);
 	init_waitqueue_head(&kf->xfer_wq);
-	atomic_set(&kf->xfers_running, 0);
 	spin_lock_init(&kf->inbound_lock);
 	INIT_LIST_HEAD(&kf->inbound);
 }
@@ -59,6 +59,27 @@ bool kvc_file_has_pin(struct kvc_file *kf, u32 index)
 	return xa_to_value(xa_load(&kf->pins, index)) > 0;
 }
 
+void kvc_file_get(struct kvc_file *kf)
+{
+	refcount_inc(&kf->refs);
+}
+
+/* The last reference: nothing can reach the file any more. */
+void kvc_file_put(struct kvc_file *kf)
+{
+	if (!refcount_dec_and_test(&kf->refs))
+		return;
+	mutex_destroy(&kf->lock);
+	kfree(kf);
+}
+
+/*
+ * The open file is going away: give back everything it holds. Workers of
+ * its transfer batches may still be running (kvc_xfers_release() cancels
+ * them without waiting); blocks they use keep their page references, so
+ * a discarded block waits in quarantine and a sealed one cannot be
+ * evicted until they are done.
+ */
 void kvc_file_release(struct kvc_file *kf)
 {
 	struct kvc_dev *dev = kf->dev;
@@ -92,7 +113,6 @@ void kvc_file_release(struct kvc_file *kf)
 
 	xa_destroy(&kf->owned);
 	xa_destroy(&kf->pins);
-	mutex_destroy(&kf->lock);
 	cmpxchg(&dev->helper, kf, NULL);
 	kvc_stat_add(dev, KVC_STAT_DISCARDS, discarded);
 	if (discarded)
@@ -267,6 +287,7 @@ static int kvc_file_unpin(struct kvc_file *kf, struct kvc_pool *pool,
 static int kvc_file_seal(struct kvc_file *kf, struct kvc_pool *pool,
 			 const struct kvcache_seal_entry *e, bool keep_pin)
 {
+	unsigned long n;
 	int ret;
 
 	lockdep_assert_held(&kf->lock);
@@ -282,12 +303,23 @@ static int kvc_file_seal(struct kvc_file *kf, struct kvc_pool *pool,
 		if (ret)
 			return ret;
 	}
-	ret = kvc_block_seal(pool, e->handle, kf, e->payload_len, e->key);
+	/*
+	 * With KEEP_PIN the block is sealed already pinned, under its lock:
+	 * an EVICT cannot slip in between (the writer may read back what it
+	 * wrote, whatever the namespace's mode).
+	 */
+	ret = kvc_block_seal(pool, e->handle, kf, e->payload_len, e->key,
+			     keep_pin);
 	if (ret)
 		return ret;
 	xa_erase(&kf->owned, e->handle.index);
-	/* The writer may read back what it wrote, whatever the mode. */
-	return keep_pin ? kvc_file_pin(kf, pool, e->handle, NULL) : 0;
+	if (keep_pin) {
+		n = xa_to_value(xa_load(&kf->pins, e->handle.index));
+		/* The slot exists: overwriting it cannot fail. */
+		xa_store(&kf->pins, e->handle.index, xa_mk_value(n + 1),
+			 GFP_KERNEL);
+	}
+	return 0;
 }
 
 static int kvc_batch_one(struct kvc_file *kf, struct kvc_pool *pool,
@@ -343,6 +375,13 @@ int kvc_ioctl_batch(struct kvc_file *kf, void __user *uarg, unsigned int nr)
 	privileged = kvc_is_privileged(kf);
 	if (evict && !privileged)
 		return -EPERM;
+	/*
+	 * A file opened read-only owns no writable block (ALLOC needs
+	 * FMODE_WRITE), so it has nothing to seal: one answer for every
+	 * handle, before any is looked at.
+	 */
+	if (nr == _IOC_NR(KVCACHE_IOC_SEAL) && !kf->writable)
+		return -EBADF;
 	entries = kvc_entries_in(arg.entries, arg.count, esize);
 	if (IS_ERR(entries))
 		return PTR_ERR(entries);

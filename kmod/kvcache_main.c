@@ -29,7 +29,10 @@
  *    regions and async transfer batches.
  *  - prov->lock (mutex, per provider): its regions and their memory.
  *  - dev->ns_lock (mutex): namespace creation, removal and block counts.
- *  - block->lock, then pool->free_lock (spinlocks, kvcache_pool.c).
+ *  - pool->reap_lock (mutex, kvcache_pool.c): one quarantine reaper.
+ *  - block->lock and pool->free_lock (spinlocks, kvcache_pool.c): never
+ *    nested in either order, and no code holds two block locks at once.
+ *  - kf->inbound_lock (spinlock, kvcache_xfer.c): innermost.
  *  - Per-CPU counters (dev->stats) and dev->open_files (atomic) need no
  *    lock; sysfs sums the per-CPU values when read.
  *
@@ -80,6 +83,14 @@ static int kvc_open(struct inode *inode, struct file *file)
 					   struct kvc_dev, misc);
 	struct kvc_file *kf;
 
+	/*
+	 * The node exists a moment before module init has finished (the
+	 * providers' sysfs directory hangs off it); nobody may hold a file
+	 * that a failing init would free the device under.
+	 */
+	if (!smp_load_acquire(&dev->live))
+		return -ENODEV;
+
 	kf = kzalloc(sizeof(*kf), GFP_KERNEL_ACCOUNT);
 	if (!kf)
 		return -ENOMEM;
@@ -96,7 +107,7 @@ static int kvc_release(struct inode *inode, struct file *file)
 	struct kvc_dev *dev = kf->dev;
 
 	kvc_file_release(kf);
-	kfree(kf);
+	kvc_file_put(kf);
 	atomic_dec(&dev->open_files);
 	return 0;
 }
@@ -164,6 +175,12 @@ static int __init kvc_init(void)
 	if (ret)
 		goto err_netlink;
 
+	/*
+	 * The device last: the providers' directory lives under its sysfs
+	 * node, so it is registered first, but open() refuses until ->live
+	 * says everything below succeeded; a failure here therefore frees
+	 * nothing an open file could hold.
+	 */
 	dev->misc.minor = MISC_DYNAMIC_MINOR;
 	dev->misc.name = KVCACHE_DEVICE_NAME;
 	dev->misc.fops = &kvc_fops;
@@ -177,6 +194,8 @@ static int __init kvc_init(void)
 		goto err_misc;
 
 	kvc_the_dev = dev;
+	/* Release: whoever sees live sees the device fully set up. */
+	smp_store_release(&dev->live, true);
 	pr_info("kvcache: ABI %d, block_size %llu, pool_size %llu\n",
 		KVCACHE_ABI_VERSION, geo.block_size, geo.pool_size);
 	return 0;

@@ -2,7 +2,8 @@
 /*
  * mmap of pool blocks.
  *
- * One mapping is one block: MAP_SHARED, length block_size, offset
+ * One mapping is one block: MAP_SHARED (through a read-only descriptor
+ * too, for sealed blocks), length block_size, offset
  * index * block_size. A writable block is mapped by its writer (the file
  * that allocated it) and counts as mapped writable until unmapped: seal
  * refuses while it is. A sealed block is mapped read-only, only by a file
@@ -87,7 +88,13 @@ int kvc_mmap(struct file *file, struct vm_area_struct *vma)
 	u32 index;
 	int ret, writable;
 
-	if (!(vma->vm_flags & VM_SHARED))
+	/*
+	 * MAP_SHARED only. do_mmap() keeps VM_SHARED only for files open for
+	 * writing; a read-only descriptor's shared mapping has VM_MAYSHARE
+	 * alone (and no VM_WRITE or VM_MAYWRITE), which is all a reader
+	 * needs: pinning and mapping sealed blocks takes no write access.
+	 */
+	if (!(vma->vm_flags & VM_MAYSHARE))
 		return -EINVAL;
 
 	percpu_down_read(&dev->pool_sem);

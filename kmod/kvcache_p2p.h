@@ -12,14 +12,18 @@
  *    bound (bar) or added through sysfs (p2pmem), "removed" when the device
  *    goes (unbind, sysfs remove, module unload) and freed by the last
  *    kobject_put(). Each region holds a reference. Removal waits for the
- *    transfers using its memory (->inflight) and then takes the memory away
- *    from every region that is still registered: those fail with -ENODEV.
+ *    transfers touching its memory (->inflight: a CPU copy or one P2P
+ *    request, never file I/O of the bounce path) and then takes the memory
+ *    away from every region that is still registered: those fail with
+ *    -ENODEV.
  *  - struct kvc_region: one reference for the registration (dropped by
  *    UNREGISTER or close) and one per transfer using it. Its memory stays
  *    until the last reference is gone or the provider is removed.
- *  - An async batch (struct kvc_xfer, kvcache_xfer.c) lives in its file's
- *    ->xfers until it is reaped or the file is released; release waits for
- *    running batches, so a killed process leaks nothing.
+ *  - An async batch (struct kvc_xfer, kvcache_xfer.c) has two references:
+ *    its file's ->xfers (until reaped or the file is released) and its
+ *    worker. Release cancels running batches without waiting for them;
+ *    the worker holds the struct kvc_file and the module until it is done,
+ *    so a killed process exits at once and leaks nothing.
  */
 #ifndef _KVCACHE_P2P_H
 #define _KVCACHE_P2P_H
@@ -52,7 +56,7 @@ struct kvc_provider {
 	struct list_head regions;
 	u32 nr_regions;
 	bool dead;			/* removed: no new transfers */
-	atomic_t inflight;		/* transfers using its memory */
+	atomic_t inflight;		/* copies and P2P requests on its memory */
 	wait_queue_head_t idle;		/* woken when ->inflight drops to 0 */
 
 	atomic64_t p2p_bytes;

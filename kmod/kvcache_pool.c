@@ -16,8 +16,13 @@
  *    and mapping counts and metadata. Pin and unpin take only this lock:
  *    there is no pool-wide lock on that path. No code holds two block
  *    locks at once.
- *  - pool->free_lock (spinlock) protects the free stack. Allocation and
- *    freeing take it, never while holding a block lock.
+ *  - pool->free_lock (spinlock) protects the free and quarantine stacks.
+ *    Allocation and freeing take it, never while holding a block lock,
+ *    and nothing walks a block's pages under it.
+ *  - pool->reap_lock (mutex) makes one reaper at a time: only the reaper
+ *    removes entries from the quarantine stack (freeing only appends), so
+ *    it may look at a quarantined block's pages without free_lock. It is
+ *    taken outside free_lock and never under a block lock.
  *  - The gauges (nr_writable, nr_sealed, nr_pinned) are atomics.
  * The pool itself lives until kvc_pool_destroy(), which the device calls
  * only when every block is free (kvc_pool_idle()) and no one can reach it.
@@ -97,6 +102,7 @@ struct kvc_pool *kvc_pool_create(const struct kvc_geometry *geo)
 	/* Counted free from the start: destroy checks it on the error path. */
 	pool->nr_free = pool->nr_blocks;
 	spin_lock_init(&pool->free_lock);
+	mutex_init(&pool->reap_lock);
 
 	if (pool->nr_blocks) {
 		pool->pages = kvcalloc(pool->nr_pages, sizeof(*pool->pages),
@@ -152,6 +158,7 @@ void kvc_pool_destroy(struct kvc_pool *pool)
 	kvfree(pool->blocks);
 	kvfree(pool->free_stack);
 	kvfree(pool->quarantine);
+	mutex_destroy(&pool->reap_lock);
 	kfree(pool);
 }
 EXPORT_SYMBOL_IF_KUNIT(kvc_pool_destroy);
@@ -184,33 +191,71 @@ static bool kvc_block_pages_busy(struct kvc_pool *pool, u32 index)
 	return false;
 }
 
-/* Move quarantined blocks whose pages are no longer referenced to FREE. */
-static void kvc_pool_reap(struct kvc_pool *pool)
+/*
+ * Move quarantined blocks whose pages are no longer referenced to FREE,
+ * looking at @budget of them at most (from where the last call stopped,
+ * so every block gets its turn), or at all of them for @budget 0. A user
+ * can park many blocks here (vmsplice the last page of each, then close),
+ * so the page walks run under no spinlock, with cond_resched() between
+ * blocks; a caller that finds another reaper at work (@wait false) leaves
+ * it to that one. Sleeps.
+ *
+ * Return: blocks moved to the free stack.
+ */
+static u32 kvc_pool_reap(struct kvc_pool *pool, u32 budget, bool wait)
 {
-	u32 i, idx;
+	u32 n, i, idx, moved = 0;
 
+	might_sleep();
 	if (!READ_ONCE(pool->nr_quarantined))
-		return;
-	spin_lock(&pool->free_lock);
-	for (i = 0; i < pool->nr_quarantined;) {
-		idx = pool->quarantine[i];
+		return 0;
+	if (wait)
+		mutex_lock(&pool->reap_lock);
+	else if (!mutex_trylock(&pool->reap_lock))
+		return 0;
+	n = READ_ONCE(pool->nr_quarantined);
+	if (!budget || budget > n)
+		budget = n;
+	i = pool->reap_next;
+	while (budget--) {
+		spin_lock(&pool->free_lock);
+		if (i >= pool->nr_quarantined)
+			i = 0;
+		idx = i < pool->nr_quarantined ? pool->quarantine[i] : U32_MAX;
+		spin_unlock(&pool->free_lock);
+		if (idx == U32_MAX)
+			break;
+		/*
+		 * Slot i keeps idx while we look: only the reaper removes
+		 * entries, and freeing appends past the end.
+		 */
 		if (kvc_block_pages_busy(pool, idx)) {
 			i++;
-			continue;
+		} else {
+			/* FREE all along; only the stack it sits on changes. */
+			spin_lock(&pool->free_lock);
+			pool->quarantine[i] =
+				pool->quarantine[--pool->nr_quarantined];
+			pool->free_stack[pool->nr_free++] = idx;
+			spin_unlock(&pool->free_lock);
+			moved++;
 		}
-		/* FREE all along; only the stack it sits on changes. */
-		pool->quarantine[i] = pool->quarantine[--pool->nr_quarantined];
-		pool->free_stack[pool->nr_free++] = idx;
+		cond_resched();
 	}
-	spin_unlock(&pool->free_lock);
+	pool->reap_next = i;
+	mutex_unlock(&pool->reap_lock);
+	return moved;
 }
+
+/* Quarantined blocks an allocation looks at before it takes free ones. */
+#define KVC_REAP_BUDGET	8
 
 /* Every block free: the pool may be resized or destroyed. */
 bool kvc_pool_idle(struct kvc_pool *pool)
 {
 	bool idle;
 
-	kvc_pool_reap(pool);
+	kvc_pool_reap(pool, 0, true);
 	spin_lock(&pool->free_lock);
 	idle = pool->nr_free == pool->nr_blocks;
 	spin_unlock(&pool->free_lock);
@@ -240,9 +285,13 @@ static void kvc_push_free(struct kvc_pool *pool, u32 index, bool quarantine)
 	spin_unlock(&pool->free_lock);
 }
 
-/* Caller holds b->lock; the block goes back to FREE with a new generation. */
+/*
+ * The block goes back to FREE with a new generation. Its namespace id
+ * stays: the permission checks judge a free block by its last namespace.
+ */
 static void kvc_block_free_locked(struct kvc_block *b)
 {
+	lockdep_assert_held(&b->lock);
 	b->state = KVC_BLOCK_FREE;
 	b->gen++;
 	b->owner = NULL;
@@ -260,8 +309,17 @@ static int __kvc_pool_alloc(struct kvc_pool *pool, u32 count, u32 ns_id,
 	if (!count || count > KVCACHE_MAX_BATCH)
 		return -EINVAL;
 
-	kvc_pool_reap(pool);
+	/*
+	 * A little reaping on every allocation keeps the quarantine moving;
+	 * all of it only when the free stack alone cannot serve us.
+	 */
+	kvc_pool_reap(pool, KVC_REAP_BUDGET, false);
 	spin_lock(&pool->free_lock);
+	if (pool->nr_free < count && READ_ONCE(pool->nr_quarantined)) {
+		spin_unlock(&pool->free_lock);
+		kvc_pool_reap(pool, 0, true);
+		spin_lock(&pool->free_lock);
+	}
 	if (pool->nr_free < count) {
 		spin_unlock(&pool->free_lock);
 		return -ENOSPC;
@@ -342,14 +400,22 @@ static struct kvc_block *kvc_block_get(struct kvc_pool *pool, u32 index)
  * @owner: must be the block's writer
  * @payload_len: 1..block_size
  * @key: KVCACHE_KEY_SIZE bytes stored with the block
+ * @keep_pin: the block is sealed with one pin already on it, in the same
+ *            critical section, so no eviction can come in between
  *
- * Return: 0; -EINVAL (index out of range, bad length, block already
- * sealed); -ESTALE (stale handle); -EPERM (another file's block); -EBUSY
- * (still mapped writable, or its pages still referenced: a pipe, O_DIRECT
- * in flight, an io_uring buffer, any of which could still change it).
+ * Ownership first: a block that is not @owner's writable block answers
+ * -EPERM whatever its state and generation (free, sealed, another
+ * writer's), so sealing guessed handles tells nothing about them.
+ *
+ * Return: 0; -EINVAL (index out of range, bad length); -EPERM (not this
+ * writer's writable block); -ESTALE (an older handle of a block the
+ * writer holds now); -EBUSY (still mapped writable, or its pages still
+ * referenced: a pipe, O_DIRECT in flight, an io_uring buffer, any of
+ * which could still change it).
  */
 int kvc_block_seal(struct kvc_pool *pool, struct kvcache_handle h,
-		   const void *owner, u32 payload_len, const u8 *key)
+		   const void *owner, u32 payload_len, const u8 *key,
+		   bool keep_pin)
 {
 	struct kvc_block *b = kvc_block_get(pool, h.index);
 	int ret = 0;
@@ -357,12 +423,10 @@ int kvc_block_seal(struct kvc_pool *pool, struct kvcache_handle h,
 	if (!b || !payload_len || payload_len > pool->block_size)
 		return -EINVAL;
 	spin_lock(&b->lock);
-	if (b->gen != h.gen || b->state == KVC_BLOCK_FREE)
-		ret = -ESTALE;
-	else if (b->state == KVC_BLOCK_SEALED)
-		ret = -EINVAL;
-	else if (b->owner != owner)
+	if (b->state != KVC_BLOCK_WRITABLE || b->owner != owner)
 		ret = -EPERM;
+	else if (b->gen != h.gen)
+		ret = -ESTALE;
 	else if (b->wmaps || kvc_block_pages_busy(pool, h.index))
 		ret = -EBUSY;
 	if (!ret) {
@@ -370,11 +434,16 @@ int kvc_block_seal(struct kvc_pool *pool, struct kvcache_handle h,
 		b->payload_len = payload_len;
 		b->owner = NULL;
 		b->state = KVC_BLOCK_SEALED;
+		/* Writable blocks have no pins and no read-only mappings. */
+		if (keep_pin)
+			b->pins = 1;
 	}
 	spin_unlock(&b->lock);
 	if (!ret) {
 		atomic_dec(&pool->nr_writable);
 		atomic_inc(&pool->nr_sealed);
+		if (keep_pin)
+			atomic_inc(&pool->nr_pinned);
 	}
 	return ret;
 }
@@ -405,8 +474,11 @@ int kvc_block_pin(struct kvc_pool *pool, struct kvcache_handle h,
 	/*
 	 * Permission before anything else, so that a block of a namespace
 	 * the caller may not read says nothing of its state or generation.
+	 * A free block is judged by the namespace of its last life (0, no
+	 * namespace, for one never used): -ESTALE for a free block but
+	 * -EACCES for a live one would tell a prober which blocks are live.
 	 */
-	if (b->state != KVC_BLOCK_FREE && may_read && !may_read(b->ns_id, arg))
+	if (may_read && !may_read(b->ns_id, arg))
 		ret = -EACCES;
 	else if (b->gen != h.gen || b->state == KVC_BLOCK_FREE)
 		ret = -ESTALE;

@@ -14,6 +14,12 @@
  * close with such references is FREE but parked on the quarantine stack,
  * and goes back to the free stack only once they are gone.
  *
+ * A free block keeps the namespace id of its last life (a block never
+ * used has 0, which names no namespace): permission checks that come
+ * before the state and generation judge a free block by it, so a caller
+ * without read permission gets the same answer for a free block as for
+ * a live one.
+ *
  * The pool knows nothing about files or namespaces: an owner is an opaque
  * pointer and namespace permission is a callback, so KUnit can drive the
  * state machine directly.
@@ -21,6 +27,7 @@
 #ifndef _KVCACHE_POOL_H
 #define _KVCACHE_POOL_H
 
+#include <linux/mutex.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
 #include <linux/kvcache.h>
@@ -61,6 +68,8 @@ struct kvc_pool {
 	u32 nr_free;
 	u32 *quarantine;		/* freed, pages still referenced */
 	u32 nr_quarantined;
+	struct mutex reap_lock;		/* one reaper; removes from quarantine */
+	u32 reap_next;			/* under reap_lock: where to look next */
 
 	atomic_t nr_writable;
 	atomic_t nr_sealed;
@@ -80,7 +89,8 @@ int kvc_block_io_get(struct kvc_pool *pool, struct kvcache_handle h,
 		     const void *owner, bool sealed_ok, u64 off, u64 len);
 void kvc_block_io_put(struct kvc_pool *pool, u32 index, u64 off, u64 len);
 int kvc_block_seal(struct kvc_pool *pool, struct kvcache_handle h,
-		   const void *owner, u32 payload_len, const u8 *key);
+		   const void *owner, u32 payload_len, const u8 *key,
+		   bool keep_pin);
 int kvc_block_pin(struct kvc_pool *pool, struct kvcache_handle h,
 		  bool (*may_read)(u32 ns_id, void *arg), void *arg);
 int kvc_block_unpin(struct kvc_pool *pool, struct kvcache_handle h);

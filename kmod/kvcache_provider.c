@@ -16,9 +16,13 @@
  * Documentation/ABI/testing/sysfs-kvcache lists the files.
  *
  * Removal (unbind, providers/remove, module unload) marks the provider
- * dead, waits for the transfers using its memory and then revokes the
- * memory of every region still registered; the regions themselves stay
- * until their owners let go, and transfers on them fail with -ENODEV. A
+ * dead, waits for the transfers touching its memory at that moment and
+ * then revokes the memory of every region still registered; the regions
+ * themselves stay until their owners let go, and transfers on them fail
+ * with -ENODEV. What removal waits for is bounded: a bounce transfer
+ * holds the provider only while the CPU copies (not while its file I/O
+ * runs, which a hung file system could make endless), a P2P one for one
+ * block-layer request, which the disk's timeout bounds. A
  * "p2pmem" provider is removed before its device's driver unbinds (a PCI
  * bus notifier), since that driver frees the memory on unbind.
  *
@@ -36,6 +40,9 @@
 
 #include "kvcache.h"
 #include "kvcache_p2p.h"
+
+/* How often a removal still waiting for transfers says so. */
+#define KVC_PROVIDER_WAIT_WARN	(10 * HZ)
 
 static struct {
 	struct mutex lock;		/* ->list */
@@ -314,7 +321,17 @@ void kvc_provider_remove(struct kvc_provider *prov)
 	mutex_lock(&prov->lock);
 	prov->dead = true;
 	mutex_unlock(&prov->lock);
-	wait_event(prov->idle, !atomic_read(&prov->inflight));
+	/*
+	 * Only the CPU copies of the bounce path and P2P requests hold the
+	 * provider (kvcache_xfer.c): never a wait on a file system, so this
+	 * ends once the block layer completes or times out what the disk
+	 * has. Say so if it takes long rather than sit silent.
+	 */
+	while (!wait_event_timeout(prov->idle, !atomic_read(&prov->inflight),
+				   KVC_PROVIDER_WAIT_WARN))
+		pci_warn(prov->pdev,
+			 "kvcache: provider %u: removal waits for %d P2P transfers\n",
+			 prov->id, atomic_read(&prov->inflight));
 
 	mutex_lock(&prov->lock);
 	list_for_each_entry(region, &prov->regions, prov_node)

@@ -17,11 +17,24 @@
  *    between the block and device memory (memcpy_toio/_fromio: the BAR is
  *    mapped uncached).
  *  - HOST: pool block <-> file, direct I/O into or out of the block's
- *    pages; what kvcached's spill and promote use.
+ *    pages. (kvcached's own spill and promote do not use it: they read
+ *    and write the pool through its mapping with io_uring; this path is
+ *    for engines and tools that want the kernel to do it.)
+ * P2P is chosen only where the file's data is known to live on the one
+ * device the decision looked at: a block device, or a file system that
+ * has one device only (kvc_fs_single_device()). On a multi-device file
+ * system (btrfs, XFS with a realtime device, ...) sb->s_bdev need not be
+ * where the blocks are, so such files always bounce.
  *
  * Synchronous batches run in the caller's context. Asynchronous ones are
- * resolved in the caller's context (file descriptors, region handles) and
- * then run by a worker of an unbound workqueue; completion is signalled
+ * resolved in the caller's context (file descriptors, region handles and
+ * every permission: whether the caller is privileged, which blocks it may
+ * read) and then run by a worker of an unbound workqueue, under the
+ * submitter's credentials (override_creds(), a reference taken at submit)
+ * and with the submitter's RLIMIT_FSIZE, so the file system sees the
+ * same caller a synchronous batch shows it: set-id bits are dropped on
+ * write, quotas and reserved blocks apply, LSMs see the user. Nothing the
+ * worker decides depends on `current`. Completion is signalled
  * through an eventfd and collected with KVCACHE_IOC_XFER_REAP. An eventfd,
  * not io_uring's uring_cmd, because: the same ABI then works on every
  * kernel the module supports (uring_cmd's in-kernel interface changed
@@ -30,25 +43,36 @@
  * io_uring user simply polls or reads the eventfd from its ring.
  *
  * Lifetimes: an entry holds a reference on its file (fget) and its region
- * from submission until it has run; a region's provider cannot take its
- * memory away while the entry runs (kvc_provider_begin_io()). A pool
- * block in use is not free, so the pool cannot be replaced under the I/O:
- * dev->pool_sem is taken only to take and give back blocks, never across
- * file I/O (the file system's locks then nest inside nothing of ours).
- * The file release path waits for its running batches, so a process
- * killed mid-transfer leaves nothing behind. A batch reaped with
- * REAP_NOWAIT is freed as soon as its worker has set ->done, and is then
- * gone from kf->xfers while the worker still wakes kf->xfer_wq: so the
- * file also counts its queued works (kf->xfers_running, dropped as the
- * worker's very last access to the file) and release waits for zero.
+ * from submission until it has run. A region's provider cannot take its
+ * memory away while the CPU or a P2P request touches it
+ * (kvc_provider_begin_io()); the bounce path holds that only around each
+ * copy, never across file I/O, so a file system that never answers (a
+ * dead NFS server, a FUSE daemon) cannot hold up the provider's removal.
+ * A pool block in use is not free, so the pool cannot be replaced under
+ * the I/O: dev->pool_sem is taken only to take and give back blocks,
+ * never across file I/O (the file system's locks then nest inside
+ * nothing of ours).
+ *
+ * An asynchronous batch has two references (->refs): the file's table
+ * (kf->xfers, dropped by the reaper or by release) and the worker. Each
+ * also holds a reference on its struct kvc_file (kvc_file_get()) and on
+ * the module until the worker is done with it. File release does not
+ * wait for the workers: it marks each batch cancelled (the worker stops
+ * between chunks and fails what it has not started with -ECANCELED) and
+ * drops the table's reference. A process killed with a batch stuck in a
+ * hung file system therefore exits at once; the worker finishes (or
+ * stays stuck) on its own, and holds the module so it cannot be
+ * unloaded under it.
  *
  * Locking: kf->lock guards kf->xfers, kf->nr_xfers and each batch's
  * ->reaping; ->done is written once by the worker (release) and read with
- * acquire. Waiters sleep on kf->xfer_wq. kf->inbound_lock (spinlock,
- * innermost) guards the file's list of ranges being written.
+ * acquire; ->cancelled is written once by release. Waiters sleep on
+ * kf->xfer_wq. kf->inbound_lock (spinlock, innermost) guards the file's
+ * list of ranges being written.
  */
 #include <linux/atomic.h>
 #include <linux/blkdev.h>
+#include <linux/cred.h>
 #include <linux/eventfd.h>
 #include <linux/file.h>
 #include <linux/fs.h>
@@ -56,6 +80,8 @@
 #include <linux/mm.h>
 #include <linux/pci.h>
 #include <linux/pci-p2pdma.h>
+#include <linux/refcount.h>
+#include <linux/resource.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -81,6 +107,7 @@
 struct kvc_xfer_slot {
 	struct file *file;
 	struct kvc_region *region;
+	bool read_sealed;		/* decided at submit: may read it sealed */
 };
 
 /* A batch of entries, synchronous or not. */
@@ -88,9 +115,14 @@ struct kvc_xfer {
 	struct kvc_file *kf;
 	struct work_struct work;
 	struct eventfd_ctx *efd;
+	const struct cred *cred;	/* async: the submitter's */
+	unsigned long fsize_limit;	/* the submitter's RLIMIT_FSIZE */
+	refcount_t refs;		/* async: the table and the worker */
 	u32 count;
 	u32 failed;
+	bool async;
 	bool done;			/* written once, with release */
+	bool cancelled;			/* written once, by file release */
 	bool reaping;			/* under kf->lock */
 	struct kvcache_xfer_entry *entries;
 	struct kvc_xfer_slot *slots;
@@ -99,13 +131,48 @@ struct kvc_xfer {
 
 static struct workqueue_struct *kvc_xfer_wq;
 
+/*
+ * File systems whose every data block lives on sb->s_bdev. Anything else
+ * may keep a file's data on another device (btrfs RAID, XFS realtime,
+ * f2fs multi-device, fuseblk behind a daemon), so the device the P2P
+ * decision looks at could be the wrong one: those files bounce.
+ */
+static bool kvc_fs_single_device(const struct super_block *sb)
+{
+	static const char *const names[] = { "ext2", "ext3", "ext4" };
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(names); i++)
+		if (!strcmp(sb->s_type->name, names[i]))
+			return true;
+	return false;
+}
+
+/*
+ * The block device behind the file's data, or NULL where that is not one
+ * known device (network and multi-device file systems).
+ */
 static struct block_device *kvc_file_bdev(struct file *file)
 {
 	struct inode *inode = file_inode(file);
 
 	if (S_ISBLK(inode->i_mode))
 		return I_BDEV(file->f_mapping->host);
-	return inode->i_sb->s_bdev;	/* NULL on network file systems */
+	if (!kvc_fs_single_device(inode->i_sb))
+		return NULL;
+	return inode->i_sb->s_bdev;
+}
+
+/*
+ * Stop between chunks? A synchronous batch stops when its caller is
+ * killed; an asynchronous one when its file is released (the worker is
+ * not the submitter, and a kworker never sees the submitter's signals).
+ */
+static bool kvc_xfer_cancelled(const struct kvc_xfer *x)
+{
+	if (x->async)
+		return READ_ONCE(x->cancelled);
+	return fatal_signal_pending(current);
 }
 
 /* Can the provider's memory and the file's device talk directly? */
@@ -184,18 +251,18 @@ static ssize_t kvc_file_io(struct file *file, bool to_file, loff_t pos,
  * chunks. Returns the bytes moved (short at end of file), or an error if
  * nothing moved.
  */
-static ssize_t kvc_direct_io(struct file *file, bool to_file, loff_t pos,
-			     struct bio_vec *bv, const struct kvc_mem *mem,
-			     size_t len)
+static ssize_t kvc_direct_io(struct kvc_xfer *x, struct file *file,
+			     bool to_file, loff_t pos,
+			     const struct kvc_mem *mem, size_t len)
 {
 	size_t done = 0, chunk;
 	ssize_t n;
 
 	while (done < len) {
-		if (fatal_signal_pending(current))
+		if (kvc_xfer_cancelled(x))
 			return done ? done : -EINTR;
 		chunk = min_t(size_t, len - done, KVC_IO_CHUNK);
-		n = kvc_file_io(file, to_file, pos + done, bv, mem, done,
+		n = kvc_file_io(file, to_file, pos + done, x->bv, mem, done,
 				chunk);
 		if (n < 0)
 			return done ? done : n;
@@ -226,10 +293,32 @@ static void kvc_copy_block(struct page **pages, void *dev_mem, size_t len,
 	}
 }
 
-/* Region <-> file through a borrowed pool block. */
+/*
+ * CPU copy between a bounce block and a region, @len bytes from byte @roff
+ * of the region: only while the provider is live, and holding it only for
+ * the copy.
+ */
+static int kvc_bounce_copy(struct kvc_region *region, u64 roff,
+			   struct page **pages, size_t len, bool to_dev)
+{
+	struct kvc_provider *prov = region->prov;
+
+	if (!kvc_provider_begin_io(prov))
+		return -ENODEV;
+	/* The provider is live, so the region still has its memory. */
+	kvc_copy_block(pages, region->kaddr + roff, len, to_dev);
+	kvc_provider_end_io(prov);
+	return 0;
+}
+
+/*
+ * Region <-> file through a borrowed pool block. The file I/O runs with
+ * no hold on the provider: removal revokes the region between chunks,
+ * and the entry then fails with -ENODEV.
+ */
 static ssize_t kvc_bounce_io(struct kvc_xfer *x, struct file *file,
-			     bool to_file, loff_t pos, void *dev_mem,
-			     size_t len)
+			     bool to_file, loff_t pos,
+			     struct kvc_region *region, u64 roff, size_t len)
 {
 	struct kvc_dev *dev = x->kf->dev;
 	struct kvcache_handle h;
@@ -253,19 +342,29 @@ static ssize_t kvc_bounce_io(struct kvc_xfer *x, struct file *file,
 	max = min_t(u64, pool->block_size, KVC_IO_CHUNK);
 
 	while (done < len) {
-		if (fatal_signal_pending(current)) {
+		if (kvc_xfer_cancelled(x)) {
 			n = -EINTR;
 			break;
 		}
 		chunk = min_t(size_t, len - done, max);
-		if (to_file)
-			kvc_copy_block(pages, dev_mem + done, chunk, false);
+		if (to_file) {
+			n = kvc_bounce_copy(region, roff + done, pages, chunk,
+					    false);
+			if (n)
+				break;
+		}
 		n = kvc_file_io(file, to_file, pos + done, x->bv, &staging, 0,
 				chunk);
 		if (n <= 0)
 			break;
-		if (!to_file)
-			kvc_copy_block(pages, dev_mem + done, n, true);
+		if (!to_file) {
+			ret = kvc_bounce_copy(region, roff + done, pages, n,
+					      true);
+			if (ret) {
+				n = ret;
+				break;
+			}
+		}
 		done += n;
 		if (n < chunk)
 			break;
@@ -280,9 +379,13 @@ static ssize_t kvc_bounce_io(struct kvc_xfer *x, struct file *file,
 	return done;
 }
 
-/* Pool block <-> file. */
+/*
+ * Pool block <-> file. Whether the block may be read sealed was decided
+ * at submit, in the submitter's context (@read_sealed).
+ */
 static ssize_t kvc_xfer_block(struct kvc_xfer *x, struct kvcache_xfer_entry *e,
-			      struct file *file, unsigned int align)
+			      struct file *file, unsigned int align,
+			      bool read_sealed)
 {
 	struct kvc_file *kf = x->kf;
 	struct kvc_dev *dev = kf->dev;
@@ -301,15 +404,14 @@ static ssize_t kvc_xfer_block(struct kvc_xfer *x, struct kvcache_xfer_entry *e,
 		ret = -ERANGE;
 	else
 		ret = kvc_block_io_get(pool, e->block, kf,
-				       to_file && (kvc_is_privileged(kf) ||
-				       kvc_file_has_pin(kf, e->block.index)),
-				       e->offset, e->length);
+				       to_file && read_sealed, e->offset,
+				       e->length);
 	percpu_up_read(&dev->pool_sem);
 	if (ret)
 		return ret;
 	/* The page references keep the block from being sealed or evicted. */
 	mem.pages = kvc_block_pages(pool, e->block.index);
-	ret = kvc_direct_io(file, to_file, e->file_offset, x->bv, &mem,
+	ret = kvc_direct_io(x, file, to_file, e->file_offset, &mem,
 			    e->length);
 	kvc_block_io_put(pool, e->block.index, e->offset, e->length);
 	return ret;
@@ -332,18 +434,26 @@ static ssize_t kvc_xfer_region(struct kvc_xfer *x, struct kvcache_xfer_entry *e,
 	p2p = !(e->flags & KVCACHE_XFER_BOUNCE) &&
 	      IS_ALIGNED(e->offset, align) && kvc_p2p_possible(prov, bdev);
 	e->path = p2p ? KVCACHE_PATH_P2P : KVCACHE_PATH_BOUNCE;
+	if (!p2p) {
+		ret = kvc_bounce_io(x, file, to_file, e->file_offset, region,
+				    e->offset, e->length);
+		if (ret > 0)
+			atomic64_add(ret, &prov->bounce_bytes);
+		return ret;
+	}
+	/*
+	 * P2P: the device memory is the I/O buffer, so the provider is held
+	 * across the request. Only block devices and single-device local
+	 * file systems get here, whose requests the block layer's timeout
+	 * bounds; removal waits for them (kvc_provider_remove()).
+	 */
 	if (!kvc_provider_begin_io(prov))
 		return -ENODEV;
 	/* The provider is live, so the region still has its memory. */
 	mem.kaddr = region->kaddr + e->offset;
-	if (p2p)
-		ret = kvc_direct_io(file, to_file, e->file_offset, x->bv, &mem,
-				    e->length);
-	else
-		ret = kvc_bounce_io(x, file, to_file, e->file_offset,
-				    region->kaddr + e->offset, e->length);
+	ret = kvc_direct_io(x, file, to_file, e->file_offset, &mem, e->length);
 	if (ret > 0)
-		atomic64_add(ret, p2p ? &prov->p2p_bytes : &prov->bounce_bytes);
+		atomic64_add(ret, &prov->p2p_bytes);
 	kvc_provider_end_io(prov);
 	return ret;
 }
@@ -440,6 +550,16 @@ static ssize_t kvc_xfer_one(struct kvc_xfer *x, struct kvcache_xfer_entry *e,
 	if ((!to_file || S_ISBLK(inode->i_mode)) &&
 	    e->file_offset + e->length > fsize)
 		return -ERANGE;
+	/*
+	 * The submitter's file size limit, as write(2) would apply it. The
+	 * worker of an asynchronous batch has no limit of its own to go by,
+	 * and a write cut short there would not be O_DIRECT-aligned: the
+	 * entry is refused whole, before any I/O, and no SIGXFSZ is sent.
+	 */
+	if (to_file && S_ISREG(inode->i_mode) &&
+	    x->fsize_limit != RLIM_INFINITY &&
+	    e->file_offset + e->length > x->fsize_limit)
+		return -EFBIG;
 
 	/* Bytes coming into memory: no other transfer may write them now. */
 	if (!to_file) {
@@ -449,7 +569,7 @@ static ssize_t kvc_xfer_one(struct kvc_xfer *x, struct kvcache_xfer_entry *e,
 			return ret;
 	}
 	if (e->flags & KVCACHE_XFER_BLOCK)
-		ret = kvc_xfer_block(x, e, file, align);
+		ret = kvc_xfer_block(x, e, file, align, slot->read_sealed);
 	else
 		ret = kvc_xfer_region(x, e, file, slot->region, bdev, align);
 	if (!to_file)
@@ -474,19 +594,28 @@ static int kvc_xfer_entry_check(const struct kvcache_xfer_entry *e)
 
 /*
  * In the submitter's context: turn file descriptors and region handles
- * into references. An entry that fails here gets its error as result.
+ * into references, and decide what the caller may read. A sealed block
+ * may go to a file when the caller is privileged or holds a pin on it:
+ * a pin was granted only with read permission on its namespace, and the
+ * generation checked when the I/O starts proves it is still the block
+ * that pin was for. An entry that fails here gets its error as result.
  */
 static void kvc_xfer_resolve(struct kvc_xfer *x)
 {
+	bool privileged = kvc_is_privileged(x->kf);
 	struct kvcache_xfer_entry *e;
 	struct kvc_xfer_slot *slot;
 	int err;
 	u32 i;
 
+	x->fsize_limit = rlimit(RLIMIT_FSIZE);
 	for (i = 0; i < x->count; i++) {
 		e = &x->entries[i];
 		slot = &x->slots[i];
 		err = kvc_xfer_entry_check(e);
+		if (!err && (e->flags & KVCACHE_XFER_BLOCK))
+			slot->read_sealed = privileged ||
+				kvc_file_has_pin(x->kf, e->block.index);
 		if (!err && !(e->flags & KVCACHE_XFER_BLOCK))
 			slot->region = kvc_region_lookup(x->kf, e->region, &err);
 		if (!err) {
@@ -509,6 +638,8 @@ static void kvc_xfer_run(struct kvc_xfer *x)
 	for (i = 0; i < x->count; i++) {
 		e = &x->entries[i];
 		slot = &x->slots[i];
+		if (!e->result && kvc_xfer_cancelled(x))
+			e->result = -ECANCELED;
 		if (!e->result)
 			e->result = kvc_xfer_one(x, e, slot);
 		if (e->result == -EIO)
@@ -530,6 +661,8 @@ static void kvc_xfer_run(struct kvc_xfer *x)
 
 static void kvc_xfer_free(struct kvc_xfer *x)
 {
+	if (x->cred)
+		put_cred(x->cred);
 	if (x->efd)
 		eventfd_ctx_put(x->efd);
 	kvfree(x->bv);
@@ -565,25 +698,36 @@ static struct kvc_xfer *kvc_xfer_alloc(struct kvc_file *kf, u32 count,
 	return x;
 }
 
+/* Drop one of an asynchronous batch's two references. */
+static void kvc_xfer_put(struct kvc_xfer *x)
+{
+	if (refcount_dec_and_test(&x->refs))
+		kvc_xfer_free(x);
+}
+
 static void kvc_xfer_work(struct work_struct *work)
 {
 	struct kvc_xfer *x = container_of(work, struct kvc_xfer, work);
-	struct eventfd_ctx *efd = x->efd;
 	struct kvc_file *kf = x->kf;
+	const struct cred *old;
 
+	/* The file system sees the submitter, not the kworker. */
+	old = override_creds(x->cred);
 	kvc_xfer_run(x);
-	x->efd = NULL;
-	/* From here on a reaper may free x: use only what is saved above. */
+	revert_creds(old);
+	if (x->efd)
+		kvc_eventfd_signal(x->efd);
 	/* Release: the results above are visible to whoever sees done. */
 	smp_store_release(&x->done, true);
 	wake_up_all(&kf->xfer_wq);
-	if (efd) {
-		kvc_eventfd_signal(efd);
-		eventfd_ctx_put(efd);
-	}
-	/* The last touch of kf: release may free it once this reads zero. */
-	if (atomic_dec_and_test(&kf->xfers_running))
-		wake_up_var(&kf->xfers_running);
+	kvc_xfer_put(x);
+	/*
+	 * The worker's hold on the file and the module, last: module exit
+	 * drains the workqueue, so this function's remaining instructions
+	 * outlive the module_put().
+	 */
+	kvc_file_put(kf);
+	module_put(THIS_MODULE);
 }
 
 static int kvc_xfer_submit(struct kvc_file *kf, struct kvc_xfer *x,
@@ -603,6 +747,9 @@ static int kvc_xfer_submit(struct kvc_file *kf, struct kvc_xfer *x,
 		}
 	}
 	INIT_WORK(&x->work, kvc_xfer_work);
+	x->async = true;
+	x->cred = get_current_cred();
+	refcount_set(&x->refs, 2);
 
 	mutex_lock(&kf->lock);
 	if (kf->nr_xfers >= KVCACHE_XFER_MAX_ASYNC)
@@ -617,7 +764,9 @@ static int kvc_xfer_submit(struct kvc_file *kf, struct kvc_xfer *x,
 		return ret;
 	*id = xid;
 	kvc_xfer_resolve(x);
-	atomic_inc(&kf->xfers_running);
+	/* Held by the worker: the file may be released before it runs. */
+	__module_get(THIS_MODULE);
+	kvc_file_get(kf);
 	queue_work(kvc_xfer_wq, &x->work);
 	return 0;
 }
@@ -721,23 +870,28 @@ int kvc_ioctl_xfer_reap(struct kvc_file *kf, void __user *uarg)
 	if (ret)
 		return ret;
 	arg.failed = x->failed;
-	kvc_xfer_free(x);
+	/* The table's reference; the worker may still be on its way out. */
+	kvc_xfer_put(x);
 	return kvc_copy_out(uarg, &arg, sizeof(arg));
 }
 
-/* The file is going away: wait for its batches and free them. */
+/*
+ * The file is going away (its last reference, so no ioctl runs on it):
+ * cancel its batches and drop the table's reference on each, without
+ * waiting. A worker finishes the entry it is in (or stays in a hung file
+ * system) and frees the batch; its own references keep the file and the
+ * module until then.
+ */
 void kvc_xfers_release(struct kvc_file *kf)
 {
 	struct kvc_xfer *x;
 	unsigned long id;
 
 	xa_for_each(&kf->xfers, id, x) {
-		flush_work(&x->work);
 		xa_erase(&kf->xfers, id);
-		kvc_xfer_free(x);
+		WRITE_ONCE(x->cancelled, true);
+		kvc_xfer_put(x);
 	}
-	/* Batches reaped early whose workers are still on their way out. */
-	wait_var_event(&kf->xfers_running, !atomic_read(&kf->xfers_running));
 	kf->nr_xfers = 0;
 	xa_destroy(&kf->xfers);
 }

@@ -73,16 +73,16 @@ static void transitions_and_refusals(struct kunit *test)
 			KVC_BLOCK_WRITABLE);
 
 	/* WRITABLE: only its owner seals, not while mapped, not empty. */
-	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h[0], &owner_b, 1, test_key),
+	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h[0], &owner_b, 1, test_key, false),
 			-EPERM);
-	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h[0], &owner_a, 0, test_key),
+	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h[0], &owner_a, 0, test_key, false),
 			-EINVAL);
 	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h[0], &owner_a, SZ_4K + 1,
-					     test_key), -EINVAL);
+					     test_key, false), -EINVAL);
 	KUNIT_EXPECT_EQ(test, kvc_block_map(pool, h[0].index, &owner_a, true), 1);
 	KUNIT_EXPECT_EQ(test, kvc_block_map(pool, h[0].index, &owner_b, false),
 			-EACCES);
-	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h[0], &owner_a, 1, test_key),
+	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h[0], &owner_a, 1, test_key, false),
 			-EBUSY);
 	kvc_block_unmap(pool, h[0].index, true);
 	/* Nobody pins or evicts a block that is still being written. */
@@ -91,10 +91,10 @@ static void transitions_and_refusals(struct kunit *test)
 
 	/* WRITABLE -> SEALED */
 	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h[0], &owner_a, 100,
-					     test_key), 0);
+					     test_key, false), 0);
 	KUNIT_EXPECT_EQ(test, atomic_read(&pool->nr_sealed), 1);
 	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h[0], &owner_a, 100,
-					     test_key), -EINVAL);
+					     test_key, false), -EINVAL);
 	KUNIT_EXPECT_EQ(test, kvc_block_map(pool, h[0].index, &owner_a, true),
 			-EACCES);
 
@@ -120,7 +120,7 @@ static void transitions_and_refusals(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, atomic_read(&pool->nr_sealed), 0);
 	KUNIT_EXPECT_EQ(test, kvc_block_pin(pool, h[0], NULL, NULL), -ESTALE);
 	KUNIT_EXPECT_EQ(test, kvc_block_evict(pool, h[0], &ns), -ESTALE);
-	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h[0], &owner_a, 1, test_key),
+	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h[0], &owner_a, 1, test_key, false),
 			-ESTALE);
 
 	/* WRITABLE -> FREE when the writer goes away. */
@@ -153,14 +153,14 @@ static void generation_wraps_around(struct kunit *test)
 	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 1, 1, &owner_a, &h), 0);
 	KUNIT_ASSERT_EQ(test, h.index, 0U);
 	KUNIT_EXPECT_EQ(test, h.gen, U32_MAX);
-	KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, h, &owner_a, 1, test_key), 0);
+	KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, h, &owner_a, 1, test_key, false), 0);
 	KUNIT_ASSERT_EQ(test, kvc_block_evict(pool, h, &ns), 0);
 	old = h;
 
 	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 1, 1, &owner_a, &h), 0);
 	KUNIT_EXPECT_EQ(test, h.index, 0U);
 	KUNIT_EXPECT_EQ(test, h.gen, 0U);
-	KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, h, &owner_a, 1, test_key), 0);
+	KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, h, &owner_a, 1, test_key, false), 0);
 	KUNIT_EXPECT_EQ(test, kvc_block_pin(pool, old, NULL, NULL), -ESTALE);
 	KUNIT_EXPECT_EQ(test, kvc_block_pin(pool, h, NULL, NULL), 0);
 	drain(pool);
@@ -220,10 +220,10 @@ static void referenced_pages_block_seal_evict_and_reuse(struct kunit *test)
 
 	/* Someone else (a pipe, I/O in flight) holds a page: no seal. */
 	get_page(page);
-	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h, &owner_a, 1, test_key),
+	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h, &owner_a, 1, test_key, false),
 			-EBUSY);
 	put_page(page);
-	KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, h, &owner_a, 1, test_key), 0);
+	KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, h, &owner_a, 1, test_key, false), 0);
 
 	/* ... no evict either. */
 	get_page(page);
@@ -263,8 +263,8 @@ static void pin_checks_namespace_and_saturation(struct kunit *test)
 
 	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 1, 3, &owner_a, &h[0]), 0);
 	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 1, 4, &owner_a, &h[1]), 0);
-	KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, h[0], &owner_a, 1, test_key), 0);
-	KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, h[1], &owner_a, 1, test_key), 0);
+	KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, h[0], &owner_a, 1, test_key, false), 0);
+	KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, h[1], &owner_a, 1, test_key, false), 0);
 	KUNIT_EXPECT_EQ(test, kvc_block_pin(pool, h[0], deny_ns_3, NULL), -EACCES);
 	KUNIT_EXPECT_EQ(test, kvc_block_pin(pool, h[1], deny_ns_3, NULL), 0);
 
@@ -344,7 +344,7 @@ static void pin_races_evict(struct kunit *test)
 	for (round = 0; round < 20; round++) {
 		KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 1, 1, &owner_a, &r.h), 0);
 		KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, r.h, &owner_a, 1,
-						     test_key), 0);
+						     test_key, false), 0);
 		init_completion(&r.done);
 		t = kthread_run(pin_racer_fn, &r, "kvc-pin-racer");
 		KUNIT_ASSERT_FALSE(test, IS_ERR(t));
@@ -406,10 +406,10 @@ static void io_references_hold_the_block(struct kunit *test)
 	/* Writing into the writer's block: seal waits for the I/O. */
 	KUNIT_ASSERT_EQ(test, kvc_block_io_get(pool, h, &owner_a, false,
 					       SZ_4K + 1, SZ_4K), 0);
-	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h, &owner_a, 1, test_key),
+	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h, &owner_a, 1, test_key, false),
 			-EBUSY);
 	kvc_block_io_put(pool, h.index, SZ_4K + 1, SZ_4K);
-	KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, h, &owner_a, 1, test_key),
+	KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, h, &owner_a, 1, test_key, false),
 			0);
 
 	/* Sealed: only readable, and evict waits for the I/O. */
