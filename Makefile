@@ -58,7 +58,7 @@ HELPER_SRCS := helper/devinfo.c helper/keys.c helper/proto.c helper/config.c \
 	       helper/client.c \
 	       helper/metrics.c helper/mpool.c helper/kevents.c helper/index.c \
 	       helper/policy.c helper/blockfile.c helper/tierio.c helper/tier.c \
-	       helper/manifest.c helper/fault.c helper/journal.c
+	       helper/manifest.c helper/fault.c helper/journal.c helper/log.c
 HELPER_LIBS := -lcrypto -lnl-genl-3 -lnl-3 -luring
 # The daemon's own modules (the unit tests do not link them).
 DAEMON_SRCS := helper/daemon.c helper/daemon_tiers.c helper/server.c \
@@ -66,7 +66,7 @@ DAEMON_SRCS := helper/daemon.c helper/daemon_tiers.c helper/server.c \
 UNIT_TESTS := test_uapi test_devinfo test_keys test_proto test_config \
 	      test_metrics test_mpool test_kevents test_index test_policy \
 	      test_blockfile test_tier test_manifest test_model test_fault \
-	      test_journal
+	      test_journal test_log
 SELFTESTS := kvcache_dev_test bench_test pool_test ioctl_fuzz_test p2p_test \
 	     kvcached_test tiers_test libkvcache_test engine_test soak_test \
 	     crash_test fault_test isolation_test faults_test
@@ -445,7 +445,8 @@ $(BUILD)/bench/socket_bench: tests/bench/socket_bench.c helper/client.c \
 # The persistent tiers' benches link the tier code itself, as kvcached
 # does (no sanitizers: they time it).
 TIER_BENCH_SRCS := helper/blockfile.c helper/tierio.c helper/tier.c \
-		   helper/index.c helper/policy.c helper/manifest.c helper/fault.c
+		   helper/index.c helper/policy.c helper/manifest.c helper/fault.c \
+		   helper/log.c
 
 $(BUILD)/bench/tier_bench $(BUILD)/bench/recovery_bench: \
 		$(BUILD)/bench/%: tests/bench/%.c tests/bench/bench.h \

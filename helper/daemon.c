@@ -43,6 +43,7 @@
 #include "journal.h"
 #include "kdev.h"
 #include "kevents.h"
+#include "log.h"
 #include "metrics.h"
 #include "mpool.h"
 #include "policy.h"
@@ -275,7 +276,7 @@ static int kvcd_ns_load(struct kvcd *d)
 			   hex);
 		if (n < 4 || id < 1 || id > KVCACHE_NS_MAX || mode > 0777 ||
 		    (n == 5 && kvcd_parse_salt(hex, ns.salt))) {
-			fprintf(stderr, "kvcached: %s:%d: bad namespace\n",
+			kvc_err("%s:%d: bad namespace",
 				path, lineno);
 			fclose(f);
 			return -EINVAL;
@@ -298,13 +299,13 @@ static int kvcd_ns_load(struct kvcd *d)
 						     mode);
 
 			if (err && err != -EEXIST)
-				fprintf(stderr, "kvcached: namespace %u: %s\n",
+				kvc_err("namespace %u: %s",
 					id, strerror(-err));
 		}
 	}
 	ret = ferror(f) ? -EIO : 0;
 	if (ret)
-		fprintf(stderr, "kvcached: %s: unreadable after line %d\n",
+		kvc_err("%s: unreadable after line %d",
 			path, lineno);
 	fclose(f);
 	if (!ret && salted)
@@ -343,15 +344,15 @@ static void kvcd_ns_dirs(const struct kvcd *d, uint32_t ns)
 			     ns) >= (int)sizeof(path))
 			continue;
 		if (mkdir(path, 0700) && errno != EEXIST) {
-			fprintf(stderr, "kvcached: %s: %s\n", path,
+			kvc_err("%s: %s", path,
 				strerror(errno));
 			continue;
 		}
 		if (geteuid() == 0 && chown(path, n->uid, n->gid))
-			fprintf(stderr, "kvcached: chown %s: %s\n", path,
+			kvc_warn("chown %s: %s", path,
 				strerror(errno));
 		if (chmod(path, mode))
-			fprintf(stderr, "kvcached: chmod %s: %s\n", path,
+			kvc_warn("chmod %s: %s", path,
 				strerror(errno));
 	}
 }
@@ -402,7 +403,7 @@ static int kvcd_journal_compact(struct kvcd *d)
 	if (ret) {
 		/* Keep appending to the old file; try again when it doubled. */
 		d->journal_last = d->journal_bytes;
-		fprintf(stderr, "kvcached: compacting %s: %s\n", path,
+		kvc_err("compacting %s: %s", path,
 			strerror(-ret));
 		return ret;
 	}
@@ -412,6 +413,7 @@ static int kvcd_journal_compact(struct kvcd *d)
 	d->journal_bytes = (uint64_t)n * KVC_JOURNAL_REC;
 	d->journal_last = d->journal_bytes;
 	d->journal_compactions++;
+	kvc_debug("%s compacted: %zu records", path, n);
 	return 0;
 }
 
@@ -446,10 +448,9 @@ static struct kvc_link *kvcd_journal_read(struct kvcd *d, size_t *n)
 	kvcd_path(d, "parents", path);
 	ret = kvc_journal_read(path, &links, n, &bad);
 	if (ret && ret != -ENOENT)
-		fprintf(stderr, "kvcached: %s: %s\n", path, strerror(-ret));
+		kvc_err("%s: %s", path, strerror(-ret));
 	if (bad)
-		fprintf(stderr,
-			"kvcached: %s: %zu records refused (damaged, torn, or an older format); their blocks will be reclaimed\n",
+		kvc_warn("%s: %zu records refused (damaged, torn, or an older format); their blocks will be reclaimed",
 			path, bad);
 	if (links)
 		qsort(links, *n, sizeof(*links), kvc_link_cmp);
@@ -762,8 +763,7 @@ static int kvcd_rebuild(struct kvcd *d)
 		}
 	}
 	if (n)
-		fprintf(stderr,
-			"kvcached: %zu sealed blocks in the pool, %zu back in the index; the rest will be reclaimed\n",
+		kvc_info("%zu sealed blocks in the pool, %zu back in the index; the rest will be reclaimed",
 			n, placed);
 out:
 	free(sealed);
@@ -1150,10 +1150,12 @@ static int kvcd_ns_create(struct kvcd *d, struct kvc_peer *p,
 			return kvcd_error(reply, m, ret, "kernel refused it");
 	}
 	d->ns[c->ns_id] = ns;
+	kvc_info("namespace %" PRIu32 " created: uid %" PRIu32 " gid %" PRIu32
+		 " mode %03o", c->ns_id, c->uid, c->gid, c->mode);
 	kvcd_ns_dirs(d, c->ns_id);
 	ret = kvcd_ns_save(d);
 	if (ret)
-		fprintf(stderr, "kvcached: saving namespaces: %s\n",
+		kvc_err("saving namespaces: %s",
 			strerror(-ret));
 	return kvc_proto_encode_ns_create_reply(reply, KVC_PROTO_MSG_MAX,
 						m->seq);
@@ -1519,6 +1521,8 @@ static int kvcd_connected(void *ctx, struct kvc_peer *p)
 
 	d->clients[p->id].hello = false;
 	d->clients[p->id].version = 0;
+	kvc_debug("client %" PRIu32 " connected: pid %d uid %u gid %u", p->id,
+		  (int)p->pid, (unsigned int)p->uid, (unsigned int)p->gid);
 	kvc_metric_add(d->dm.connections, 1);
 	kvc_metric_add(d->dm.connections_total, 1);
 	return 0;
@@ -1532,6 +1536,7 @@ static void kvcd_closed(void *ctx, struct kvc_peer *p)
 	if (d->mode == KVC_PROTO_MODE_MEMFD)
 		kvc_mpool_release_client(d->mpool, p->id);
 	kvcd_tiers_closed(d, p);
+	kvc_debug("client %" PRIu32 " closed: pid %d", p->id, (int)p->pid);
 	d->clients[p->id].hello = false;
 	kvc_metric_sub(d->dm.connections, 1);
 }
@@ -1694,7 +1699,7 @@ static int kvcd_open_pool(struct kvcd *d, const char *device)
 			return 0;
 		}
 		if (mode == KVC_CONFIG_MODE_KERNEL || ret != -ENOENT) {
-			fprintf(stderr, "kvcached: %s: %s\n", device,
+			kvc_err("%s: %s", device,
 				strerror(-ret));
 			return ret;
 		}
@@ -1706,15 +1711,15 @@ static int kvcd_open_pool(struct kvcd *d, const char *device)
 	 * say so, rather than refuse to start over a tuning knob.
 	 */
 	if (mc.mlock && (ret == -EPERM || ret == -ENOMEM || ret == -EAGAIN)) {
-		fprintf(stderr, "kvcached: cannot lock the memfd pool in "
+		kvc_warn("cannot lock the memfd pool in "
 			"memory (%s): running it unlocked (give kvcached "
 			"CAP_IPC_LOCK or a larger RLIMIT_MEMLOCK, or set "
-			"[pool] mlock = no)\n", strerror(-ret));
+			"[pool] mlock = no)", strerror(-ret));
 		mc.mlock = false;
 		ret = kvc_mpool_create(&mc, &d->mpool);
 	}
 	if (ret) {
-		fprintf(stderr, "kvcached: memfd pool of %" PRIu64 " bytes: %s\n",
+		kvc_err("memfd pool of %" PRIu64 " bytes: %s",
 			mc.pool_size, strerror(-ret));
 		return ret;
 	}
@@ -1767,7 +1772,7 @@ int kvcd_create(struct kvcd **out, const struct kvcd_options *opt)
 	strcpy(d->state_dir, opt->state_dir);
 	if (mkdir(d->state_dir, 0700) && errno != EEXIST) {
 		ret = -errno;
-		fprintf(stderr, "kvcached: %s: %s\n", d->state_dir,
+		kvc_err("%s: %s", d->state_dir,
 			strerror(errno));
 		goto err;
 	}
@@ -1802,7 +1807,7 @@ int kvcd_create(struct kvcd **out, const struct kvcd_options *opt)
 		goto err;
 	ret = kvcd_metrics_open(d);
 	if (ret) {
-		fprintf(stderr, "kvcached: metrics endpoint: %s\n",
+		kvc_err("metrics endpoint: %s",
 			strerror(-ret));
 		goto err;
 	}
@@ -1821,8 +1826,7 @@ int kvcd_create(struct kvcd **out, const struct kvcd_options *opt)
 	if (d->mode == KVC_PROTO_MODE_KERNEL) {
 		kvcd_rebuild(d);
 		if (kvcd_journal_compact(d))
-			fprintf(stderr,
-				"kvcached: %s: no journal (restarts will lose chains)\n",
+			kvc_err("%s: no journal (restarts will lose chains)",
 				path);
 	} else {
 		char tmp[PATH_MAX];
@@ -1830,7 +1834,7 @@ int kvcd_create(struct kvcd **out, const struct kvcd_options *opt)
 		kvcd_path(d, "parents.new", tmp);
 		if ((unlink(path) && errno != ENOENT) ||
 		    (unlink(tmp) && errno != ENOENT))
-			fprintf(stderr, "kvcached: stale %s: %s\n", path,
+			kvc_warn("stale %s: %s", path,
 				strerror(errno));
 	}
 	/* After the pool: blocks found in both get both presence bits. */

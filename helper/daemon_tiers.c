@@ -63,6 +63,7 @@
 
 #include "daemon_priv.h"
 #include "fault.h"
+#include "log.h"
 
 /* A failed spill (write-through, or a dirty held block's) is tried again
  * this often, at most. */
@@ -1073,14 +1074,13 @@ static int open_tier(struct kvcd *d, unsigned int tier, const char *node)
 		return 0;
 	ret = kvc_tier_open(&d->tier[tier], &tc, d->index);
 	if (ret) {
-		fprintf(stderr, "kvcached: %s %s: %s%s\n", tier_names[tier],
+		kvc_err("%s %s: %s%s", tier_names[tier],
 			tc.dir, strerror(-ret), ret != -ENOMEM ? "" :
 			" (its I/O buffers, queue_depth blocks, are locked memory: raise RLIMIT_MEMLOCK or lower queue_depth)");
 		return ret;
 	}
 	if (!kvc_tier_writable(d->tier[tier]))
-		fprintf(stderr,
-			"kvcached: %s %s is not writable (%s): blocks there are read, none are written\n",
+		kvc_warn("%s %s is not writable (%s): blocks there are read, none are written",
 			tier_names[tier], tc.dir,
 			strerror(-kvc_tier_stats(d->tier[tier])->last_error));
 	ret = kvc_admit_create(&d->tier_admit[tier], k, d->nr_blocks);
@@ -1089,14 +1089,13 @@ static int open_tier(struct kvcd *d, unsigned int tier, const char *node)
 	t0 = mono();
 	found = kvc_tier_recover(d->tier[tier], ns_ok, d);
 	if (found < 0) {
-		fprintf(stderr, "kvcached: %s %s: recovery: %s\n",
+		kvc_err("%s %s: recovery: %s",
 			tier_names[tier], tc.dir, strerror((int)-found));
 		return (int)found;
 	}
 	s = kvc_tier_stats(d->tier[tier]);
-	fprintf(stderr,
-		"kvcached: %s %s: %ld blocks, %" PRIu64 " of %" PRIu64
-		" bytes, %" PRIu64 " quarantined, recovered in %.3f s\n",
+	kvc_info("%s %s: %ld blocks, %" PRIu64 " of %" PRIu64
+		" bytes, %" PRIu64 " quarantined, recovered in %.3f s",
 		tier_names[tier], tc.dir, found, s->usage, tc.capacity,
 		s->corrupt, mono() - t0);
 	return 0;
@@ -1117,13 +1116,12 @@ int kvcd_tiers_open(struct kvcd *d)
 		ms = strtoul(env, &end, 10);
 		/* 1 ms to the default: longer or garbage is a test bug. */
 		if (errno || *end || env[0] == '-' || !ms || ms > 1000) {
-			fprintf(stderr,
-				"kvcached: %s=%s: want 1..1000 (milliseconds)\n",
+			kvc_err("%s=%s: want 1..1000 (milliseconds)",
 				RETRY_ENV, env);
 			return -EINVAL;
 		}
 		retry_interval = ms / 1000.0;
-		fprintf(stderr, "kvcached: spill retries every %lu ms (%s)\n",
+		kvc_info("spill retries every %lu ms (%s)",
 			ms, RETRY_ENV);
 	}
 	d->waits = calloc(KVC_SERVER_MAX_CLIENTS, sizeof(*d->waits));
@@ -1160,8 +1158,7 @@ void kvcd_tiers_close(struct kvcd *d)
 	for (size_t id = 0; id < d->nheld; id++)
 		unwritten += d->held[id] && !on_a_tier(d, (uint32_t)id);
 	if (unwritten)
-		fprintf(stderr,
-			"kvcached: %" PRIu64 " dirty blocks (written back at eviction, every write failed) reached no tier%s\n",
+		kvc_err("%" PRIu64 " dirty blocks (written back at eviction, every write failed) reached no tier%s",
 			unwritten, d->mode == KVC_PROTO_MODE_KERNEL ?
 			"; they stay in kvcache.ko's pool" : "");
 	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++) {

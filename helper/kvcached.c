@@ -6,7 +6,7 @@
  *            [--state-dir DIR] [--device PATH] [--print-config]
  *
  * Runs in the foreground (systemd's Type=simple; helper/kvcached.service),
- * logs to stderr, stops cleanly on SIGINT or SIGTERM. Ready when the
+ * logs to stderr ([daemon] log_level; log.h), stops cleanly on SIGINT or SIGTERM. Ready when the
  * socket accepts connections. Settings: helper/kvcached.conf and
  * Documentation/kvcached-config.md; the options override the file.
  */
@@ -23,6 +23,7 @@
 #include "config.h"
 #include "daemon.h"
 #include "fault.h"
+#include "log.h"
 #include "server.h"
 
 #define KVCACHED_CONFIG		"/etc/kvcache/kvcached.conf"
@@ -109,7 +110,7 @@ int main(int argc, char **argv)
 		ret = kvc_config_load(&cfg, config ? config : KVCACHED_CONFIG,
 				      err, sizeof(err));
 		if (ret) {
-			fprintf(stderr, "kvcached: %s\n", err);
+			kvc_err("%s", err);
 			return 1;
 		}
 	}
@@ -121,13 +122,13 @@ int main(int argc, char **argv)
 		} else if (!strcmp(mode, "memfd")) {
 			cfg.daemon.mode = KVC_CONFIG_MODE_MEMFD;
 		} else {
-			fprintf(stderr, "kvcached: unknown mode '%s'\n", mode);
+			kvc_err("unknown mode '%s'", mode);
 			return 2;
 		}
 	}
 	if (sock) {
 		if (strlen(sock) >= sizeof(cfg.daemon.socket)) {
-			fprintf(stderr, "kvcached: socket path too long\n");
+			kvc_err("socket path too long");
 			return 2;
 		}
 		strcpy(cfg.daemon.socket, sock);
@@ -136,6 +137,8 @@ int main(int argc, char **argv)
 		kvc_config_dump(&cfg, stdout);
 		return 0;
 	}
+	/* From here on, messages below [daemon] log_level are not printed. */
+	kvc_log_set_level(cfg.daemon.log_level);
 	/*
 	 * Fault injection, for tests only: nothing is armed unless the
 	 * variable is set, and a spec with a mistake stops the start rather
@@ -145,11 +148,11 @@ int main(int argc, char **argv)
 		ret = kvc_fault_configure(getenv(KVC_FAULT_ENV), err,
 					  sizeof(err));
 		if (ret) {
-			fprintf(stderr, "kvcached: %s: %s\n", KVC_FAULT_ENV,
+			kvc_err("%s: %s", KVC_FAULT_ENV,
 				err);
 			return 2;
 		}
-		fprintf(stderr, "kvcached: FAULT INJECTION ARMED (%s=%s)\n",
+		kvc_warn("FAULT INJECTION ARMED (%s=%s)",
 			KVC_FAULT_ENV, getenv(KVC_FAULT_ENV));
 	}
 
@@ -164,7 +167,7 @@ int main(int argc, char **argv)
 	ret = kvc_server_open(&srv, cfg.daemon.socket, cfg.daemon.socket_mode,
 			      cfg.eviction.interval_ms, &kvcd_server_ops, d);
 	if (ret) {
-		fprintf(stderr, "kvcached: %s: %s\n", cfg.daemon.socket,
+		kvc_err("%s: %s", cfg.daemon.socket,
 			strerror(-ret));
 		kvcd_destroy(d);
 		return 1;
@@ -173,12 +176,12 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < nfds; i++)
 		kvc_server_watch(srv, fds[i]);
 	kvcd_set_server(d, srv);
-	fprintf(stderr, "kvcached: %s mode, listening on %s\n",
+	kvc_info("%s mode, listening on %s",
 		kvcd_mode_name(d), cfg.daemon.socket);
 
 	ret = kvc_server_run(srv, &stop);
 	if (ret)
-		fprintf(stderr, "kvcached: event loop: %s\n", strerror(-ret));
+		kvc_err("event loop: %s", strerror(-ret));
 	kvc_server_close(srv);
 	kvcd_destroy(d);
 	return ret ? 1 : 0;

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "manifest.h"
 #include "policy.h"
 
@@ -207,7 +208,7 @@ static void quarantine(struct kvc_tier *t, uint32_t ns, const uint8_t *key)
 	ns_dir(t, ns, d, sizeof(d));
 	t->st.corrupt++;
 	if (kvc_bf_quarantine(d, key) && t->writable)
-		fprintf(stderr, "kvcached: %s: cannot quarantine a corrupt block\n",
+		kvc_warn("%s: cannot quarantine a corrupt block",
 			d);
 }
 
@@ -1087,7 +1088,7 @@ static void spill_failed(struct kvc_tier *t, int err)
 	}
 	t->st.spill_errors++;
 	if (err != t->st.last_error)
-		fprintf(stderr, "kvcached: g%u %s: spill failed: %s\n",
+		kvc_err("g%u %s: spill failed: %s",
 			t->cfg.tier + 2, t->dir, strerror(-err));
 	t->st.last_error = err;
 }

@@ -1435,4 +1435,62 @@ TEST_F_TIMEOUT(kvcd, stats_counters, 60)
 	EXPECT_EQ(3, kvcc_stat1(c, "stores"));
 }
 
+/* ---- [daemon] log_level ------------------------------------------------------- */
+
+/* The daemon's log holds s. */
+static bool log_holds(SELF *self, const char *s)
+{
+	char line[1024];
+	bool found = false;
+	FILE *f = fopen(self->log, "re");
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, s) != NULL;
+	fclose(f);
+	return found;
+}
+
+/* Restart at log level lvl with an empty log; connected again after. */
+static int restart_logging(SELF *self, const char *lvl, char *conf,
+			   size_t clen, char *why, size_t wlen)
+{
+	kvcc_close(&self->c);
+	daemon_stop(self);
+	if (truncate(self->log, 0))
+		return -errno;
+	snprintf(conf, clen, "[daemon]\nlog_level = %s\n", lvl);
+	return restart(self, conf, why, wlen);
+}
+
+/*
+ * What is printed follows log_level: connections are logged at debug,
+ * the start ("listening on") at info. At debug both appear, with the
+ * level named; at error neither does.
+ */
+TEST_F_TIMEOUT(kvcd, log_level_filters_messages, 60)
+{
+	char why[512] = "", conf[64];
+
+	ASSERT_EQ(0, restart_logging(self, "debug", conf, sizeof(conf), why,
+				     sizeof(why))) TH_LOG("%s", why);
+	EXPECT_EQ(0, kvcc_stat1(&self->c, "stores"));
+	EXPECT_TRUE(log_holds(self, "listening on"));
+	EXPECT_TRUE(log_holds(self, "kvcached: debug: client"));
+
+	ASSERT_EQ(0, restart_logging(self, "error", conf, sizeof(conf), why,
+				     sizeof(why))) TH_LOG("%s", why);
+	EXPECT_EQ(0, kvcc_stat1(&self->c, "stores"));
+	EXPECT_FALSE(log_holds(self, "listening on"));
+	EXPECT_FALSE(log_holds(self, "debug:"));
+
+	/* The default, info: the start is said, the connections are not. */
+	ASSERT_EQ(0, restart_logging(self, "info", conf, sizeof(conf), why,
+				     sizeof(why))) TH_LOG("%s", why);
+	EXPECT_EQ(0, kvcc_stat1(&self->c, "stores"));
+	EXPECT_TRUE(log_holds(self, "listening on"));
+	EXPECT_FALSE(log_holds(self, "debug:"));
+}
+
 TEST_HARNESS_MAIN

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * log: kvcached's levelled messages (see log.h).
+ */
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int log_level = KVC_LOG_INFO;
+/*
+ * -1: not looked at yet; 0: a terminal or a file; 1: journald's stream.
+ * Looked at again after each kvc_log_set_level(), which the daemon calls
+ * once its configuration is read.
+ */
+static int to_journal = -1;
+
+void kvc_log_set_level(int level)
+{
+	to_journal = -1;
+	log_level = level < KVC_LOG_ERROR ? KVC_LOG_ERROR :
+		    level > KVC_LOG_DEBUG ? KVC_LOG_DEBUG : level;
+}
+
+int kvc_log_get_level(void)
+{
+	return log_level;
+}
+
+bool kvc_log_enabled(int level)
+{
+	return level <= log_level;
+}
+
+/*
+ * systemd sets JOURNAL_STREAM=dev:ino for a service whose stderr is the
+ * journal; the variable is inherited, so it counts only when stderr is
+ * still that very stream (not a file a test redirected it to).
+ */
+static bool journal_stream(void)
+{
+	const char *env = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	if (!env || sscanf(env, "%llu:%llu", &dev, &ino) != 2 ||
+	    fstat(STDERR_FILENO, &st))
+		return false;
+	return (unsigned long long)st.st_dev == dev &&
+	       (unsigned long long)st.st_ino == ino;
+}
+
+void kvc_log(int level, const char *fmt, ...)
+{
+	/* syslog priorities: LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG. */
+	static const int prio[] = { 3, 4, 6, 7 };
+	static const char *const tag[] = { "error: ", "warning: ", "", "debug: " };
+	char line[2048];
+	va_list ap;
+
+	if (level < KVC_LOG_ERROR)
+		level = KVC_LOG_ERROR;
+	if (level > KVC_LOG_DEBUG)
+		level = KVC_LOG_DEBUG;
+	if (!kvc_log_enabled(level))
+		return;
+	if (to_journal < 0)
+		to_journal = journal_stream();
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	/* One fprintf per line: lines of one message never interleave. */
+	if (to_journal)
+		fprintf(stderr, "<%d>kvcached: %s%s\n", prio[level], tag[level],
+			line);
+	else
+		fprintf(stderr, "kvcached: %s%s\n", tag[level], line);
+}
