@@ -1795,6 +1795,9 @@ int kvcd_create(struct kvcd **out, const struct kvcd_options *opt)
 		ret = kvc_policy_create(&d->policy,
 					kvcd_policy_name(d->cfg.eviction.policy),
 					d->index, KVC_TIER_POOL, d->nr_blocks);
+	if (!ret && d->cfg.eviction.policy == KVC_CONFIG_POLICY_S3FIFO)
+		ret = kvc_policy_set_small(d->policy,
+					   d->cfg.eviction.s3fifo_small);
 	if (!ret)
 		ret = kvc_admit_create(&d->admit, d->cfg.eviction.pool_admit,
 				       d->nr_blocks);

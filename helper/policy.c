@@ -23,7 +23,8 @@ enum queue { Q_NONE, Q_SMALL, Q_MAIN };
 
 #define NONE		KVC_ID_NONE
 #define FREQ_MAX	3	/* S3-FIFO's 2-bit frequency */
-#define SMALL_PCT	10	/* small queue's share of tracked blocks */
+/* The small queue's share of tracked blocks unless set ([eviction] s3fifo_small). */
+#define SMALL_PCT	10
 
 /* Per-id heap data ("lru", "cost"). */
 struct hnode {
@@ -66,6 +67,8 @@ struct kvc_policy {
 	/* "s3fifo" */
 	struct qnode *qn;
 	struct fifo small, main;
+	unsigned int small_pct;		/* small's share, percent */
+	size_t hint;			/* capacity hint, sizes the ghost */
 	uint64_t *ring;
 	size_t gcap, gnext;
 	struct gslot *gtab;
@@ -364,7 +367,7 @@ static void s3_insert(struct kvc_policy *p, uint32_t id)
 }
 
 /*
- * One victim. Small is evicted from while it holds at least SMALL_PCT% of
+ * One victim. Small is evicted from while it holds at least small_pct% of
  * the tracked blocks (or main is empty): its tail goes to main if it was
  * hit (or is a non-leaf), else out, into the ghost. Otherwise main's tail
  * goes back to the head with its frequency decremented if it was hit (or
@@ -379,7 +382,7 @@ static uint32_t s3_evict(struct kvc_policy *p)
 		size_t s = p->small.len, m = p->main.len;
 		uint32_t t;
 
-		if (s && (100 * s >= SMALL_PCT * (s + m) || !m)) {
+		if (s && (100 * s >= p->small_pct * (s + m) || !m)) {
 			t = p->small.tail;
 			q_unlink(p, t);
 			if (!leaf(p, t) || p->qn[t].freq) {
@@ -405,6 +408,28 @@ static uint32_t s3_evict(struct kvc_policy *p)
 	return NONE;
 }
 
+/*
+ * The ghost remembers as many blocks as main holds when the tier is
+ * full: (100 - small_pct)% of the capacity hint, at least one.
+ */
+static int ghost_alloc(struct kvc_policy *p)
+{
+	size_t main_pct = 100 - p->small_pct, tab = 2;
+
+	free(p->ring);
+	free(p->gtab);
+	p->gcap = p->hint / 100 * main_pct + p->hint % 100 * main_pct / 100;
+	if (!p->gcap)
+		p->gcap = 1;
+	p->gnext = 0;
+	while (tab < 2 * p->gcap)
+		tab *= 2;
+	p->gmask = tab - 1;
+	p->ring = calloc(p->gcap, sizeof(*p->ring));
+	p->gtab = calloc(tab, sizeof(*p->gtab));
+	return p->ring && p->gtab ? 0 : -ENOMEM;
+}
+
 /* ---- the API -------------------------------------------------------------- */
 
 int kvc_policy_create(struct kvc_policy **out, const char *name,
@@ -413,7 +438,6 @@ int kvc_policy_create(struct kvc_policy **out, const char *name,
 {
 	struct kvc_policy *p;
 	enum kind kind;
-	size_t tab = 2;
 
 	*out = NULL;
 	if (!name || !idx || tier >= KVC_NR_TIERS)
@@ -434,18 +458,9 @@ int kvc_policy_create(struct kvc_policy **out, const char *name,
 	p->tier = tier;
 	p->small.head = p->small.tail = NONE;
 	p->main.head = p->main.tail = NONE;
-	if (kind == K_S3FIFO) {
-		/* As many ghosts as main holds: 90% of the capacity. */
-		p->gcap = capacity_hint / 10 * 9 + capacity_hint % 10 * 9 / 10;
-		if (!p->gcap)
-			p->gcap = 1;
-		while (tab < 2 * p->gcap)
-			tab *= 2;
-		p->gmask = tab - 1;
-		p->ring = calloc(p->gcap, sizeof(*p->ring));
-		p->gtab = calloc(tab, sizeof(*p->gtab));
-	}
-	if ((kind == K_S3FIFO && (!p->ring || !p->gtab)) ||
+	p->small_pct = SMALL_PCT;
+	p->hint = capacity_hint;
+	if ((kind == K_S3FIFO && ghost_alloc(p)) ||
 	    (capacity_hint && ensure(p, (uint32_t)(capacity_hint < NONE ?
 						   capacity_hint - 1 :
 						   NONE - 1)))) {
@@ -454,6 +469,19 @@ int kvc_policy_create(struct kvc_policy **out, const char *name,
 	}
 	*out = p;
 	return 0;
+}
+
+int kvc_policy_set_small(struct kvc_policy *p, unsigned int pct)
+{
+	if (p->kind != K_S3FIFO || pct < 1 || pct > 99)
+		return -EINVAL;
+	/* Blocks already queued were placed under the old share. */
+	if (p->tracked || p->small.len || p->main.len)
+		return -EBUSY;
+	if (pct == p->small_pct)
+		return 0;
+	p->small_pct = pct;
+	return ghost_alloc(p);
 }
 
 void kvc_policy_destroy(struct kvc_policy *p)

@@ -23,8 +23,9 @@
  *
  * Policies, by name:
  *   "lru"     least recently inserted or accessed leaf
- *   "s3fifo"  S3-FIFO: small FIFO (10%), main FIFO with a 2-bit frequency,
- *             ghost FIFO of blocks evicted from small
+ *   "s3fifo"  S3-FIFO: small FIFO (10% unless kvc_policy_set_small() says
+ *             otherwise), main FIFO with a 2-bit frequency, ghost FIFO of
+ *             blocks evicted from small
  *   "cost"    GreedyDual: H = L + cost(depth), cost(d) = KVC_COST_BASE + d,
  *             L = the H of the last victim; evicts the lowest H
  * "lru" and "cost" break ties (same H) by the older insert or access.
@@ -33,7 +34,7 @@
  * O(log n) per call; "s3fifo" is O(1) per call, pick is O(1) amortized.
  * Memory, per id up to the largest id seen: 25 bytes for "lru" and "cost"
  * (plus 4 per heap slot), 13 for "s3fifo" (plus 40 to 72 per ghost slot;
- * the ghost holds 90% of the capacity hint).
+ * the ghost holds main's share of the capacity hint, 90% by default).
  *
  * Threads: none inside; the caller serializes all calls on one policy and
  * keeps the index unchanged meanwhile.
@@ -65,6 +66,14 @@ int kvc_policy_create(struct kvc_policy **out, const char *name,
 		      const struct kvc_index *idx, unsigned int tier,
 		      size_t capacity_hint);
 void kvc_policy_destroy(struct kvc_policy *p);
+
+/*
+ * "s3fifo": the small queue's share of the tracked blocks, pct percent
+ * (1..99; [eviction] s3fifo_small), before anything is inserted: the ghost
+ * is sized again for main's share. -EINVAL: another policy or pct out of
+ * range; -EBUSY: blocks are tracked already; -ENOMEM.
+ */
+int kvc_policy_set_small(struct kvc_policy *p, unsigned int pct);
 const char *kvc_policy_name(const struct kvc_policy *p);
 
 /*

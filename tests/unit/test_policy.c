@@ -215,6 +215,64 @@ static void s3fifo_behaviour(void)
 	kvc_index_destroy(idx);
 }
 
+/*
+ * The small queue's share decides which queue the next victim comes
+ * from. Ten blocks hit once, then ten new ones: the first pick moves the
+ * ten hit ones to main (their frequency cleared) and evicts new[0].
+ * Then small holds 9 of 19: at a 10% share small still goes first
+ * (new[1]); at 50% main does (old[0]).
+ */
+static uint32_t second_victim(unsigned int pct, uint32_t *old0,
+			      uint32_t *new1)
+{
+	struct kvc_index *idx = new_index();
+	struct kvc_policy *p = new_policy("s3fifo", idx, 20);
+	uint32_t old[10], new[10], v[2] = { KVC_ID_NONE, KVC_ID_NONE };
+
+	if (pct && kvc_policy_set_small(p, pct))
+		printf("# kvc_policy_set_small(%u) failed\n", pct);
+	for (int i = 0; i < 10; i++) {
+		old[i] = add(idx, KVC_ID_NONE);
+		arrive(idx, p, old[i]);
+		kvc_policy_on_access(p, old[i]);
+	}
+	for (int i = 0; i < 10; i++) {
+		new[i] = add(idx, KVC_ID_NONE);
+		arrive(idx, p, new[i]);
+	}
+	if (kvc_policy_pick(p, v, 1) != 1 || v[0] != new[0])
+		printf("# first victim %u, not new[0] %u\n", v[0], new[0]);
+	leave(idx, p, v[0]);
+	kvc_policy_pick(p, v + 1, 1);
+	*old0 = old[0];
+	*new1 = new[1];
+	kvc_policy_destroy(p);
+	kvc_index_destroy(idx);
+	return v[1];
+}
+
+static void s3fifo_small_share(void)
+{
+	struct kvc_index *idx = new_index();
+	struct kvc_policy *p = new_policy("s3fifo", idx, 20);
+	uint32_t old0, new1, a = add(idx, KVC_ID_NONE);
+
+	TAP_CHECK(second_victim(0, &old0, &new1) == new1);	/* 10% */
+	TAP_CHECK(second_victim(10, &old0, &new1) == new1);
+	TAP_CHECK(second_victim(50, &old0, &new1) == old0);
+	/* Out of range, another policy, or too late: refused. */
+	TAP_CHECK(kvc_policy_set_small(p, 0) == -EINVAL);
+	TAP_CHECK(kvc_policy_set_small(p, 100) == -EINVAL);
+	TAP_CHECK(kvc_policy_set_small(p, 25) == 0);
+	arrive(idx, p, a);
+	TAP_CHECK(kvc_policy_set_small(p, 30) == -EBUSY);
+	kvc_policy_destroy(p);
+	p = new_policy("lru", idx, 20);
+	TAP_CHECK(kvc_policy_set_small(p, 25) == -EINVAL);
+	kvc_policy_destroy(p);
+	kvc_index_destroy(idx);
+}
+
 /* GreedyDual: shallow blocks go first, but age catches up with deep ones. */
 static void cost_behaviour(void)
 {
@@ -297,8 +355,8 @@ static void admission(void)
 /* ---- randomized: each policy against a reference ----------------------- */
 
 #define MAXID	256
-#define GHOST	24	/* 90% of the capacity hint, 27 */
 #define HINT	27
+#define GHOST	HINT	/* room for main's share of the hint, 90% at most */
 
 enum { M_NONE, M_TRACKED, M_PICKED };
 
@@ -313,6 +371,7 @@ struct ref {
 	int freq[MAXID];
 	uint64_t ghost[GHOST];		/* oldest first; 0: taken */
 	int ng;
+	int small_pct, gcap;		/* small's share; ghost: main's */
 };
 
 /* The test's own view of the forest: parent and presence in T. */
@@ -399,8 +458,9 @@ static void r_remove(struct ref *r, uint32_t id)
 
 static void r_ghost_add(struct ref *r, uint64_t fp)
 {
-	if (r->ng == GHOST) {
-		memmove(r->ghost, r->ghost + 1, (GHOST - 1) * sizeof(uint64_t));
+	if (r->ng == r->gcap) {
+		memmove(r->ghost, r->ghost + 1,
+			(size_t)(r->gcap - 1) * sizeof(uint64_t));
 		r->ng--;
 	}
 	r->ghost[r->ng++] = fp;
@@ -414,7 +474,8 @@ static uint32_t r_s3_evict(struct ref *r, struct kvc_index *idx)
 	while (budget--) {
 		uint32_t t;
 
-		if (r->ns && (10 * r->ns >= r->ns + r->nm || !r->nm)) {
+		if (r->ns && (100 * r->ns >= r->small_pct * (r->ns + r->nm) ||
+			      !r->nm)) {
 			t = r->s[--r->ns];
 			if (!r_leaf(t) || r->freq[t]) {
 				r->freq[t] = 0;
@@ -480,7 +541,8 @@ static uint32_t random_with_state(const struct ref *r, int state)
 	return n ? cand[rnd_below((unsigned int)n)] : KVC_ID_NONE;
 }
 
-static int one_sequence(int kind, int ops)
+/* small_pct: s3fifo's small share, set when not 0 (else the default, 10). */
+static int one_sequence(int kind, int ops, int small_pct)
 {
 	static const char *const names[] = { "lru", "s3fifo", "cost" };
 	static struct ref r;
@@ -490,6 +552,10 @@ static int one_sequence(int kind, int ops)
 
 	memset(&r, 0, sizeof(r));
 	r.kind = kind;
+	r.small_pct = small_pct ? small_pct : 10;
+	r.gcap = HINT * (100 - r.small_pct) / 100;
+	if (small_pct && kvc_policy_set_small(p, (unsigned int)small_pct))
+		bad++;
 	memset(live, 0, sizeof(live));
 	memset(present, 0, sizeof(present));
 	for (int op = 0; op < ops; op++) {
@@ -594,14 +660,14 @@ static int one_sequence(int kind, int ops)
 	return bad;
 }
 
-static void random_sequences(int kind)
+static void random_sequences(int kind, int small_pct)
 {
 	int bad = 0, first = -1;
 
-	rng_state = 1000 + (uint64_t)kind;
+	rng_state = 1000 + (uint64_t)kind + (uint64_t)small_pct;
 	victims_compared = ghost_hits = 0;
 	for (int s = 0; s < 2000; s++) {
-		int b = one_sequence(kind, 400);
+		int b = one_sequence(kind, 400, small_pct);
 
 		if (b && first < 0)
 			first = s;
@@ -618,17 +684,28 @@ static void random_sequences(int kind)
 
 static void lru_matches_reference(void)
 {
-	random_sequences(0);
+	random_sequences(0, 0);
 }
 
 static void s3fifo_matches_reference(void)
 {
-	random_sequences(1);
+	random_sequences(1, 0);
+}
+
+/* [eviction] s3fifo_small: the reference with the same share. */
+static void s3fifo_small_25_matches_reference(void)
+{
+	random_sequences(1, 25);
+}
+
+static void s3fifo_small_50_matches_reference(void)
+{
+	random_sequences(1, 50);
 }
 
 static void cost_matches_reference(void)
 {
-	random_sequences(2);
+	random_sequences(2, 0);
 }
 
 int main(void)
@@ -637,10 +714,13 @@ int main(void)
 	TAP_RUN(leaf_first);
 	TAP_RUN(lru_order);
 	TAP_RUN(s3fifo_behaviour);
+	TAP_RUN(s3fifo_small_share);
 	TAP_RUN(cost_behaviour);
 	TAP_RUN(admission);
 	TAP_RUN(lru_matches_reference);
 	TAP_RUN(s3fifo_matches_reference);
+	TAP_RUN(s3fifo_small_25_matches_reference);
+	TAP_RUN(s3fifo_small_50_matches_reference);
 	TAP_RUN(cost_matches_reference);
 	return tap_done();
 }
