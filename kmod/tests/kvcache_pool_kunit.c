@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * KUnit tests for the block pool's state machine (kvcache_pool.c): every
- * transition and its refusals, generation wrap-around, all-or-nothing
- * allocation, zeroing, namespace permission bits, and pin racing evict on
- * two threads. Part of kvcache_kunit.ko.
+ * transition and its refusals, refusals that reveal no state or
+ * generation, generation wrap-around, all-or-nothing allocation, zeroing,
+ * namespace permission bits, bounded quarantine reaping, and pin racing
+ * evict on two threads. Part of kvcache_kunit.ko.
  */
 #include <kunit/test.h>
 #include <linux/completion.h>
@@ -93,8 +94,9 @@ static void transitions_and_refusals(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h[0], &owner_a, 100,
 					     test_key, false), 0);
 	KUNIT_EXPECT_EQ(test, atomic_read(&pool->nr_sealed), 1);
+	/* Not a writable block of the caller any more: EPERM, as for others. */
 	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h[0], &owner_a, 100,
-					     test_key, false), -EINVAL);
+					     test_key, false), -EPERM);
 	KUNIT_EXPECT_EQ(test, kvc_block_map(pool, h[0].index, &owner_a, true),
 			-EACCES);
 
@@ -121,7 +123,7 @@ static void transitions_and_refusals(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kvc_block_pin(pool, h[0], NULL, NULL), -ESTALE);
 	KUNIT_EXPECT_EQ(test, kvc_block_evict(pool, h[0], &ns), -ESTALE);
 	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h[0], &owner_a, 1, test_key, false),
-			-ESTALE);
+			-EPERM);
 
 	/* WRITABLE -> FREE when the writer goes away. */
 	KUNIT_EXPECT_EQ(test, kvc_block_discard(pool, h[1].index, &owner_b, &ns),
@@ -455,7 +457,166 @@ static void bounce_blocks_come_from_the_pool(struct kunit *test)
 	drain(pool);
 }
 
+/*
+ * SEAL by anyone but the block's writer gets one answer, whatever the
+ * block's state and whatever generation the handle names: free, written
+ * by another, sealed, right or wrong generation.
+ */
+static void seal_refusals_tell_nothing(struct kunit *test)
+{
+	struct kvc_pool *pool = test_pool(test, SZ_4K);
+	struct kvcache_handle h[3], g;
+	u32 ns, i;
+
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 3, 3, &owner_a, h), 0);
+	KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, h[1], &owner_a, 1, test_key,
+					     false), 0);
+	KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, h[2], &owner_a, 1, test_key,
+					     false), 0);
+	KUNIT_ASSERT_EQ(test, kvc_block_evict(pool, h[2], &ns), 0);
+	/* h[0] writable by A, h[1] sealed, h[2] free; index 5 never used. */
+	for (i = 0; i < 4; i++) {
+		g = i < 3 ? h[i] : (struct kvcache_handle){ .index = 5 };
+		KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, g, &owner_b, 1,
+						     test_key, false), -EPERM);
+		g.gen++;
+		KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, g, &owner_b, 1,
+						     test_key, false), -EPERM);
+		g.gen -= 2;
+		KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, g, &owner_b, 1,
+						     test_key, true), -EPERM);
+	}
+	/* The writer's own block under an older handle: only it learns. */
+	g = h[0];
+	g.gen--;
+	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, g, &owner_a, 1, test_key,
+					     false), -ESTALE);
+	drain(pool);
+}
+
+static bool allow_ns_4(u32 ns_id, void *arg)
+{
+	return ns_id == 4;
+}
+
+/*
+ * A free block is judged by the namespace of its last life, so a caller
+ * without read permission there cannot tell free from live, nor one
+ * generation from another; a block never handed out has no namespace.
+ */
+static void pin_judges_free_blocks_by_last_namespace(struct kunit *test)
+{
+	struct kvc_pool *pool = test_pool(test, SZ_4K);
+	struct kvcache_handle h3[2], h4, g;
+	u32 ns, i;
+
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 2, 3, &owner_a, h3), 0);
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 1, 4, &owner_a, &h4), 0);
+	for (i = 0; i < 2; i++)
+		KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, h3[i], &owner_a, 1,
+						     test_key, false), 0);
+	KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, h4, &owner_a, 1, test_key,
+					     false), 0);
+	KUNIT_ASSERT_EQ(test, kvc_block_evict(pool, h3[1], &ns), 0);
+	KUNIT_ASSERT_EQ(test, kvc_block_evict(pool, h4, &ns), 0);
+
+	/* Namespace 3, live and free, any generation: EACCES. */
+	for (i = 0; i < 2; i++) {
+		g = h3[i];
+		KUNIT_EXPECT_EQ(test, kvc_block_pin(pool, g, allow_ns_4, NULL),
+				-EACCES);
+		g.gen++;
+		KUNIT_EXPECT_EQ(test, kvc_block_pin(pool, g, allow_ns_4, NULL),
+				-EACCES);
+	}
+	/* Never used: no namespace anyone may read. */
+	g = (struct kvcache_handle){ .index = 6 };
+	KUNIT_EXPECT_EQ(test, kvc_block_pin(pool, g, allow_ns_4, NULL), -EACCES);
+	/* Its own namespace's free block: a reader learns it is stale. */
+	KUNIT_EXPECT_EQ(test, kvc_block_pin(pool, h4, allow_ns_4, NULL),
+			-ESTALE);
+	/* Reused by namespace 4: the namespace of the new life counts. */
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 1, 4, &owner_b, &g), 0);
+	KUNIT_EXPECT_EQ(test, g.index, h4.index);
+	KUNIT_EXPECT_EQ(test, kvc_block_pin(pool, g, allow_ns_4, NULL), -EBUSY);
+	drain(pool);
+}
+
+/* SEAL with keep_pin: sealed and pinned at once, so evict cannot win. */
+static void seal_keep_pin_is_atomic(struct kunit *test)
+{
+	struct kvc_pool *pool = test_pool(test, SZ_4K);
+	struct kvcache_handle h;
+	u32 ns;
+
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 1, 1, &owner_a, &h), 0);
+	KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, h, &owner_a, 1, test_key,
+					     true), 0);
+	KUNIT_EXPECT_EQ(test, pool->blocks[h.index].pins, 1U);
+	KUNIT_EXPECT_EQ(test, atomic_read(&pool->nr_pinned), 1);
+	KUNIT_EXPECT_EQ(test, atomic_read(&pool->nr_sealed), 1);
+	KUNIT_EXPECT_EQ(test, kvc_block_evict(pool, h, &ns), -EBUSY);
+	KUNIT_EXPECT_EQ(test, kvc_block_unpin(pool, h), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&pool->nr_pinned), 0);
+	KUNIT_EXPECT_EQ(test, kvc_block_evict(pool, h, &ns), 0);
+	/* A refused seal takes no pin. */
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 1, 1, &owner_a, &h), 0);
+	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h, &owner_b, 1, test_key,
+					     true), -EPERM);
+	KUNIT_EXPECT_EQ(test, pool->blocks[h.index].pins, 0U);
+	KUNIT_EXPECT_EQ(test, atomic_read(&pool->nr_pinned), 0);
+	drain(pool);
+}
+
+#define NR_REAP_BLOCKS	64
+
+/*
+ * An allocation looks at a few quarantined blocks only (their page walks
+ * are the cost a user could multiply), all of them only when the free
+ * stack cannot serve it; kvc_pool_idle() looks at all of them.
+ */
+static void quarantine_reaping_is_bounded(struct kunit *test)
+{
+	const struct kvc_geometry geo = {
+		.block_size = SZ_4K, .pool_size = SZ_4K * NR_REAP_BLOCKS,
+	};
+	struct kvc_pool *pool = kvc_pool_create(&geo);
+	struct kvcache_handle h[NR_REAP_BLOCKS];
+	struct page *page;
+	u32 i, ns, q;
+
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, pool);
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 48, 1, &owner_a, h), 0);
+	for (i = 0; i < 48; i++) {
+		page = kvc_block_pages(pool, h[i].index)[0];
+		get_page(page);
+		KUNIT_ASSERT_EQ(test, kvc_block_discard(pool, h[i].index,
+							&owner_a, &ns), 0);
+		put_page(page);	/* reapable, but nobody has looked yet */
+	}
+	KUNIT_EXPECT_EQ(test, kvc_pool_nr_quarantined(pool), 48U);
+
+	/* 16 free blocks serve one: a bounded look at the quarantine. */
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 1, 1, &owner_b, h), 0);
+	q = kvc_pool_nr_quarantined(pool);
+	KUNIT_EXPECT_LT(test, q, 48U);
+	KUNIT_EXPECT_GE(test, q, 48U - 8);
+	/* More than the free stack has: everything reapable is reaped. */
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, NR_REAP_BLOCKS - 1, 1,
+					     &owner_b, h + 1), 0);
+	KUNIT_EXPECT_EQ(test, kvc_pool_nr_quarantined(pool), 0U);
+	for (i = 0; i < NR_REAP_BLOCKS; i++)
+		KUNIT_EXPECT_EQ(test, kvc_block_discard(pool, h[i].index,
+							&owner_b, &ns), 0);
+	KUNIT_EXPECT_TRUE(test, kvc_pool_idle(pool));
+	kvc_pool_destroy(pool);
+}
+
 static struct kunit_case kvcache_pool_cases[] = {
+	KUNIT_CASE(seal_refusals_tell_nothing),
+	KUNIT_CASE(pin_judges_free_blocks_by_last_namespace),
+	KUNIT_CASE(seal_keep_pin_is_atomic),
+	KUNIT_CASE(quarantine_reaping_is_bounded),
 	KUNIT_CASE(io_references_hold_the_block),
 	KUNIT_CASE(bounce_blocks_come_from_the_pool),
 	KUNIT_CASE(transitions_and_refusals),
