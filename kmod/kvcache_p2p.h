@@ -55,7 +55,8 @@ struct kvc_provider {
 	struct mutex lock;		/* ->regions, ->dead, region memory */
 	struct list_head regions;
 	u32 nr_regions;
-	bool dead;			/* removed: no new transfers */
+	bool dead;			/* removed: no new transfers; written
+					 * under ->lock, READ_ONCE() as a hint */
 	atomic_t inflight;		/* copies and P2P requests on its memory */
 	wait_queue_head_t idle;		/* woken when ->inflight drops to 0 */
 

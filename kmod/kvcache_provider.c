@@ -319,7 +319,7 @@ void kvc_provider_remove(struct kvc_provider *prov)
 		return;
 
 	mutex_lock(&prov->lock);
-	prov->dead = true;
+	WRITE_ONCE(prov->dead, true);
 	mutex_unlock(&prov->lock);
 	/*
 	 * Only the CPU copies of the bounce path and P2P requests hold the

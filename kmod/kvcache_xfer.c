@@ -434,6 +434,9 @@ static ssize_t kvc_xfer_region(struct kvc_xfer *x, struct kvcache_xfer_entry *e,
 	p2p = !(e->flags & KVCACHE_XFER_BOUNCE) &&
 	      IS_ALIGNED(e->offset, align) && kvc_p2p_possible(prov, bdev);
 	e->path = p2p ? KVCACHE_PATH_P2P : KVCACHE_PATH_BOUNCE;
+	/* Removed already: fail before borrowing a block or touching the file. */
+	if (READ_ONCE(prov->dead))
+		return -ENODEV;
 	if (!p2p) {
 		ret = kvc_bounce_io(x, file, to_file, e->file_offset, region,
 				    e->offset, e->length);
