@@ -385,8 +385,12 @@ int kvc_bf_fsync_dir_of(const char *file)
  * in its parent. */
 static int mkdir_one(const char *path, const char *parent)
 {
-	if (mkdir(path, 0755) == 0)
+	if (mkdir(path, KVC_BF_DIR_MODE) == 0) {
+		/* The umask must not take the readers' search bit away. */
+		if (chmod(path, KVC_BF_DIR_MODE))
+			return -errno;
 		return kvc_bf_fsync_dir(parent);
+	}
 	return errno == EEXIST ? 0 : -errno;
 }
 
@@ -494,12 +498,20 @@ int kvc_bf_open_tmp(const char *tmp, bool *direct)
 
 	*direct = false;
 	for (int tries = 0; tries < 2; tries++) {
-		int fd = open(tmp, base | O_DIRECT, 0644);
+		int fd = open(tmp, base | O_DIRECT, KVC_BF_FILE_MODE);
 
 		if (fd < 0 && errno == EINVAL)	/* no O_DIRECT here */
-			fd = open(tmp, base, 0644);
+			fd = open(tmp, base, KVC_BF_FILE_MODE);
 		else if (fd >= 0)
 			*direct = true;
+		/* Its mode whatever the umask (a file read by tenants). */
+		if (fd >= 0 && fchmod(fd, KVC_BF_FILE_MODE)) {
+			int err = -errno;
+
+			close(fd);
+			unlink(tmp);
+			return err;
+		}
 		if (fd >= 0)
 			return fd;
 		if (errno != EEXIST || tries)

@@ -144,6 +144,16 @@ int kvc_bf_check(const uint8_t *image, uint64_t size,
 int kvc_bf_prepare(const char *dir, const uint8_t key[KVC_BF_KEY_SIZE],
 		   const char *tmp_tag, char *final, char *tmp, size_t len);
 int kvc_bf_open_tmp(const char *tmp, bool *direct);
+/*
+ * The modes of what a tier holds, set explicitly whatever the umask:
+ * block files are readable by all and fan-out directories searchable by
+ * all, because access is decided one level up, by ns<id>/ (the
+ * namespace's owner, group and read bits; libkvcache's readers open the
+ * files themselves). Manifests list every tenant's keys: 0600.
+ */
+#define KVC_BF_FILE_MODE	0644
+#define KVC_BF_DIR_MODE		0755
+#define KVC_BF_PRIVATE_MODE	0600
 int kvc_bf_install(const char *tmp, const char *final);
 
 /* fsync a directory, or the directory @file is in: 0 or -errno. */

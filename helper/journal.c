@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "blockfile.h"
@@ -238,11 +239,17 @@ int kvc_journal_rewrite(const char *path, const struct kvc_link *l, size_t n,
 
 	if (snprintf(tmp, sizeof(tmp), "%s.new", path) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
-	/* 0600: it lists the keys and namespaces of every tenant. */
+	/* 0600 whatever the umask: it lists every tenant's keys. */
 	nfd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
 		   0600);
 	if (nfd < 0)
 		return -errno;
+	if (fchmod(nfd, 0600)) {
+		ret = -errno;
+		close(nfd);
+		unlink(tmp);
+		return ret;
+	}
 	for (size_t i = 0; i < n && !ret; i++) {
 		kvc_journal_encode(&l[i], buf + used);
 		used += KVC_JOURNAL_REC;

@@ -58,12 +58,26 @@ static int decode(const uint8_t *b, struct kvc_mf_rec *r)
 	return 0;
 }
 
+/*
+ * 0600 whatever the umask: a manifest lists the keys and namespaces of
+ * every tenant. Set on every open, so a manifest an older kvcached left
+ * readable is made private again.
+ */
+static int mf_private(int fd)
+{
+	int err;
+
+	if (fd < 0 || !fchmod(fd, KVC_BF_PRIVATE_MODE))
+		return fd < 0 ? -errno : fd;
+	err = -errno;
+	close(fd);
+	return err;
+}
+
 int kvc_mf_open(const char *path)
 {
-	/* 0600: it lists the keys and namespaces of every tenant. */
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-
-	return fd < 0 ? -errno : fd;
+	return mf_private(open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+			       KVC_BF_PRIVATE_MODE));
 }
 
 int kvc_mf_append(int fd, const struct kvc_mf_rec *r)
@@ -161,13 +175,21 @@ int kvc_mf_rewrite(const char *path, const struct kvc_mf_rec *r, size_t n)
 	char tmp[PATH_MAX];
 	uint8_t b[KVC_MF_REC_SIZE];
 	FILE *f;
-	int ret = 0;
+	int fd, ret = 0;
 
 	if (snprintf(tmp, sizeof(tmp), "%s.new", path) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
-	f = fopen(tmp, "we");
-	if (!f)
-		return -errno;
+	fd = mf_private(open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+			     KVC_BF_PRIVATE_MODE));
+	if (fd < 0)
+		return fd;
+	f = fdopen(fd, "w");
+	if (!f) {
+		ret = -errno;
+		close(fd);
+		unlink(tmp);
+		return ret;
+	}
 	for (size_t i = 0; i < n && !ret; i++) {
 		encode(&r[i], b);
 		if (fwrite(b, sizeof(b), 1, f) != 1)

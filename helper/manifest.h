@@ -42,7 +42,10 @@ struct kvc_mf_rec {
 	uint8_t parent[KVC_BF_KEY_SIZE];
 };
 
-/* Open @path for appending (created 0644): a descriptor or -errno. */
+/*
+ * Open @path for appending, created if need be, mode 0600 whatever the
+ * umask (set again on an existing file): a descriptor or -errno.
+ */
 int kvc_mf_open(const char *path);
 
 /* Append one record (one write(2) of 96 bytes): 0 or -errno. */
@@ -57,8 +60,8 @@ int kvc_mf_read(const char *path, struct kvc_mf_rec **out, size_t *n,
 		size_t *bad);
 
 /*
- * Replace @path by the @n records given: a temp file, fsync, rename,
- * directory fsync. 0 or -errno (the old manifest stays then).
+ * Replace @path by the @n records given: a temp file (0600), fsync,
+ * rename, directory fsync. 0 or -errno (the old manifest stays then).
  */
 int kvc_mf_rewrite(const char *path, const struct kvc_mf_rec *r, size_t n);
 

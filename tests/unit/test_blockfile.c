@@ -432,6 +432,51 @@ static void publish_then_read(void)
 	}
 }
 
+/*
+ * The modes of a published block and its fan-out directories are what
+ * blockfile.h says whatever the umask: readers of the namespace open the
+ * files themselves, so a umask of 077 must not make them root's alone.
+ */
+static void modes_whatever_the_umask(void)
+{
+	static const mode_t masks[] = { 022, 077, 0 };
+	uint8_t *p = pattern(4096, 9);
+	char dir[128];
+
+	/* A directory of its own: the other tests count quarantine/. */
+	snprintf(dir, sizeof(dir), "%s/modes", tmpdir);
+	TAP_CHECK(p != NULL && mkdir(dir, 0755) == 0);
+	for (size_t i = 0; p && i < sizeof(masks) / sizeof(masks[0]); i++) {
+		struct kvc_bf_header h;
+		char path[512], d[512];
+		struct stat st;
+		mode_t old;
+
+		make_header(&h, (uint8_t)(0xe1 + 2 * i), 4096);
+		old = umask(masks[i]);
+		TAP_CHECK(kvc_bf_publish(dir, &h, p, "node-m") == 0);
+		umask(old);
+		TAP_CHECK(kvc_bf_path(dir, h.key, path, sizeof(path)) == 0);
+		TAP_CHECK(stat(path, &st) == 0 &&
+			  (st.st_mode & 07777) == KVC_BF_FILE_MODE);
+		snprintf(d, sizeof(d), "%s/%02x/%02x", dir, h.key[0], h.key[1]);
+		TAP_CHECK(stat(d, &st) == 0 &&
+			  (st.st_mode & 07777) == KVC_BF_DIR_MODE);
+		*strrchr(d, '/') = '\0';
+		TAP_CHECK(stat(d, &st) == 0 &&
+			  (st.st_mode & 07777) == KVC_BF_DIR_MODE);
+		if (i == 1) {	/* quarantine/ too */
+			old = umask(077);
+			TAP_CHECK(kvc_bf_quarantine(dir, h.key) == 0);
+			umask(old);
+			snprintf(d, sizeof(d), "%s/quarantine", dir);
+			TAP_CHECK(stat(d, &st) == 0 &&
+				  (st.st_mode & 07777) == KVC_BF_DIR_MODE);
+		}
+	}
+	free(p);
+}
+
 static void publish_is_idempotent(void)
 {
 	struct kvc_bf_header h, got;
@@ -621,6 +666,7 @@ int main(void)
 	TAP_RUN(path_format);
 	TAP_RUN(publish_then_read);
 	TAP_RUN(publish_is_idempotent);
+	TAP_RUN(modes_whatever_the_umask);
 	TAP_RUN(corruption_is_detected);
 	TAP_RUN(read_only_directory);
 	scratch_remove(tmpdir);

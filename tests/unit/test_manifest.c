@@ -637,6 +637,43 @@ static void rewrite_read_only(void)
 	expect(path, r, 3, 0);
 }
 
+/* Every manifest file is 0600, whatever the umask or an older file's mode. */
+static void modes_whatever_the_umask(void)
+{
+	static const mode_t masks[] = { 022, 0, 077 };
+	struct kvc_mf_rec r[2];
+	char path[PATH_MAX];
+	struct stat st;
+
+	make_rec(&r[0], 70);
+	make_rec(&r[1], 71);
+	for (size_t i = 0; i < sizeof(masks) / sizeof(masks[0]); i++) {
+		mode_t old = umask(masks[i]);
+		int fd;
+
+		path_of(path, sizeof(path), "modes");
+		unlink(path);
+		fd = kvc_mf_open(path);
+		TAP_CHECK(fd >= 0);
+		if (fd >= 0)
+			close(fd);
+		TAP_CHECK(stat(path, &st) == 0 && (st.st_mode & 07777) == 0600);
+		/* An older kvcached's world-readable manifest: private again. */
+		TAP_CHECK(chmod(path, 0644) == 0);
+		fd = kvc_mf_open(path);
+		TAP_CHECK(fd >= 0);
+		if (fd >= 0)
+			close(fd);
+		TAP_CHECK(stat(path, &st) == 0 && (st.st_mode & 07777) == 0600);
+		/* What recovery does at every start. */
+		TAP_CHECK(chmod(path, 0644) == 0);
+		TAP_CHECK(kvc_mf_rewrite(path, r, 2) == 0);
+		TAP_CHECK(stat(path, &st) == 0 && (st.st_mode & 07777) == 0600);
+		umask(old);
+	}
+	unlink(path);
+}
+
 int main(void)
 {
 	if (scratch_make(tmpdir, sizeof(tmpdir), "kvc-mf"))
@@ -650,6 +687,7 @@ int main(void)
 	TAP_RUN(invalid_fields);
 	TAP_RUN(garbage_appended);
 	TAP_RUN(rewrite_replaces);
+	TAP_RUN(modes_whatever_the_umask);
 	TAP_RUN(rewrite_read_only);
 	scratch_remove(tmpdir);
 	return tap_done();
