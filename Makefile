@@ -69,7 +69,7 @@ UNIT_TESTS := test_uapi test_devinfo test_keys test_proto test_config \
 	      test_journal test_log
 SELFTESTS := kvcache_dev_test bench_test pool_test ioctl_fuzz_test p2p_test \
 	     kvcached_test tiers_test libkvcache_test engine_test soak_test \
-	     crash_test fault_test isolation_test faults_test
+	     crash_test fault_test isolation_test faults_test xfer_async_test
 
 .PHONY: all deps kernel module helper lib engine install pytest unit unit-build selftests check demo soak \
 	bench bench-build vm-shell clean
