@@ -29,6 +29,9 @@ _Static_assert(KVC_CONFIG_SOCK_PATH_MAX == sizeof(((struct sockaddr_un *)0)->sun
 #define DEF_SOCKET		"/run/kvcache/kvcached.sock"
 #define DEF_METRICS		"/run/kvcache/metrics.sock"
 #define DEF_METRICS_ADDRESS	"127.0.0.1"
+/* Persistent: the salts must outlive a reboot (kvcached.service's
+ * StateDirectory=kvcache/state). */
+#define DEF_STATE_DIR		"/var/lib/kvcache/state"
 
 /* The kernel module's limits for the same pool settings (admin-guide.md). */
 #define MIN_BLOCK_SIZE		4096ULL
@@ -54,6 +57,8 @@ enum {
 	K_METRICS_ADDRESS,
 	K_LOG_LEVEL,
 	K_MODE,
+	K_STATE_DIR,
+	K_ALLOW_MISSING_STATE,
 	K_MEMFD_SIZE,
 	K_BLOCK_SIZE,
 	K_HUGETLB,
@@ -176,6 +181,16 @@ static const struct key keys[NKEYS] = {
 		.section = "daemon", .name = "mode", .type = V_ENUM,
 		.offset = offsetof(struct kvc_config, daemon.mode),
 		.names = mode_names,
+	},
+	[K_STATE_DIR] = {
+		.section = "daemon", .name = "state_dir", .type = V_STRING,
+		.offset = offsetof(struct kvc_config, daemon.state_dir),
+		.size = KVC_CONFIG_DIR_MAX, .check = check_abs_path,
+	},
+	[K_ALLOW_MISSING_STATE] = {
+		.section = "daemon", .name = "allow_missing_state",
+		.type = V_BOOL,
+		.offset = offsetof(struct kvc_config, daemon.allow_missing_state),
 	},
 	[K_MEMFD_SIZE] = {
 		.section = "pool", .name = "memfd_size", .type = V_SIZE,
@@ -323,6 +338,8 @@ void kvc_config_defaults(struct kvc_config *cfg)
 	strcpy(cfg->daemon.metrics_address, DEF_METRICS_ADDRESS);
 	cfg->daemon.log_level = KVC_CONFIG_LOG_INFO;
 	cfg->daemon.mode = KVC_CONFIG_MODE_AUTO;
+	strcpy(cfg->daemon.state_dir, DEF_STATE_DIR);
+	cfg->daemon.allow_missing_state = false;
 
 	cfg->pool.memfd_size = 256ULL << 20;
 	cfg->pool.block_size = 2ULL << 20;

@@ -95,6 +95,9 @@ struct kvc_config {
 		char metrics_address[KVC_CONFIG_ADDR_MAX]; /* TCP only */
 		int log_level;			/* enum kvc_config_log_level */
 		int mode;			/* enum kvc_config_mode */
+		char state_dir[KVC_CONFIG_DIR_MAX];	/* namespaces, parents */
+		/* Start although g3 holds blocks and the state is gone. */
+		bool allow_missing_state;
 	} daemon;
 	struct {
 		uint64_t memfd_size;		/* memfd mode only */

@@ -20,6 +20,8 @@
 #include "daemon.h"
 #include "daemon_priv.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -39,6 +41,7 @@
 
 #include "blockfile.h"
 #include "devinfo.h"
+#include "fault.h"
 #include "index.h"
 #include "journal.h"
 #include "kdev.h"
@@ -211,6 +214,13 @@ static int kvcd_ns_save(const struct kvcd *d)
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
+	/* 0600 whatever the umask: the salts. */
+	if (fchmod(fd, 0600)) {
+		ret = -errno;
+		close(fd);
+		unlink(tmp);
+		return ret;
+	}
 	f = fdopen(fd, "w");
 	if (!f) {
 		ret = -errno;
@@ -226,12 +236,15 @@ static int kvcd_ns_save(const struct kvcd *d)
 			fprintf(f, "%02x", d->ns[i].salt[j]);
 		fputc('\n', f);
 	}
-	if (fflush(f) || fsync(fileno(f)))
+	if (fflush(f) || kvc_fault_sys(KVC_FAULT_STATE_SAVE) ||
+	    fsync(fileno(f)))
 		ret = -errno;
 	if (fclose(f) && !ret)
 		ret = -errno;
 	if (!ret && rename(tmp, path))
 		ret = -errno;
+	if (ret)
+		unlink(tmp);
 	/* The new table (a namespace's owner, mode and salt) survives a
 	 * crash only once the rename is on disk. */
 	if (!ret)
@@ -267,6 +280,7 @@ static int kvcd_ns_load(struct kvcd *d)
 	f = fopen(path, "re");
 	if (!f)
 		return errno == ENOENT ? 0 : -errno;
+	d->ns_table = true;
 	while (fgets(line, sizeof(line), f)) {
 		struct kvcd_ns ns = { .used = true };
 
@@ -357,7 +371,113 @@ static void kvcd_ns_dirs(const struct kvcd *d, uint32_t ns)
 	}
 }
 
+/* Does dir hold a file (not a directory) anywhere below it, depth levels deep? */
+static bool kvcd_has_files(const char *dir, int depth)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	bool found = false;
+	struct stat st;
+	DIR *dp;
+
+	dp = opendir(dir);
+	if (!dp)
+		return false;
+	while (!found && (de = readdir(dp))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >=
+		    (int)sizeof(path) || lstat(path, &st))
+			continue;
+		if (!S_ISDIR(st.st_mode))
+			found = true;
+		else if (depth > 0)
+			found = kvcd_has_files(path, depth - 1);
+	}
+	closedir(dp);
+	return found;
+}
+
+/*
+ * The ns<id> directories of tier directory dir that hold files (blocks,
+ * temp files, quarantined ones) but whose namespace the table does not
+ * have: nothing can reach those blocks, as their salt is gone with the
+ * table. Each is logged; how many there are is returned. Their files are
+ * left alone: the namespace may come back (NS_CREATE with the same id,
+ * NS_SALT SET with the old salt, then a restart finds them again).
+ */
+static uint32_t kvcd_unknown_ns(const struct kvcd *d, const char *dir,
+				const char *tier, int level)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	uint32_t n = 0;
+	DIR *dp;
+
+	if (!dir[0] || !(dp = opendir(dir)))
+		return 0;
+	while ((de = readdir(dp))) {
+		char *end;
+		unsigned long id;
+
+		if (strncmp(de->d_name, "ns", 2) || !isdigit((unsigned char)de->d_name[2]))
+			continue;
+		id = strtoul(de->d_name + 2, &end, 10);
+		if (*end || id < 1 || id > KVCACHE_NS_MAX || d->ns[id].used ||
+		    snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >=
+		    (int)sizeof(path))
+			continue;
+		/* ns<id>/aa/bb/<key>.kvb, ns<id>/quarantine/<key>.<time> */
+		if (!kvcd_has_files(path, 2))
+			continue;
+		n++;
+		kvc_log(level, "%s %s holds blocks of namespace %lu, which the namespace table (%s/namespaces) does not have: they cannot be reached",
+			tier, path, id, d->state_dir);
+	}
+	closedir(dp);
+	return n;
+}
+
+/*
+ * Before the tiers are opened (their recovery would drop what belongs to
+ * no known namespace from the manifests): blocks on disk whose namespace
+ * is unknown. With no namespace table at all and such blocks in g3 (this
+ * node's own disk), the state directory was lost: a tmpfs emptied by a
+ * reboot, a wrong --state-dir, a restore that forgot it. Starting would
+ * leave every g3 block unreachable and hand out fresh salts for the same
+ * namespace ids, so kvcached refuses (-ENOKEY: the keys' salts are
+ * missing) unless [daemon] allow_missing_state says to go on. In g4, the
+ * shared tier, namespaces this node lacks are normal (another node's, or
+ * a node joining): they are only counted and logged.
+ */
+static int kvcd_check_state(struct kvcd *d)
+{
+	uint32_t g3 = kvcd_unknown_ns(d, d->cfg.g3.directory, "g3",
+				      d->ns_table ? KVC_LOG_ERROR : KVC_LOG_WARN);
+	uint32_t g4 = kvcd_unknown_ns(d, d->cfg.g4.directory, "g4",
+				      KVC_LOG_WARN);
+
+	d->unknown_ns = g3 + g4;
+	kvc_metric_set(d->dm.unknown_namespaces, d->unknown_ns);
+	if (d->ns_table || !g3)
+		return 0;
+	if (!d->cfg.daemon.allow_missing_state) {
+		kvc_err("%s has no namespace table, but g3 %s holds blocks of %" PRIu32
+			" namespaces: the state directory was lost (on a tmpfs? another --state-dir?). Refusing to start: new namespaces would get new salts and every g3 block would stay unreachable. Restore %s/namespaces, or set [daemon] allow_missing_state = yes for one start to go on without those blocks",
+			d->state_dir, d->cfg.g3.directory, g3, d->state_dir);
+		return -ENOKEY;
+	}
+	d->state_missing = true;
+	kvc_metric_set(d->dm.state_missing, 1);
+	kvc_err("%s has no namespace table, but g3 %s holds blocks of %" PRIu32
+		" namespaces: starting without them (allow_missing_state); their files stay, unreachable",
+		d->state_dir, d->cfg.g3.directory, g3);
+	/* Decided once: the next start has a table (empty) to read. */
+	return kvcd_ns_save(d);
+}
+
 /* ---- the parents journal (kernel mode; journal.h) -------------------- */
+
+static double kvcd_now(void);
 
 /* The link of entry id, as the index has it now. */
 static void kvcd_link_of(struct kvcd *d, uint32_t id, struct kvc_link *l)
@@ -417,18 +537,56 @@ static int kvcd_journal_compact(struct kvcd *d)
 	return 0;
 }
 
-/* Entry id was just stored in the pool: append its link. */
+/* A journal append failed (or there is no journal): count it, say it once. */
+static void kvcd_journal_failed(struct kvcd *d, int err)
+{
+	d->journal_errors++;
+	kvc_metric_add(d->dm.journal_errors, 1);
+	if (err != d->journal_last_error)
+		kvc_err("%s/parents: %s: STOREs are refused until the journal can be written (a block it does not list would be an orphan after a restart)",
+			d->state_dir, strerror(-err));
+	d->journal_last_error = err;
+}
+
+/*
+ * Entry id was just stored in the pool: append its link. In kernel mode
+ * a block is kept across a restart only through its record, so a STORE
+ * whose record cannot be written is refused (kvcd_store_one()): 0 or
+ * -errno. With no journal open (the start could not write one) it is
+ * tried again, once a second at most.
+ */
 static int kvcd_journal_add(struct kvcd *d, uint32_t id)
 {
 	struct kvc_link l;
+	double now;
 	int ret;
 
-	if (d->journal_fd < 0)
-		return 0;
+	if (d->mode != KVC_PROTO_MODE_KERNEL)
+		return 0;	/* memfd mode: the pool dies with us */
+	if (d->journal_fd < 0) {
+		now = kvcd_now();
+		ret = -EIO;
+		if (now >= d->journal_retry_at) {
+			d->journal_retry_at = now + 1.0;
+			ret = kvcd_journal_compact(d);
+		}
+		if (ret) {
+			kvcd_journal_failed(d, ret);
+			return ret;
+		}
+	}
 	kvcd_link_of(d, id, &l);
-	ret = kvc_journal_append(d->journal_fd, &l);
-	if (ret)
+	ret = kvc_fault_err(KVC_FAULT_JOURNAL_WRITE);
+	if (!ret)
+		ret = kvc_journal_append(d->journal_fd, &l);
+	if (ret) {
+		kvcd_journal_failed(d, ret);
 		return ret;
+	}
+	if (d->journal_last_error) {
+		kvc_info("%s/parents: appends work again", d->state_dir);
+		d->journal_last_error = 0;
+	}
 	d->journal_bytes += KVC_JOURNAL_REC;
 	/* Bounded: one append per store, compacted as evictions pile up. */
 	if (kvc_journal_due(d->journal_bytes, kvc_policy_count(d->policy),
@@ -1008,7 +1166,16 @@ static int kvcd_store_one(struct kvcd *d, uint32_t ns,
 	ret = kvcd_set_pool(d, id, e->handle);
 	if (ret)
 		return ret;
-	kvcd_journal_add(d, id);
+	/*
+	 * Not durable without its journal record (kernel mode): refused, and
+	 * out of the index again, as if never stored. The client sees the
+	 * error; the block is freed as any refused one (kvcd_drop_refused()).
+	 */
+	ret = kvcd_journal_add(d, id);
+	if (ret) {
+		kvcd_clear_pool(d, id);
+		return ret;
+	}
 	d->stores++;
 	kvcd_tiers_stored(d, id);
 	return 0;
@@ -1149,14 +1316,25 @@ static int kvcd_ns_create(struct kvcd *d, struct kvc_peer *p,
 		if (ret)
 			return kvcd_error(reply, m, ret, "kernel refused it");
 	}
+	/*
+	 * Saved before it is answered: a namespace whose salt is not in the
+	 * table would lose its g3/g4 blocks at the next start. Refused when
+	 * the table cannot be written (and taken back from the kernel).
+	 */
 	d->ns[c->ns_id] = ns;
+	ret = kvcd_ns_save(d);
+	if (ret) {
+		d->ns[c->ns_id].used = false;
+		d->state_errors++;
+		kvc_err("saving %s/namespaces: %s: namespace %" PRIu32 " not created",
+			d->state_dir, strerror(-ret), c->ns_id);
+		if (d->mode == KVC_PROTO_MODE_KERNEL)
+			kvc_kdev_ns_destroy(&d->kdev, c->ns_id);
+		return kvcd_error(reply, m, ret, "saving the namespace table");
+	}
 	kvc_info("namespace %" PRIu32 " created: uid %" PRIu32 " gid %" PRIu32
 		 " mode %03o", c->ns_id, c->uid, c->gid, c->mode);
 	kvcd_ns_dirs(d, c->ns_id);
-	ret = kvcd_ns_save(d);
-	if (ret)
-		kvc_err("saving namespaces: %s",
-			strerror(-ret));
 	return kvc_proto_encode_ns_create_reply(reply, KVC_PROTO_MSG_MAX,
 						m->seq);
 }
@@ -1183,11 +1361,20 @@ static int kvcd_ns_salt(struct kvcd *d, struct kvc_peer *p,
 		if (!n->used)
 			return kvcd_error(reply, m, -ENOENT,
 					  "no such namespace");
+		uint8_t old[KVC_PROTO_SALT_SIZE];
+
+		memcpy(old, n->salt, KVC_PROTO_SALT_SIZE);
 		memcpy(n->salt, s->salt, KVC_PROTO_SALT_SIZE);
 		ret = kvcd_ns_save(d);
-		if (ret)
+		if (ret) {
+			/* The salt in use stays the one a restart reads. */
+			memcpy(n->salt, old, KVC_PROTO_SALT_SIZE);
+			d->state_errors++;
+			kvc_err("saving %s/namespaces: %s: the salt of namespace %" PRIu32 " is unchanged",
+				d->state_dir, strerror(-ret), s->ns_id);
 			return kvcd_error(reply, m, ret,
 					  "saving the namespace table");
+		}
 	} else if (!n->used) {
 		return kvcd_error(reply, m, -ENOENT, "no such namespace");
 	} else if (!kvcd_may(d, p, s->ns_id, 4)) {
@@ -1428,8 +1615,12 @@ static int kvcd_stats(struct kvcd *d, const struct kvc_msg *m, uint8_t *reply)
 		{ "refused_freed", 0, d->refused_freed },
 		{ "journal_bytes", 0, d->journal_bytes },
 		{ "journal_compactions", 0, d->journal_compactions },
+		{ "journal_errors", 0, d->journal_errors },
+		{ "state_errors", 0, d->state_errors },
+		{ "state_missing", 0, d->state_missing },
+		{ "unknown_namespaces", 0, d->unknown_ns },
 	};
-	size_t n = 13;
+	size_t n = 17;
 
 	kvcd_pool_free(d, &free_blocks);
 	st[9].value = free_blocks;
@@ -1776,6 +1967,9 @@ int kvcd_create(struct kvcd **out, const struct kvcd_options *opt)
 			strerror(errno));
 		goto err;
 	}
+	/* It holds the salts: kvcached's alone, whatever made it. */
+	if (chmod(d->state_dir, 0700))
+		kvc_warn("chmod %s: %s", d->state_dir, strerror(errno));
 	ret = kvcd_open_pool(d, opt->device);
 	if (ret)
 		goto err;
@@ -1806,6 +2000,8 @@ int kvcd_create(struct kvcd **out, const struct kvcd_options *opt)
 	if (ret)
 		goto err;
 	ret = kvcd_ns_load(d);
+	if (!ret)
+		ret = kvcd_check_state(d);
 	if (ret)
 		goto err;
 	ret = kvcd_metrics_open(d);

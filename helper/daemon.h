@@ -28,6 +28,12 @@
 
 struct kvcd;
 
+/*
+ * kvcached's exit status when it refuses to start because its state was
+ * lost (kvcd_create() -ENOKEY): kvcached.service does not restart it.
+ */
+#define KVCD_EXIT_STATE_MISSING	3
+
 struct kvcd_options {
 	const struct kvc_config *cfg;
 	const char *device;		/* /dev/kvcache, for tests */
@@ -38,7 +44,9 @@ struct kvcd_options {
  * Set the daemon up: choose the mode (cfg->daemon.mode), open the kernel
  * pool or create the memfd pool, load the namespaces, and in kernel mode
  * rebuild the index from the sealed blocks the kernel still holds.
- * Returns 0 or -errno (with a message on stderr).
+ * Returns 0 or -errno (with a message on stderr); -ENOKEY: the state
+ * directory has no namespace table but g3 holds blocks, and
+ * allow_missing_state is off (the state was lost: see kvcached.md).
  */
 int kvcd_create(struct kvcd **out, const struct kvcd_options *opt);
 void kvcd_destroy(struct kvcd *d);

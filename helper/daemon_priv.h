@@ -121,11 +121,18 @@ struct kvcd {
 	char *metrics_buf;
 	size_t metrics_cap;
 	struct kvcd_ns ns[KVCACHE_NS_MAX + 1];
+	bool ns_table;			/* the state dir had a namespace table */
+	bool state_missing;		/* ... no, and allow_missing_state */
+	uint32_t unknown_ns;		/* tier ns<id> dirs nobody can reach */
 	int journal_fd;			/* parents (journal.h); -1: none */
 	uint64_t journal_bytes;		/* its size */
 	uint64_t journal_last;		/* its size after the last compaction */
 	uint64_t journal_compactions;
 	uint64_t journal_min;		/* compact from this size on */
+	uint64_t journal_errors;	/* appends that failed */
+	int journal_last_error;		/* the last one's -errno, 0: none */
+	double journal_retry_at;	/* no journal: when to try again */
+	uint64_t state_errors;		/* namespace table saves refused */
 	uint64_t refused_freed;		/* blocks of refused STOREs freed */
 	struct kvcd_client clients[KVC_SERVER_MAX_CLIENTS];
 

@@ -34,6 +34,8 @@ static const char *const names[KVC_FAULT_NR] = {
 	[KVC_FAULT_MANIFEST_WRITE] = "manifest_write",
 	[KVC_FAULT_MANIFEST_FSYNC] = "manifest_fsync",
 	[KVC_FAULT_MANIFEST_RENAME] = "manifest_rename",
+	[KVC_FAULT_JOURNAL_WRITE] = "journal_write",
+	[KVC_FAULT_STATE_SAVE] = "state_save",
 };
 
 static struct point points[KVC_FAULT_NR];

@@ -9,7 +9,9 @@
  *
  * The injected result enters the code where the real one would: the
  * result of an io_uring completion (tierio.c), the return of open,
- * close, link, write, fsync or rename, with errno set. So what a test
+ * close, link, write, fsync or rename, with errno set; in the state
+ * directory (daemon.c), the append of a parents journal record and the
+ * fsync of a new namespace table. So what a test
  * with a fault exercises is the daemon's handling of the real error.
  *
  * Off unless armed: kvcached arms it only from the KVCACHED_FAULT
@@ -55,6 +57,8 @@ enum kvc_fault_point {
 	KVC_FAULT_MANIFEST_WRITE,	/* a manifest record's append */
 	KVC_FAULT_MANIFEST_FSYNC,	/* a manifest rewrite's fsync */
 	KVC_FAULT_MANIFEST_RENAME,	/* a manifest rewrite's rename */
+	KVC_FAULT_JOURNAL_WRITE,	/* a parents journal append */
+	KVC_FAULT_STATE_SAVE,		/* the namespace table's rewrite */
 	KVC_FAULT_NR
 };
 

@@ -55,6 +55,13 @@ int kvc_kdev_ns_create(struct kvc_kdev *kd, uint32_t ns, uint32_t uid,
 	return kvc_kdev_ioctl(kd, KVCACHE_IOC_NS_CREATE, &arg);
 }
 
+int kvc_kdev_ns_destroy(struct kvc_kdev *kd, uint32_t ns)
+{
+	struct kvcache_ns arg = { .size = sizeof(arg), .ns_id = ns };
+
+	return kvc_kdev_ioctl(kd, KVCACHE_IOC_NS_DESTROY, &arg);
+}
+
 int kvc_kdev_query(struct kvc_kdev *kd, uint32_t start, uint32_t ns,
 		   struct kvcache_block_info *out, uint32_t max,
 		   uint32_t *count, uint32_t *next)

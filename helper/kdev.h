@@ -25,6 +25,8 @@ void kvc_kdev_close(struct kvc_kdev *kd);
 
 int kvc_kdev_ns_create(struct kvc_kdev *kd, uint32_t ns, uint32_t uid,
 		       uint32_t gid, uint32_t mode);
+/* Drop namespace ns again (it must hold no blocks): 0 or -errno. */
+int kvc_kdev_ns_destroy(struct kvc_kdev *kd, uint32_t ns);
 
 /*
  * List sealed blocks from index @start (KVCACHE_NS_ANY: all namespaces):

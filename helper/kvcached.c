@@ -27,7 +27,6 @@
 #include "server.h"
 
 #define KVCACHED_CONFIG		"/etc/kvcache/kvcached.conf"
-#define KVCACHED_STATE_DIR	"/run/kvcache/state"
 
 static volatile sig_atomic_t stop;
 
@@ -56,11 +55,8 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *config = NULL, *mode = NULL, *sock = NULL;
-	struct kvcd_options dopt = {
-		.device = KVCACHE_DEVICE_PATH,
-		.state_dir = KVCACHED_STATE_DIR,
-	};
+	const char *config = NULL, *mode = NULL, *sock = NULL, *state = NULL;
+	struct kvcd_options dopt = { .device = KVCACHE_DEVICE_PATH };
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct kvc_server *srv = NULL;
 	size_t nfds;
@@ -83,7 +79,7 @@ int main(int argc, char **argv)
 			sock = optarg;
 			break;
 		case 'S':
-			dopt.state_dir = optarg;
+			state = optarg;
 			break;
 		case 'd':
 			dopt.device = optarg;
@@ -133,6 +129,15 @@ int main(int argc, char **argv)
 		}
 		strcpy(cfg.daemon.socket, sock);
 	}
+	if (state) {
+		if (state[0] != '/' ||
+		    strlen(state) >= sizeof(cfg.daemon.state_dir)) {
+			kvc_err("--state-dir: want an absolute path, shorter than %zu",
+				sizeof(cfg.daemon.state_dir));
+			return 2;
+		}
+		strcpy(cfg.daemon.state_dir, state);
+	}
 	if (print) {
 		kvc_config_dump(&cfg, stdout);
 		return 0;
@@ -161,9 +166,10 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	dopt.cfg = &cfg;
+	dopt.state_dir = cfg.daemon.state_dir;
 	ret = kvcd_create(&d, &dopt);
 	if (ret)
-		return 1;
+		return ret == -ENOKEY ? KVCD_EXIT_STATE_MISSING : 1;
 	ret = kvc_server_open(&srv, cfg.daemon.socket, cfg.daemon.socket_mode,
 			      cfg.eviction.interval_ms, &kvcd_server_ops, d);
 	if (ret) {

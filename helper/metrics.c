@@ -721,5 +721,19 @@ int kvc_metrics_register_daemon(struct kvc_metrics *reg,
 			     "kvcache_protocol_errors_total",
 			     "Client messages refused as malformed.", NULL, 0,
 			     &dm->protocol_errors);
+	if (!ret)
+		ret = single(reg, KVC_METRIC_COUNTER,
+			     "kvcache_journal_errors_total",
+			     "Appends to the parents journal that failed: each one's STORE entry was refused.",
+			     NULL, 0, &dm->journal_errors);
+	if (!ret)
+		ret = single(reg, KVC_METRIC_GAUGE, "kvcache_state_missing",
+			     "1 when kvcached started without its namespace table although g3 held blocks (allow_missing_state).",
+			     NULL, 0, &dm->state_missing);
+	if (!ret)
+		ret = single(reg, KVC_METRIC_GAUGE,
+			     "kvcache_unknown_namespaces",
+			     "Namespace directories of g3 and g4 holding files, of namespaces the namespace table does not have.",
+			     NULL, 0, &dm->unknown_namespaces);
 	return ret;
 }

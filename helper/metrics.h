@@ -123,6 +123,12 @@ struct kvc_daemon_metrics {
 	struct kvc_metric *connections;		/* gauge: open now */
 	struct kvc_metric *connections_total;	/* counter: accepted */
 	struct kvc_metric *protocol_errors;	/* counter */
+	/* The parents journal refused an append: STOREs refused for it. */
+	struct kvc_metric *journal_errors;	/* counter */
+	/* Started without the namespace table although g3 had blocks. */
+	struct kvc_metric *state_missing;	/* gauge: 0 or 1 */
+	/* ns<id> directories with files, of namespaces the table lacks. */
+	struct kvc_metric *unknown_namespaces;	/* gauge */
 };
 
 /*
