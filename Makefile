@@ -13,8 +13,8 @@
 #   make helper                 build kvcached and kvcachectl
 #   make lib                    build libkvcache (.so, .a, pkg-config file)
 #   make engine                 build the reference engine, kvc-engine
-#   make install [PREFIX=/usr/local]  install the library, its header and
-#                               the tools
+#   make install [PREFIX=/usr/local]  install the library, its header,
+#                               the tools, the systemd unit and the docs
 #   make unit                   build and run the host unit tests (ASan/UBSan)
 #   make pytest                 the Python binding's tests (a real kvcached)
 #   make selftests              build the in-VM selftests
@@ -69,7 +69,8 @@ UNIT_TESTS := test_uapi test_devinfo test_keys test_proto test_config \
 	      test_journal test_log
 SELFTESTS := kvcache_dev_test bench_test pool_test ioctl_fuzz_test p2p_test \
 	     kvcached_test tiers_test libkvcache_test engine_test soak_test \
-	     crash_test fault_test isolation_test faults_test xfer_async_test
+	     crash_test fault_test isolation_test faults_test xfer_async_test \
+	     deploy_test
 
 .PHONY: all deps kernel module helper lib engine install pytest unit unit-build selftests check demo soak \
 	bench bench-build vm-shell clean
@@ -170,6 +171,15 @@ install: helper lib
 		$(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	install -m 0755 $(BUILD)/helper/kvcached $(DESTDIR)$(PREFIX)/sbin/
 	install -m 0755 $(BUILD)/helper/kvcachectl $(DESTDIR)$(PREFIX)/bin/
+	# The documentation the unit's Documentation= names, the example
+	# configuration, and the unit with its paths under PREFIX.
+	install -d $(DESTDIR)$(PREFIX)/share/doc/kvcache \
+		$(DESTDIR)$(PREFIX)/lib/systemd/system
+	install -m 0644 Documentation/*.md helper/kvcached.conf \
+		$(DESTDIR)$(PREFIX)/share/doc/kvcache/
+	sed -e 's|/usr/local/|$(PREFIX)/|g' helper/kvcached.service \
+		>$(DESTDIR)$(PREFIX)/lib/systemd/system/kvcached.service
+	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/kvcached.service
 
 unit-build: $(addprefix $(BUILD)/unit/,$(UNIT_TESTS))
 
@@ -224,7 +234,7 @@ $(BUILD)/selftests/%: tests/selftests/%.c tests/selftests/*.h \
 # $TMPDIR and checked where it matters.
 $(BUILD)/selftests/kvcached_test $(BUILD)/selftests/tiers_test \
 $(BUILD)/selftests/crash_test $(BUILD)/selftests/faults_test \
-$(BUILD)/selftests/engine_test: \
+$(BUILD)/selftests/engine_test $(BUILD)/selftests/deploy_test: \
 		$(BUILD)/selftests/%: tests/selftests/%.c \
 		tests/selftests/*.h helper/proto.c helper/keys.c \
 		helper/blockfile.c helper/*.h uapi/linux/kvcache.h \
@@ -232,6 +242,7 @@ $(BUILD)/selftests/engine_test: \
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -Wno-unused-parameter -Wno-sign-compare -Wno-clobbered \
 		-Wno-unused-function -Wno-format-truncation \
+		-DKVC_UNIT_FILE='"$(TOP)/helper/kvcached.service"' \
 		$(CFLAGS) -I$(TOP)/uapi -I$(TOP)/helper \
 		-I$(KSRC)/tools/testing/selftests -o $@ $< helper/proto.c \
 		helper/keys.c helper/blockfile.c -lcrypto -pthread

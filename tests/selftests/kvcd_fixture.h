@@ -97,6 +97,10 @@ FIXTURE(kvcd) {
 	char conf[PATH_MAX];
 	char log[PATH_MAX];
 	const char *extra_conf;		/* appended to the configuration */
+	/* Run the daemon through this command (argv, NULL-terminated). */
+	char *const *wrap;
+	/* A directory of the test's own, removed by the teardown ("": none). */
+	char scratch[PATH_MAX];
 	pid_t daemon;
 	int dev;			/* kernel mode: our /dev/kvcache */
 	struct kvcc c;			/* connected, after HELLO */
@@ -168,6 +172,28 @@ static int daemon_start(SELF *self, char *why, size_t wlen)
 		if (log >= 0) {
 			dup2(log, 1);
 			dup2(log, 2);
+		}
+		if (self->wrap) {
+			char *argv[64];
+			int n = 0;
+
+			while (self->wrap[n] && n < 50) {
+				argv[n] = self->wrap[n];
+				n++;
+			}
+			argv[n++] = self->bin;
+			argv[n++] = "--mode";
+			argv[n++] = (char *)mode;
+			argv[n++] = "--socket";
+			argv[n++] = self->sock;
+			argv[n++] = "--state-dir";
+			argv[n++] = self->state;
+			argv[n++] = "--config";
+			argv[n++] = self->conf;
+			argv[n] = NULL;
+			execv(argv[0], argv);
+			dprintf(2, "exec %s: %s\n", argv[0], strerror(errno));
+			_exit(127);
 		}
 		execl(self->bin, "kvcached", "--mode", mode, "--socket",
 		      self->sock, "--state-dir", self->state, "--config",
@@ -281,6 +307,8 @@ static void fixture_down(struct __test_metadata *_metadata, SELF *self)
 	unlink(self->sock);
 	unlink(self->conf);
 	unlink(self->log);
+	if (self->scratch[0])
+		rm_rf(self->scratch);
 }
 
 /* NS_CREATE through the daemon, remembered for the cleanup. */

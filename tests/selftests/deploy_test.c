@@ -1,0 +1,734 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kvcached as it is deployed: under the sandbox of its own systemd unit
+ * (helper/kvcached.service), with its state directory kept and its
+ * runtime directory wiped as a reboot does, with the file modes the
+ * documentation promises, and what a start does when the state is gone.
+ *
+ *   unit_sandbox_survives_reboot  the unit's CapabilityBoundingSet, User,
+ *       NoNewPrivileges, UMask and paths, read from the unit file (so the
+ *       test cannot drift from it) and applied with setpriv(1), since
+ *       systemd is not PID 1 here. A namespace owned by another user
+ *       (kvcached must chown and chmod its directories), blocks stored
+ *       and spilled to g3, then a "reboot": the daemon stopped, its
+ *       runtime directory (/run) removed, the state directory kept. The
+ *       new daemon must give every g3 block back, under the same salt.
+ *   files_have_their_modes        every file kvcached writes in the state
+ *       and tier directories, after a restart, under umask 022.
+ *   lost_state_refuses_to_start   g3 holds blocks, the namespace table is
+ *       gone: the start is refused (exit status 3), allow_missing_state
+ *       starts it and counts, and the namespace comes back with its old
+ *       salt (NS_CREATE, NS_SALT SET, restart).
+ *   ns_create_refused_on_full_state_dir  the namespace table cannot be
+ *       written: NS_CREATE answers the error and creates nothing.
+ *   journal_append_failure_refuses_store  (kernel mode) a STORE whose
+ *       parents journal record cannot be written is refused, counted, and
+ *       is not taken for stored.
+ *
+ * The first, third and fourth run in memfd mode (scripts/check runs the
+ * file with KVC_DAEMON_MODE=memfd on the host) and skip in kernel mode;
+ * the last runs only in kernel mode (the journal is kernel mode's), in
+ * the test VM. Most need root (setpriv, NS_CREATE, a tmpfs) and skip
+ * without it. Documentation/testing.md says what the sandbox does not
+ * reproduce.
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <pwd.h>
+#include <grp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <linux/capability.h>
+
+#include "kselftest_harness.h"
+#include "kvc_client.h"
+#include "kvc_ioctl.h"
+#include "keys.h"
+#include "proto.h"
+
+#include "kvcd_fixture.h"
+
+#ifndef KVC_UNIT_FILE
+#define KVC_UNIT_FILE "helper/kvcached.service"
+#endif
+
+#define TENANT_UID	1000
+#define TENANT_GID	1000
+#define CHAIN		8
+
+/* ---- the unit file ----------------------------------------------------------- */
+
+struct unit {
+	char caps[1024];	/* CapabilityBoundingSet, names joined by ' ' */
+	char ambient[512];	/* AmbientCapabilities */
+	char user[64], group[64];
+	bool nnp;		/* NoNewPrivileges */
+	mode_t umask;		/* UMask, systemd's default 0022 */
+	char state[256];	/* StateDirectory, relative to /var/lib */
+	mode_t state_mode;	/* StateDirectoryMode, default 0755 */
+	char runtime[256];	/* RuntimeDirectory, relative to /run */
+	char rw[1024];		/* ReadWritePaths */
+	char doc[512];		/* Documentation */
+	char exec[512];		/* ExecStart */
+};
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+static void append(char *dst, size_t len, const char *v)
+{
+	size_t n = strlen(dst);
+
+	snprintf(dst + n, len - n, "%s%s", n ? " " : "", v);
+}
+
+/* Read the [Service] and [Unit] keys the sandbox needs; 0 or -errno. */
+static int unit_read(const char *path, struct unit *u, char *why, size_t wlen)
+{
+	char line[1024];
+	FILE *f = fopen(path, "re");
+
+	memset(u, 0, sizeof(*u));
+	u->umask = 022;
+	u->state_mode = 0755;
+	if (!f) {
+		snprintf(why, wlen, "%s: %s", path, strerror(errno));
+		return -errno;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *l = trim(line), *eq = strchr(l, '='), *k, *v;
+
+		if (!*l || *l == '#' || *l == ';' || *l == '[' || !eq)
+			continue;
+		*eq = '\0';
+		k = trim(l);
+		v = trim(eq + 1);
+		if (!strcmp(k, "CapabilityBoundingSet")) {
+			if (*v == '~') {
+				snprintf(why, wlen, "an inverted bounding set: not modelled");
+				fclose(f);
+				return -EINVAL;
+			}
+			append(u->caps, sizeof(u->caps), v);
+		} else if (!strcmp(k, "AmbientCapabilities")) {
+			append(u->ambient, sizeof(u->ambient), v);
+		} else if (!strcmp(k, "User")) {
+			snprintf(u->user, sizeof(u->user), "%s", v);
+		} else if (!strcmp(k, "Group")) {
+			snprintf(u->group, sizeof(u->group), "%s", v);
+		} else if (!strcmp(k, "NoNewPrivileges")) {
+			u->nnp = !strcmp(v, "yes") || !strcmp(v, "true");
+		} else if (!strcmp(k, "UMask")) {
+			u->umask = (mode_t)strtoul(v, NULL, 8);
+		} else if (!strcmp(k, "StateDirectory")) {
+			snprintf(u->state, sizeof(u->state), "%s", v);
+		} else if (!strcmp(k, "StateDirectoryMode")) {
+			u->state_mode = (mode_t)strtoul(v, NULL, 8);
+		} else if (!strcmp(k, "RuntimeDirectory")) {
+			snprintf(u->runtime, sizeof(u->runtime), "%s", v);
+		} else if (!strcmp(k, "ReadWritePaths")) {
+			append(u->rw, sizeof(u->rw), v);
+		} else if (!strcmp(k, "Documentation")) {
+			snprintf(u->doc, sizeof(u->doc), "%s", v);
+		} else if (!strcmp(k, "ExecStart")) {
+			snprintf(u->exec, sizeof(u->exec), "%s", v);
+		}
+	}
+	fclose(f);
+	return 0;
+}
+
+static const struct { const char *name; int bit; } cap_names[] = {
+	{ "CAP_CHOWN", CAP_CHOWN }, { "CAP_DAC_OVERRIDE", CAP_DAC_OVERRIDE },
+	{ "CAP_DAC_READ_SEARCH", CAP_DAC_READ_SEARCH },
+	{ "CAP_FOWNER", CAP_FOWNER }, { "CAP_FSETID", CAP_FSETID },
+	{ "CAP_KILL", CAP_KILL }, { "CAP_SETGID", CAP_SETGID },
+	{ "CAP_SETUID", CAP_SETUID }, { "CAP_SETPCAP", CAP_SETPCAP },
+	{ "CAP_NET_BIND_SERVICE", CAP_NET_BIND_SERVICE },
+	{ "CAP_IPC_LOCK", CAP_IPC_LOCK }, { "CAP_IPC_OWNER", CAP_IPC_OWNER },
+	{ "CAP_SYS_ADMIN", CAP_SYS_ADMIN }, { "CAP_SYS_RESOURCE", CAP_SYS_RESOURCE },
+	{ "CAP_SYS_NICE", CAP_SYS_NICE },
+};
+
+/*
+ * "CAP_A CAP_B" as setpriv's "-all,+a,+b" (into out) and as a bit mask;
+ * -EINVAL for a name this table does not know.
+ */
+static int caps_parse(const char *list, char *out, size_t len, uint64_t *mask,
+		      char *why, size_t wlen)
+{
+	char copy[1024], *save = NULL, *t;
+
+	snprintf(copy, sizeof(copy), "%s", list);
+	snprintf(out, len, "-all");
+	*mask = 0;
+	for (t = strtok_r(copy, " \t", &save); t; t = strtok_r(NULL, " \t", &save)) {
+		size_t i, n = strlen(out);
+
+		for (i = 0; i < sizeof(cap_names) / sizeof(cap_names[0]); i++)
+			if (!strcmp(t, cap_names[i].name))
+				break;
+		if (i == sizeof(cap_names) / sizeof(cap_names[0])) {
+			snprintf(why, wlen, "capability %s: not in the test's table", t);
+			return -EINVAL;
+		}
+		*mask |= 1ull << cap_names[i].bit;
+		snprintf(out + n, len - n, ",+");
+		for (const char *c = t + 4; *c && strlen(out) < len - 1; c++) {
+			n = strlen(out);
+			out[n] = (char)tolower((unsigned char)*c);
+			out[n + 1] = '\0';
+		}
+	}
+	return 0;
+}
+
+/* The effective capabilities of process pid (/proc/pid/status CapEff). */
+static uint64_t cap_eff(pid_t pid)
+{
+	char path[64], line[256];
+	uint64_t v = UINT64_MAX;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return v;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "CapEff:", 7))
+			v = strtoull(line + 7, NULL, 16);
+	fclose(f);
+	return v;
+}
+
+static bool find_in_path(const char *name, char *out, size_t len)
+{
+	const char *dirs[] = { "/usr/bin", "/bin", "/usr/sbin", "/sbin" };
+
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(out, len, "%s/%s", dirs[i], name);
+		if (!access(out, X_OK))
+			return true;
+	}
+	return false;
+}
+
+/* One line of `kvcached --print-config` starting with key: its value. */
+static int print_config(const char *bin, const char *key, char *out,
+			size_t len)
+{
+	char cmd[PATH_MAX + 64], line[512];
+	size_t klen = strlen(key);
+	int found = -ENOENT;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "%s --print-config --config /dev/null", bin);
+	p = popen(cmd, "re");
+	if (!p)
+		return -errno;
+	while (fgets(line, sizeof(line), p))
+		if (!strncmp(line, key, klen) && line[klen] == ' ') {
+			char *v = strchr(line, '=');
+
+			snprintf(out, len, "%s", v ? trim(v + 1) : "");
+			found = 0;
+		}
+	pclose(p);
+	return found;
+}
+
+/* ---- requests the fixture has no helper for --------------------------------- */
+
+/* NS_SALT: the salt into out, or with set, replace it (root). */
+static int ns_salt(struct kvcc *c, uint32_t ns, const uint8_t *set,
+		   uint8_t *out)
+{
+	struct kvc_ns_salt s = { .ns_id = ns };
+	int ret;
+
+	if (set) {
+		s.flags = KVC_PROTO_NS_SALT_SET;
+		memcpy(s.salt, set, KVC_PROTO_SALT_SIZE);
+	}
+	ret = kvcc_call(c, kvc_proto_encode_ns_salt(KVCC_TX(c), &s),
+			KVC_MSG_NS_SALT_REPLY);
+	if (!ret && out)
+		memcpy(out, c->msg.ns_salt_reply.salt, KVC_PROTO_SALT_SIZE);
+	return ret;
+}
+
+/* LOAD n keys and check the bytes (memfd mode): how many are right. */
+static int load_ok(SELF *self, uint32_t ns, const kvc_key *keys, uint32_t n)
+{
+	struct kvc_load_result res[CHAIN];
+	int good = 0;
+
+	if (n > CHAIN || kvcc_load(&self->c, ns, keys[0], n, res))
+		return -1;
+	for (uint32_t i = 0; i < n; i++) {
+		int32_t st;
+
+		if (res[i].status)
+			continue;
+		good += block_ok(self->c.pool +
+				 (size_t)res[i].handle.index * self->bs,
+				 keys[i]);
+		kvcc_release(&self->c, &res[i].handle, 1, &st);
+	}
+	return good;
+}
+
+/* ---- file modes ---------------------------------------------------------------- */
+
+struct mode_walk {
+	struct __test_metadata *md;
+	uid_t ns_uid;		/* what ns<id>/ must be */
+	gid_t ns_gid;
+	mode_t ns_mode;
+	int files, bad;
+	char first_bad[PATH_MAX + 64];
+};
+
+static struct mode_walk *walk;
+
+static void walk_bad(const char *path, mode_t got, const char *want)
+{
+	if (!walk->bad++)
+		snprintf(walk->first_bad, sizeof(walk->first_bad),
+			 "%s: mode %04o, want %s", path, (unsigned int)got, want);
+	fprintf(stderr, "# %s: mode %04o, want %s\n", path, (unsigned int)got,
+		want);
+}
+
+/*
+ * Every entry of a state or tier directory: the modes
+ * Documentation/admin-guide.md and tiers.md give, and nothing else.
+ */
+static int walk_one(const char *path, const struct stat *st, int type,
+		    struct FTW *ftw)
+{
+	const char *name = path + ftw->base;
+	mode_t m = st->st_mode & 07777;
+
+	(void)type;
+	if (ftw->level == 0)
+		return 0;	/* the directory itself: checked by the caller */
+	walk->files++;
+	if (S_ISDIR(st->st_mode)) {
+		if (!strncmp(name, "ns", 2) && ftw->level == 1) {
+			if (m != walk->ns_mode || st->st_uid != walk->ns_uid ||
+			    st->st_gid != walk->ns_gid)
+				walk_bad(path, m, "the namespace's owner and read bits");
+		} else if (!strcmp(name, ".gc")) {
+			if (m != 0700)
+				walk_bad(path, m, "0700");
+		} else if (m != 0755) {	/* aa/bb fan-out, quarantine */
+			walk_bad(path, m, "0755");
+		}
+	} else if (!S_ISREG(st->st_mode)) {
+		walk_bad(path, m, "a regular file or a directory");
+	} else if (!strcmp(name, "namespaces") || !strcmp(name, "parents") ||
+		   !strncmp(name, ".manifest.", 10)) {
+		if (m != 0600 || strstr(name, ".new"))
+			walk_bad(path, m, "0600, no temp file left");
+	} else if (strlen(name) == 64 + 4 && !strcmp(name + 64, ".kvb")) {
+		if (m != 0644)
+			walk_bad(path, m, "0644");
+	} else {
+		walk_bad(path, m, "no such file");
+	}
+	return 0;
+}
+
+static void check_modes(struct mode_walk *w, const char *dir, mode_t want)
+{
+	struct stat st;
+
+	walk = w;
+	if (stat(dir, &st) || (st.st_mode & 07777) != want)
+		walk_bad(dir, st.st_mode & 07777, "its own mode");
+	nftw(dir, walk_one, 16, FTW_PHYS);
+}
+
+/* ---- 1: the unit's sandbox, and a reboot ----------------------------------------- */
+
+/* Where the unit's absolute paths land under the test's root. */
+static void under(char *out, size_t len, const char *root, const char *path)
+{
+	snprintf(out, len, "%s%s", root, path);
+}
+
+static int mkdirs(const char *path, mode_t mode)
+{
+	char p[PATH_MAX];
+
+	snprintf(p, sizeof(p), "%s", path);
+	for (char *s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {
+		*s = '\0';
+		if (mkdir(p, 0755) && errno != EEXIST)
+			return -errno;
+		*s = '/';
+	}
+	if (mkdir(p, mode) && errno != EEXIST)
+		return -errno;
+	return chmod(p, mode) ? -errno : 0;
+}
+
+TEST_F_TIMEOUT(kvcd, unit_sandbox_survives_reboot, 180)
+{
+	const char *unit_path = getenv("KVC_UNIT_FILE");
+	char root[PATH_MAX], state[PATH_MAX], run[PATH_MAX], g3[PATH_MAX];
+	char why[512] = "", setpriv[64], bset[1024], ambient[512];
+	char conf[PATH_MAX + 256], doc[PATH_MAX], def[512], rwp[512];
+	char *argv[16];
+	uint8_t salt[KVC_PROTO_SALT_SIZE], salt2[KVC_PROTO_SALT_SIZE];
+	struct kvcache_handle h[CHAIN];
+	struct mode_walk w = { .ns_uid = TENANT_UID, .ns_gid = TENANT_GID };
+	kvc_key keys[CHAIN];
+	uint64_t mask, amask;
+	struct unit u;
+	uint32_t ns = self->ns + 1;
+	struct stat st;
+	mode_t old_umask;
+	int n = 0;
+
+	if (!unit_path || !*unit_path)
+		unit_path = KVC_UNIT_FILE;
+	if (self->mode != KVC_PROTO_MODE_MEMFD)
+		SKIP(return, "memfd mode: the blocks are checked in the pool memfd");
+	if (geteuid() != 0)
+		SKIP(return, "needs root: setpriv drops capabilities from a full set");
+	if (!find_in_path("setpriv", setpriv, sizeof(setpriv)))
+		SKIP(return, "no setpriv(1)");
+	if (access(unit_path, R_OK))
+		SKIP(return, "no unit file at %s", unit_path);
+	ASSERT_EQ(0, unit_read(unit_path, &u, why, sizeof(why))) TH_LOG("%s", why);
+	ASSERT_NE(0, u.caps[0]) TH_LOG("%s has no CapabilityBoundingSet", unit_path);
+	ASSERT_EQ(0, caps_parse(u.caps, bset, sizeof(bset), &mask, why,
+				sizeof(why))) TH_LOG("%s", why);
+	ASSERT_EQ(0, caps_parse(u.ambient, ambient, sizeof(ambient), &amask,
+				why, sizeof(why))) TH_LOG("%s", why);
+	/* root unless User= says otherwise (it does not: kernel mode). */
+	ASSERT_TRUE(!u.user[0] || !strcmp(u.user, "root"))
+		TH_LOG("User=%s: extend the test to --reuid", u.user);
+
+	/* The unit's paths are the daemon's defaults: they cannot drift. */
+	ASSERT_NE(0, u.state[0]) TH_LOG("no StateDirectory=: state on /run is lost at reboot");
+	ASSERT_NE(0, u.runtime[0]);
+	ASSERT_EQ(0, print_config(self->bin, "state_dir", def, sizeof(def)));
+	snprintf(conf, sizeof(conf), "/var/lib/%s", u.state);
+	EXPECT_STREQ(conf, def);
+	ASSERT_EQ(0, print_config(self->bin, "socket", def, sizeof(def)));
+	snprintf(conf, sizeof(conf), "/run/%s/", u.runtime);
+	EXPECT_EQ(0, strncmp(def, conf, strlen(conf))) TH_LOG("socket %s", def);
+	EXPECT_EQ(0700, u.state_mode);
+	EXPECT_EQ(NULL, strstr(u.exec, "--state-dir"));
+	/* Documentation= names a page make install puts there. */
+	ASSERT_EQ(0, strncmp(u.doc, "file://", 7)) TH_LOG("%s", u.doc);
+	snprintf(def, sizeof(def), "%s", self->bin);
+	*strrchr(def, '/') = '\0';	/* build/helper */
+	snprintf(doc, sizeof(doc), "%s/../../Documentation/%s", def,
+		 strrchr(u.doc, '/') + 1);
+	EXPECT_EQ(0, access(doc, R_OK)) TH_LOG("%s: not in Documentation/", u.doc);
+	EXPECT_NE(NULL, strstr(u.doc, "/share/doc/kvcache/"));
+
+	/* A root of our own; g3 is the first of ReadWritePaths. */
+	tier_dir(root, sizeof(root), "root");
+	chmod(root, 0755);
+	snprintf(self->scratch, sizeof(self->scratch), "%s", root);
+	under(state, sizeof(state), root, "/var/lib/");
+	strncat(state, u.state, sizeof(state) - strlen(state) - 1);
+	snprintf(rwp, sizeof(rwp), "%s", u.rw);
+	*strchrnul(rwp, ' ') = '\0';
+	under(g3, sizeof(g3), root, rwp[0] == '-' ? rwp + 1 : rwp);
+	ASSERT_EQ(0, mkdirs(state, u.state_mode));
+	ASSERT_EQ(0, mkdirs(g3, 0755));
+
+	/* setpriv: exactly the unit's capabilities and privileges. */
+	argv[n++] = setpriv;
+	snprintf(def, sizeof(def), "--bounding-set=%s", bset);
+	argv[n++] = strdup(def);
+	argv[n++] = "--inh-caps=-all";
+	snprintf(def, sizeof(def), "--ambient-caps=%s", ambient);
+	argv[n++] = strdup(def);
+	if (u.nnp)
+		argv[n++] = "--no-new-privs";
+	argv[n++] = "--";
+	argv[n] = NULL;
+
+	kvcc_close(&self->c);
+	daemon_stop(self);
+	rm_rf(self->state);	/* the fixture's: ours is under root */
+	snprintf(self->state, sizeof(self->state), "%s", state);
+	under(run, sizeof(run), root, "/run/");
+	strncat(run, u.runtime, sizeof(run) - strlen(run) - 1);
+	snprintf(self->sock, sizeof(self->sock), "%.90s/s.sock", run);
+	ASSERT_LT(strlen(run) + 8, sizeof(self->sock)) TH_LOG("TMPDIR too long");
+	self->wrap = argv;
+	snprintf(conf, sizeof(conf),
+		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = through\n", g3);
+	old_umask = umask(u.umask);
+	ASSERT_EQ(0, mkdirs(run, 0755));	/* RuntimeDirectory= */
+	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
+	EXPECT_EQ(mask, cap_eff(self->daemon))
+		TH_LOG("the daemon's CapEff is not the unit's bounding set");
+
+	/* Another user's namespace: its directories are given away. */
+	ASSERT_EQ(0, kvcc_ns_create(&self->c, ns, TENANT_UID, TENANT_GID, 0750))
+		TH_LOG("%s", self->c.why);
+	ASSERT_EQ(0, ns_salt(&self->c, ns, NULL, salt)) TH_LOG("%s", self->c.why);
+	chain_keys(self, 41, CHAIN, keys);
+	ASSERT_EQ(0, store_chain(self, ns, keys, CHAIN, false, h))
+		TH_LOG("%s", self->c.why);
+	for (double end = now_s() + 30; now_s() < end; msleep(50))
+		if (kvcc_stat1(&self->c, "g3_spills") +
+		    kvcc_stat1(&self->c, "g3_spill_errors") >= CHAIN)
+			break;
+	EXPECT_EQ(0, kvcc_stat1(&self->c, "g3_spill_errors"))
+		TH_LOG("spills fail under the unit's capabilities");
+	ASSERT_EQ(CHAIN, kvcc_stat1(&self->c, "g3_spills"));
+
+	/* The reboot: /run is gone, /var/lib stays. */
+	kvcc_close(&self->c);
+	daemon_stop(self);
+	rm_rf(run);
+	ASSERT_NE(0, stat(run, &st));
+	ASSERT_EQ(0, mkdirs(run, 0755));
+	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
+	ASSERT_EQ(0, ns_salt(&self->c, ns, NULL, salt2)) TH_LOG("%s", self->c.why);
+	EXPECT_EQ(0, memcmp(salt, salt2, sizeof(salt)))
+		TH_LOG("the namespace came back with another salt");
+	EXPECT_EQ(CHAIN, kvcc_lookup(&self->c, ns, KVC_PROTO_TIER_G3, keys[0],
+				     CHAIN, NULL));
+	EXPECT_EQ(CHAIN, load_ok(self, ns, keys, CHAIN));
+	EXPECT_EQ(0, kvcc_stat1(&self->c, "unknown_namespaces"));
+
+	/* What the reboot found on disk has the modes it must have. */
+	w.ns_mode = 0550;
+	check_modes(&w, state, 0700);
+	check_modes(&w, g3, 0755);
+	EXPECT_EQ(0, w.bad) TH_LOG("%s", w.first_bad);
+	EXPECT_LE(CHAIN + 2, w.files);
+
+	umask(old_umask);
+	kvcc_close(&self->c);
+	daemon_stop(self);
+	self->wrap = NULL;
+	free(argv[1]);
+	free(argv[3]);
+}
+
+/* ---- 2: file modes after a restart, under umask 022 -------------------------- */
+
+TEST_F_TIMEOUT(kvcd, files_have_their_modes, 120)
+{
+	char g3[PATH_MAX], g4[PATH_MAX], conf[2 * PATH_MAX + 256];
+	char why[512] = "";
+	struct kvcache_handle h[CHAIN];
+	struct mode_walk w = { .ns_uid = 0, .ns_gid = 0, .ns_mode = 0500 };
+	kvc_key keys[CHAIN];
+	mode_t old = umask(022);
+
+	if (geteuid() != 0) {
+		w.ns_uid = geteuid();
+		w.ns_gid = getegid();
+		w.ns_mode = 0700;	/* kvcached not root: its own */
+	}
+	tier_dir(g3, sizeof(g3), "g3");
+	tier_dir(g4, sizeof(g4), "g4");
+	snprintf(self->scratch, sizeof(self->scratch), "%s", g3);
+	snprintf(conf, sizeof(conf),
+		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = through\n"
+		 "[g4]\ndirectory = %s\ncapacity = 64M\nwrite = through\n"
+		 "node = n1\n", g3, g4);
+	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
+	chain_keys(self, 42, CHAIN, keys);
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, CHAIN, false, h))
+		TH_LOG("%s", self->c.why);
+	ASSERT_EQ(CHAIN, wait_stat(&self->c, "g3_spills", CHAIN, 30));
+	ASSERT_EQ(CHAIN, wait_stat(&self->c, "g4_spills", CHAIN, 30));
+	/* The restart's recovery rewrites the manifests. */
+	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
+	EXPECT_EQ(CHAIN, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIER_G3,
+				     keys[0], CHAIN, NULL));
+	kvcc_close(&self->c);
+	daemon_stop(self);
+	check_modes(&w, self->state, 0700);
+	check_modes(&w, g3, 0755);
+	check_modes(&w, g4, 0755);
+	EXPECT_EQ(0, w.bad) TH_LOG("%s", w.first_bad);
+	/* 8 files in each tier, 2 manifests, the namespace table. */
+	EXPECT_LE(2 * CHAIN + 3, w.files);
+	umask(old);
+	rm_rf(g4);
+}
+
+/* ---- 3: the state directory lost, g3 kept ------------------------------------ */
+
+TEST_F_TIMEOUT(kvcd, lost_state_refuses_to_start, 120)
+{
+	char g3[PATH_MAX], conf[PATH_MAX + 256], conf2[PATH_MAX + 320];
+	char why[512] = "", path[PATH_MAX + 32];
+	uint8_t salt[KVC_PROTO_SALT_SIZE];
+	struct kvcache_handle h[CHAIN];
+	kvc_key keys[CHAIN];
+	struct stat st;
+	int files;
+
+	if (self->mode != KVC_PROTO_MODE_MEMFD)
+		SKIP(return, "memfd mode: the blocks are checked in the pool memfd");
+	if (geteuid() != 0)
+		SKIP(return, "NS_CREATE and NS_SALT SET need root");
+	tier_dir(g3, sizeof(g3), "g3");
+	snprintf(self->scratch, sizeof(self->scratch), "%s", g3);
+	snprintf(conf, sizeof(conf),
+		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = through\n", g3);
+	snprintf(conf2, sizeof(conf2), "%s[daemon]\nallow_missing_state = yes\n",
+		 conf);
+	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
+	ASSERT_EQ(0, ns_salt(&self->c, self->ns, NULL, salt));
+	chain_keys(self, 43, CHAIN, keys);
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, CHAIN, false, h))
+		TH_LOG("%s", self->c.why);
+	ASSERT_EQ(CHAIN, wait_stat(&self->c, "g3_spills", CHAIN, 30));
+	files = count_files(g3, "");
+
+	/* A reboot with the state on a tmpfs: the table is gone. */
+	kvcc_close(&self->c);
+	daemon_stop(self);
+	rm_rf(self->state);
+	EXPECT_NE(0, restart(self, conf, why, sizeof(why)));
+	EXPECT_NE(NULL, strstr(why, "status 0x300")) TH_LOG("%s", why);
+	EXPECT_NE(NULL, strstr(why, "exited")) TH_LOG("%s", why);
+	snprintf(path, sizeof(path), "%s/namespaces", self->state);
+	EXPECT_NE(0, stat(path, &st));	/* no fresh table either */
+	EXPECT_EQ(files, count_files(g3, ""));
+
+	/* Told to go on: it starts, says so, keeps the files. */
+	ASSERT_EQ(0, restart(self, conf2, why, sizeof(why))) TH_LOG("%s", why);
+	EXPECT_EQ(1, kvcc_stat1(&self->c, "state_missing"));
+	EXPECT_EQ(1, kvcc_stat1(&self->c, "unknown_namespaces"));
+	EXPECT_EQ(files, count_files(g3, ""));
+	EXPECT_EQ(0, stat(path, &st));	/* decided: the next start has one */
+
+	/* The namespace back, with its old salt: its blocks are again. */
+	ASSERT_EQ(0, ns_create(self, &self->c, self->ns, 0, 0, 0700));
+	ASSERT_EQ(0, ns_salt(&self->c, self->ns, salt, NULL));
+	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
+	EXPECT_EQ(0, kvcc_stat1(&self->c, "state_missing"));
+	EXPECT_EQ(0, kvcc_stat1(&self->c, "unknown_namespaces"));
+	for (double end = now_s() + 20; now_s() < end; msleep(100))
+		if (kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIER_G3, keys[0],
+				CHAIN, NULL) == CHAIN)
+			break;
+	EXPECT_EQ(CHAIN, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIER_G3,
+				     keys[0], CHAIN, NULL));
+	EXPECT_EQ(CHAIN, load_ok(self, self->ns, keys, CHAIN));
+}
+
+/* ---- 4: a state directory that cannot be written ------------------------------- */
+
+/*
+ * The state directory is a full filesystem: a small tmpfs, filled up,
+ * in a mount namespace of this test's own (the daemon, its child, sees
+ * it; it goes with them). NS_CREATE must fail and create nothing: a
+ * namespace whose salt is not saved loses its blocks at the next start.
+ */
+TEST_F_TIMEOUT(kvcd, ns_create_refused_on_full_state_dir, 60)
+{
+	char path[PATH_MAX + 32], why[512] = "", buf[4096];
+	uint8_t salt[KVC_PROTO_SALT_SIZE];
+	uint32_t ns = self->ns + 2;
+	int fd;
+
+	if (self->mode != KVC_PROTO_MODE_MEMFD)
+		SKIP(return, "memfd mode (kernel mode would also undo the kernel's namespace)");
+	if (geteuid() != 0)
+		SKIP(return, "NS_CREATE and mounting a tmpfs need root");
+	ASSERT_EQ(0, unshare(CLONE_NEWNS)) TH_LOG("unshare: %s", strerror(errno));
+	ASSERT_EQ(0, mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL));
+	ASSERT_EQ(0, mount("tmpfs", self->state, "tmpfs", 0, "size=64k,mode=0700"))
+		TH_LOG("mount: %s", strerror(errno));
+	/* The daemon restarts in the namespace, on the (empty) tmpfs. */
+	ASSERT_EQ(0, restart(self, NULL, why, sizeof(why))) TH_LOG("%s", why);
+	snprintf(path, sizeof(path), "%s/fill", self->state);
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	ASSERT_LE(0, fd);
+	memset(buf, 'x', sizeof(buf));
+	while (write(fd, buf, sizeof(buf)) > 0)
+		;
+	close(fd);
+
+	EXPECT_EQ(-ENOSPC, kvcc_ns_create(&self->c, ns, 0, 0, 0700))
+		TH_LOG("%s", self->c.why);
+	EXPECT_EQ(-ENOENT, ns_salt(&self->c, ns, NULL, salt));
+	EXPECT_EQ(1, kvcc_stat1(&self->c, "state_errors"));
+	/* Room again: created, and still there after a restart. */
+	unlink(path);
+	ASSERT_EQ(0, ns_create(self, &self->c, ns, 0, 0, 0700))
+		TH_LOG("%s", self->c.why);
+	ASSERT_EQ(0, restart(self, NULL, why, sizeof(why))) TH_LOG("%s", why);
+	EXPECT_EQ(0, ns_salt(&self->c, ns, NULL, salt));
+	/* The teardown removes the state directory under the tmpfs. */
+	kvcc_close(&self->c);
+	daemon_stop(self);
+	EXPECT_EQ(0, umount2(self->state, MNT_DETACH));
+}
+
+/* ---- 5: the parents journal cannot be appended (kernel mode) ----------------- */
+
+TEST_F_TIMEOUT(kvcd, journal_append_failure_refuses_store, 90)
+{
+	struct kvcache_handle h[2], h2[2];
+	kvc_key keys[2];
+	int32_t st[2];
+	char why[512] = "";
+
+	if (self->mode != KVC_PROTO_MODE_KERNEL)
+		SKIP(return, "the parents journal is kernel mode's");
+	setenv("KVCACHED_FAULT", "journal_write=enospc,times=1", 1);
+	ASSERT_EQ(0, restart(self, NULL, why, sizeof(why))) TH_LOG("%s", why);
+	unsetenv("KVCACHED_FAULT");
+	chain_keys(self, 44, 2, keys);
+	ASSERT_EQ(0, make_blocks(self, &self->c, self->dev, self->ns, keys, 2,
+				 false, h));
+	/* The first record fails: refused, and so is its child. */
+	EXPECT_NE(0, store_blocks(&self->c, self->ns, keys, NULL, h, 2, st));
+	EXPECT_EQ(-ENOSPC, st[0]);
+	EXPECT_EQ(-ENOENT, st[1]);
+	EXPECT_EQ(1, kvcc_stat1(&self->c, "journal_errors"));
+	EXPECT_EQ(0, kvcc_stat1(&self->c, "stores"));
+	EXPECT_EQ(0, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIERS_ALL,
+				 keys[0], 2, NULL));
+	/* The fault is spent: the same chain again, stored and durable. */
+	ASSERT_EQ(0, make_blocks(self, &self->c, self->dev, self->ns, keys, 2,
+				 false, h2));
+	EXPECT_EQ(0, store_blocks(&self->c, self->ns, keys, NULL, h2, 2, st));
+	ASSERT_EQ(0, restart(self, NULL, why, sizeof(why))) TH_LOG("%s", why);
+	EXPECT_EQ(2, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIERS_ALL,
+				 keys[0], 2, NULL));
+}
+
+TEST_HARNESS_MAIN
