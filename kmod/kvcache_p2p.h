@@ -55,8 +55,8 @@ struct kvc_provider {
 	struct mutex lock;		/* ->regions, ->dead, region memory */
 	struct list_head regions;
 	u32 nr_regions;
-	bool dead;			/* removed: no new transfers; written
-					 * under ->lock, READ_ONCE() as a hint */
+	/* Removed: no new transfers. Written under ->lock; read as a hint. */
+	bool dead;
 	atomic_t inflight;		/* copies and P2P requests on its memory */
 	wait_queue_head_t idle;		/* woken when ->inflight drops to 0 */
 
