@@ -371,7 +371,7 @@ static void kvcd_ns_dirs(const struct kvcd *d, uint32_t ns)
 	}
 }
 
-/* Does dir hold a file (not a directory) anywhere below it, depth levels deep? */
+/* Does dir hold a file (not a directory) up to depth levels below it? */
 static bool kvcd_has_files(const char *dir, int depth)
 {
 	char path[PATH_MAX];
@@ -419,7 +419,8 @@ static uint32_t kvcd_unknown_ns(const struct kvcd *d, const char *dir,
 		char *end;
 		unsigned long id;
 
-		if (strncmp(de->d_name, "ns", 2) || !isdigit((unsigned char)de->d_name[2]))
+		if (strncmp(de->d_name, "ns", 2) ||
+		    !isdigit((unsigned char)de->d_name[2]))
 			continue;
 		id = strtoul(de->d_name + 2, &end, 10);
 		if (*end || id < 1 || id > KVCACHE_NS_MAX || d->ns[id].used ||

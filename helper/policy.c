@@ -23,7 +23,7 @@ enum queue { Q_NONE, Q_SMALL, Q_MAIN };
 
 #define NONE		KVC_ID_NONE
 #define FREQ_MAX	3	/* S3-FIFO's 2-bit frequency */
-/* The small queue's share of tracked blocks unless set ([eviction] s3fifo_small). */
+/* The small queue's share of tracked blocks, unless set (s3fifo_small). */
 #define SMALL_PCT	10
 
 /* Per-id heap data ("lru", "cost"). */

@@ -69,7 +69,7 @@
 #define TENANT_GID	1000
 #define CHAIN		8
 
-/* ---- the unit file ----------------------------------------------------------- */
+/* -------------------------------------------------------------------------- */
 
 struct unit {
 	char caps[1024];	/* CapabilityBoundingSet, names joined by ' ' */
@@ -259,7 +259,7 @@ static int print_config(const char *bin, const char *key, char *out,
 	return found;
 }
 
-/* ---- requests the fixture has no helper for --------------------------------- */
+/* -------------------------------------------------------------------------- */
 
 /* NS_SALT: the salt into out, or with set, replace it (root). */
 static int ns_salt(struct kvcc *c, uint32_t ns, const uint8_t *set,
@@ -300,7 +300,7 @@ static int load_ok(SELF *self, uint32_t ns, const kvc_key *keys, uint32_t n)
 	return good;
 }
 
-/* ---- file modes ---------------------------------------------------------------- */
+/* -------------------------------------------------------------------------- */
 
 struct mode_walk {
 	struct __test_metadata *md;
@@ -372,7 +372,7 @@ static void check_modes(struct mode_walk *w, const char *dir, mode_t want)
 	nftw(dir, walk_one, 16, FTW_PHYS);
 }
 
-/* ---- 1: the unit's sandbox, and a reboot ----------------------------------------- */
+/* -------------------------------------------------------------------------- */
 
 /* Where the unit's absolute paths land under the test's root. */
 static void under(char *out, size_t len, const char *root, const char *path)
@@ -540,7 +540,7 @@ TEST_F_TIMEOUT(kvcd, unit_sandbox_survives_reboot, 180)
 	free(argv[3]);
 }
 
-/* ---- 2: file modes after a restart, under umask 022 -------------------------- */
+/* -------------------------------------------------------------------------- */
 
 TEST_F_TIMEOUT(kvcd, files_have_their_modes, 120)
 {
@@ -585,7 +585,7 @@ TEST_F_TIMEOUT(kvcd, files_have_their_modes, 120)
 	rm_rf(g4);
 }
 
-/* ---- 3: the state directory lost, g3 kept ------------------------------------ */
+/* -------------------------------------------------------------------------- */
 
 TEST_F_TIMEOUT(kvcd, lost_state_refuses_to_start, 120)
 {
@@ -648,7 +648,7 @@ TEST_F_TIMEOUT(kvcd, lost_state_refuses_to_start, 120)
 	EXPECT_EQ(CHAIN, load_ok(self, self->ns, keys, CHAIN));
 }
 
-/* ---- 4: a state directory that cannot be written ------------------------------- */
+/* -------------------------------------------------------------------------- */
 
 /*
  * The state directory is a full filesystem: a small tmpfs, filled up,
@@ -697,7 +697,7 @@ TEST_F_TIMEOUT(kvcd, ns_create_refused_on_full_state_dir, 60)
 	EXPECT_EQ(0, umount2(self->state, MNT_DETACH));
 }
 
-/* ---- 5: the parents journal cannot be appended (kernel mode) ----------------- */
+/* -------------------------------------------------------------------------- */
 
 TEST_F_TIMEOUT(kvcd, journal_append_failure_refuses_store, 90)
 {
