@@ -55,6 +55,7 @@
 #include "kselftest_harness.h"
 #include "kvc_client.h"
 #include "kvc_ioctl.h"
+#include "kvc_p2p.h"
 #include "blockfile.h"
 #include "keys.h"
 #include "proto.h"
@@ -76,6 +77,13 @@
 struct iso_shared {
 	struct kvcache_handle ha[NBLK];		/* A's blocks */
 	kvc_key keys[NBLK];			/* their keys */
+	struct kvcache_handle hw;		/* A's writable block */
+	struct kvcache_handle probe[16];	/* handles B probes */
+	int nprobe;
+	uint32_t region;			/* root's region, or 0 */
+	int prov;				/* its provider */
+	char bfile[PATH_MAX];			/* B's own files */
+	char bfile2[PATH_MAX];
 	uint8_t lib_keys[NBLK][KVCACHE_KEY_SIZE];
 	char files[64][PATH_MAX];		/* A's tier files */
 	int nfiles;
@@ -116,14 +124,15 @@ static uint32_t ns_b(SELF *self)
 }
 
 /*
- * Run fn in a child with the given ids (extra: a supplementary group, or
- * NOGROUP). The child drops what it inherited from root (the root
- * connection, the device file) before changing ids, so every request it
- * makes is its own. Connects (conn) and opens the device in kernel mode
- * (dev: O_RDWR, or -1 not to). 0, or -1 with sh->why.
+ * Run fn in a child with the given ids and ngroups supplementary groups.
+ * The child drops what it inherited from root (the root connection, the
+ * device file) before changing ids, so every request it makes is its
+ * own. Connects (conn) and hands fn dev_fd (a device file, closed here in
+ * the parent; -1 for none). 0, or -1 with sh->why.
  */
-static int as_user(SELF *self, uid_t uid, gid_t gid, gid_t extra, bool conn,
-		   int dev_fd, tenant_fn fn, void *arg)
+static int as_user_groups(SELF *self, uid_t uid, gid_t gid,
+			  const gid_t *groups, int ngroups, bool conn,
+			  int dev_fd, tenant_fn fn, void *arg)
 {
 	pid_t pid;
 	int st;
@@ -137,7 +146,6 @@ static int as_user(SELF *self, uid_t uid, gid_t gid, gid_t extra, bool conn,
 			.self = self, .dev = dev_fd, .why = sh->why,
 			.wlen = sizeof(sh->why),
 		};
-		gid_t groups[1] = { extra };
 		int ret;
 
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -146,7 +154,7 @@ static int as_user(SELF *self, uid_t uid, gid_t gid, gid_t extra, bool conn,
 		if (self->dev >= 0)
 			close(self->dev);
 		kvcc_init(&t.c);
-		if (setgroups(extra != NOGROUP ? 1 : 0, groups) ||
+		if (setgroups((size_t)ngroups, groups) ||
 		    setresgid(gid, gid, gid) || setresuid(uid, uid, uid) ||
 		    geteuid() != uid) {
 			snprintf(sh->why, sizeof(sh->why), "dropping to %u: %s",
@@ -179,6 +187,16 @@ static int as_user(SELF *self, uid_t uid, gid_t gid, gid_t extra, bool conn,
 		return -1;
 	}
 	return 0;
+}
+
+/* as_user_groups() with one supplementary group, or none (NOGROUP). */
+static int as_user(SELF *self, uid_t uid, gid_t gid, gid_t extra, bool conn,
+		   int dev_fd, tenant_fn fn, void *arg)
+{
+	gid_t groups[1] = { extra };
+
+	return as_user_groups(self, uid, gid, groups, extra != NOGROUP ? 1 : 0,
+			      conn, dev_fd, fn, arg);
 }
 
 /*
@@ -584,12 +602,17 @@ static int b_device(struct tenant *t, void *arg)
 			     PROT_READ) == NULL && errno == EACCES);
 		TCHK(kvc_map(t->dev, sh->ha[i].index, self->bs,
 			     PROT_READ | PROT_WRITE) == NULL);
-		/* Seal, unpin, evict it. */
+		/*
+		 * Seal it: EPERM, not this file's writable block (an
+		 * answer that depended on its state, EINVAL for sealed,
+		 * would tell a prober it is live). Unpin it: EINVAL, this
+		 * file holds no pin on it. Evict it: root's.
+		 */
 		se.handle = sh->ha[i];
 		memcpy(se.key, sh->keys[i], KVCACHE_KEY_SIZE);
-		TCHK(kvc_ioc(t->dev, KVCACHE_IOC_SEAL, &b) != 0);
-		b.done = 0;
-		TCHK(kvc_unpin(t->dev, sh->ha[i]) != 0);
+		TCHK(kvc_ioc(t->dev, KVCACHE_IOC_SEAL, &b) == -EPERM);
+		TCHK(b.done == 0);
+		TCHK(kvc_unpin(t->dev, sh->ha[i]) == -EINVAL);
 		TCHK(kvc_evict(t->dev, sh->ha[i]) == -EPERM);
 	}
 	/*
@@ -680,6 +703,680 @@ TEST_F_TIMEOUT(kvcd, device_other_tenant_refused, 300)
 			     b_opens_device, &st)) TH_LOG("B: %s", sh->why);
 	ASSERT_EQ(0, as_user(self, UID_A, GID_A, NOGROUP, true, child_dev(self),
 			     a_reads, NULL)) TH_LOG("A again: %s", sh->why);
+}
+
+/* ---- the device through its group: transfers, oracles, read-only maps --- */
+
+#define GID_DEV		1010	/* /dev/kvcache's group while a test runs */
+#define SEED_B		0x42	/* B's file (kvc_p2p.h's fill() pattern) */
+#define SEED_AW		0x41	/* A's writable block */
+#define RLEN		(64u << 10)	/* root's region */
+#define NO_REGION	0x7fffff00u	/* a region handle nobody has */
+
+static uint8_t *map_anon_rw(uint64_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* What /dev/kvcache was before dev_group_grant(). */
+struct dev_saved {
+	uid_t uid;
+	gid_t gid;
+	mode_t mode;
+};
+
+static void dev_group_restore(const struct dev_saved *sv)
+{
+	if (chown(KVCACHE_DEVICE_PATH, sv->uid, sv->gid) ||
+	    chmod(KVCACHE_DEVICE_PATH, sv->mode))
+		fprintf(stderr, "# restoring %s: %s\n", KVCACHE_DEVICE_PATH,
+			strerror(errno));
+}
+
+/*
+ * Let users in as documented (admin-guide.md, a udev rule in production):
+ * the device node's group GID_DEV, mode 0660. Tenants then open
+ * /dev/kvcache themselves, holding no descriptor of root's. A test calls
+ * dev_group_restore() before any assertion that could end it.
+ */
+static int dev_group_grant(struct dev_saved *sv)
+{
+	struct stat st;
+	int ret = 0;
+
+	if (stat(KVCACHE_DEVICE_PATH, &st))
+		return -errno;
+	sv->uid = st.st_uid;
+	sv->gid = st.st_gid;
+	sv->mode = st.st_mode & 07777;
+	if (chown(KVCACHE_DEVICE_PATH, st.st_uid, GID_DEV) ||
+	    chmod(KVCACHE_DEVICE_PATH, 0660)) {
+		ret = -errno;
+		dev_group_restore(sv);
+	}
+	return ret;
+}
+
+/* As uid/gid with the device's group (and extra, unless NOGROUP) only. */
+static int as_dev_user(SELF *self, uid_t uid, gid_t gid, gid_t extra,
+		       tenant_fn fn, void *arg)
+{
+	gid_t groups[2] = { GID_DEV, extra };
+
+	return as_user_groups(self, uid, gid, groups, extra != NOGROUP ? 2 : 1,
+			      false, -1, fn, arg);
+}
+
+/*
+ * $TMPDIR/kvc-iso-PID (root's, 0711) and in it b/, B's (0700), where B
+ * makes its files; their names into sh. 0 or -errno.
+ */
+static int make_dirs(char *top, size_t len)
+{
+	const char *tmp = getenv("TMPDIR");
+	char bdir[PATH_MAX];
+
+	snprintf(top, len, "%s/kvc-iso-%d", tmp && *tmp ? tmp : "/tmp",
+		 getpid());
+	rm_rf(top);
+	snprintf(bdir, sizeof(bdir), "%.*s/b", PATH_MAX - 8, top);
+	if (mkdir(top, 0711) || chmod(top, 0711) || mkdir(bdir, 0700) ||
+	    chown(bdir, UID_B, GID_B))
+		return -errno;
+	snprintf(sh->bfile, sizeof(sh->bfile), "%s/victim", bdir);
+	snprintf(sh->bfile2, sizeof(sh->bfile2), "%s/own", bdir);
+	return 0;
+}
+
+/*
+ * A file of len bytes of pattern seed, made here (0600, so by the
+ * caller), reopened O_DIRECT for transfers. The descriptor, or -1.
+ */
+static int own_file(const char *path, uint64_t len, uint32_t seed)
+{
+	uint8_t *buf = map_anon_rw(len);
+	int fd;
+
+	if (!buf)
+		return -1;
+	fill(buf, 0, len, seed);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd >= 0 && pwrite(fd, buf, len, 0) != (ssize_t)len) {
+		close(fd);
+		fd = -1;
+	}
+	munmap(buf, len);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	return open(path, O_RDWR | O_DIRECT | O_CLOEXEC);
+}
+
+/* The file at path is exactly len bytes of pattern seed. */
+static bool file_holds(const char *path, uint64_t len, uint32_t seed)
+{
+	uint8_t *buf = map_anon_rw(len);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	bool ok;
+
+	ok = buf && fd >= 0 && !fstat(fd, &st) && (uint64_t)st.st_size == len &&
+	     pread(fd, buf, len, 0) == (ssize_t)len &&
+	     check(buf, 0, len, seed) < 0;
+	if (fd >= 0)
+		close(fd);
+	if (buf)
+		munmap(buf, len);
+	return ok;
+}
+
+/* Every byte of a block make_blocks() wrote: fill_block()'s, then zeros. */
+static bool block_exact(const uint8_t *p, const uint8_t *key, uint64_t bs)
+{
+	uint8_t want[PAYLOAD];
+
+	fill_block(want, key);
+	if (memcmp(p, want, PAYLOAD))
+		return false;
+	for (uint64_t i = PAYLOAD; i < bs; i += 8)
+		if (*(const uint64_t *)(p + i))
+			return false;
+	return true;
+}
+
+/* Block h, all len bytes, to the file at 0 (out) or from it. */
+static struct kvcache_xfer_entry block_entry(int fd, struct kvcache_handle h,
+					     uint64_t len, bool out)
+{
+	struct kvcache_xfer_entry e = {
+		.fd = fd, .length = len, .block = h,
+		.flags = KVCACHE_XFER_BLOCK | (out ? KVCACHE_XFER_TO_FILE : 0),
+	};
+
+	return e;
+}
+
+/* One entry, synchronously: the call's error, else the entry's result. */
+static int64_t run_sync(int dev, struct kvcache_xfer_entry e)
+{
+	int ret = xfer(dev, &e, 1, NULL);
+
+	return ret ? ret : e.result;
+}
+
+/* One entry as an asynchronous batch, reaped (waiting): the same. */
+static int64_t run_async(int dev, struct kvcache_xfer_entry e)
+{
+	uint64_t id = 0;
+	int ret = xfer_async(dev, &e, 1, -1, &id);
+
+	if (!ret)
+		ret = reap(dev, id, &e, 1, 0);
+	return ret ? ret : e.result;
+}
+
+/* A seals NBLK blocks through the device alone (no STORE: no daemon pin). */
+static int a_seals(struct tenant *t, void *arg)
+{
+	(void)arg;
+	TCHK(make_blocks(t->self, &t->c, t->dev, ns_a(t->self),
+			 (const kvc_key *)sh->keys, NBLK, false, sh->ha) == 0);
+	return 0;
+}
+
+/* A's writable block, pattern SEED_AW; the test keeps its file open. */
+static int a_writable(struct tenant *t, void *arg)
+{
+	SELF *self = t->self;
+	uint8_t *p;
+
+	(void)arg;
+	TCHK(kvc_alloc(t->dev, ns_a(self), 1, &sh->hw) == 0);
+	p = kvc_map(t->dev, sh->hw.index, self->bs, PROT_READ | PROT_WRITE);
+	TCHK(p != NULL);
+	fill(p, 0, self->bs, SEED_AW);
+	munmap(p, self->bs);
+	return 0;
+}
+
+/*
+ * A allocates sh->hw in a device file that outlives A's child (this
+ * process keeps a duplicate): a victim block that stays writable, and
+ * A's, while B attacks. The duplicate, or -1.
+ */
+static int hold_writable(SELF *self)
+{
+	int fd = child_dev(self), keep;
+
+	if (fd < 0)
+		return -1;
+	keep = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (keep < 0) {
+		close(fd);
+		return -1;
+	}
+	if (as_user(self, UID_A, GID_A, NOGROUP, false, fd, a_writable,
+		    NULL)) {
+		close(keep);
+		return -1;
+	}
+	return keep;
+}
+
+/*
+ * A's blocks are as A wrote them, every byte: the first arg sealed ones
+ * (pinned and mapped through t->dev) and, through t->dev (the writable
+ * block's own file), the writable one.
+ */
+static int a_exact(struct tenant *t, void *arg)
+{
+	SELF *self = t->self;
+	int n = (int)(intptr_t)arg;
+	uint8_t *p;
+
+	for (int i = 0; i < n; i++) {
+		TCHK(kvc_pin(t->dev, sh->ha[i]) == 0);
+		p = kvc_map(t->dev, sh->ha[i].index, self->bs, PROT_READ);
+		TCHK(p != NULL);
+		TCHK(block_exact(p, sh->keys[i], self->bs));
+		munmap(p, self->bs);
+		TCHK(kvc_unpin(t->dev, sh->ha[i]) == 0);
+	}
+	p = kvc_map(t->dev, sh->hw.index, self->bs, PROT_READ);
+	TCHK(p != NULL);
+	TCHK(check(p, 0, self->bs, SEED_AW) < 0);
+	munmap(p, self->bs);
+	return 0;
+}
+
+/* As a_exact(), in A's child, with the writable block's file. */
+static int a_checks(SELF *self, int keep, int nsealed)
+{
+	int fd = fcntl(keep, F_DUPFD_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	return as_user(self, UID_A, GID_A, NOGROUP, false, fd, a_exact,
+		       (void *)(intptr_t)nsealed);
+}
+
+/* The fake GPU's provider, bound as p2p_test does; -1 if the VM has none. */
+static int gpu_provider(void)
+{
+	char pci[64];
+
+	if (find_pci(0x1af4, 0x1110, 0, pci, sizeof(pci)))
+		return -1;
+	return bind_gpu(pci);
+}
+
+/* What region sh->region of file dev holds now, into buf (RLEN bytes). */
+static int region_read(int dev, const char *path, uint8_t *buf)
+{
+	struct kvcache_xfer_entry e;
+	int fd = own_file(path, RLEN, 0), ret;
+
+	if (fd < 0)
+		return -errno;
+	e = entry(fd, 0, RLEN, sh->region, 0, 1);
+	ret = xfer1(dev, &e);
+	close(fd);
+	if (!ret) {
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		ret = fd >= 0 && pread(fd, buf, RLEN, 0) == RLEN ? 0 : -EIO;
+		if (fd >= 0)
+			close(fd);
+	}
+	unlink(path);
+	return ret;
+}
+
+/*
+ * Tenant B, with nothing but the device's group: every transfer of A's
+ * blocks (sealed and writable), out to B's own file and in from it,
+ * synchronous and asynchronous, one by one and in one batch, is refused
+ * with EACCES and moves nothing; root's region is another file's (EPERM).
+ * Then B's own block makes the same round trip, so the refusals were
+ * about A.
+ */
+static int b_xfer(struct tenant *t, void *arg)
+{
+	SELF *self = t->self;
+	struct kvcache_helper hp = { .size = sizeof(hp) };
+	struct kvcache_xfer_entry e[2 * (NBLK + 1)], re;
+	struct kvcache_handle v[NBLK + 1], own;
+	uint64_t id = 0;
+	uint32_t n = 0;
+	int dev, fd, fd2;
+
+	(void)arg;
+	dev = open(KVCACHE_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+	TCHK(dev >= 0);
+	/* Neither the helper nor capable: an ordinary user of the device. */
+	TCHK(kvc_ioc(dev, KVCACHE_IOC_HELPER, &hp) == -EPERM);
+	fd = own_file(sh->bfile, self->bs, SEED_B);
+	TCHK(fd >= 0);
+	memcpy(v, sh->ha, sizeof(sh->ha));
+	v[NBLK] = sh->hw;
+	for (int i = 0; i <= NBLK; i++) {
+		for (int out = 1; out >= 0; out--) {
+			e[n] = block_entry(fd, v[i], self->bs, out);
+			TCHK(run_sync(dev, e[n]) == -EACCES);
+			/*
+			 * The kernel worker runs this one, where a check of
+			 * `current` would find every capability.
+			 */
+			TCHK(run_async(dev, e[n]) == -EACCES);
+			n++;
+		}
+	}
+	TCHK(xfer_async(dev, e, n, -1, &id) == 0);
+	TCHK(reap(dev, id, e, n, 0) == 0);
+	for (uint32_t i = 0; i < n; i++)
+		TCHK(e[i].result == -EACCES);
+	/* Not a byte of A's: B's file is B's pattern still, and its size. */
+	TCHK(file_holds(sh->bfile, self->bs, SEED_B));
+
+	if (sh->region) {
+		struct kvcache_region r = {
+			.size = sizeof(r), .provider = (uint32_t)sh->prov,
+			.offset = RLEN, .length = RLEN,
+		};
+
+		for (int out = 1; out >= 0; out--) {
+			re = entry(fd, 0, RLEN, sh->region, 0, out);
+			TCHK(run_sync(dev, re) == -EPERM);
+			TCHK(run_async(dev, re) == -EPERM);
+			/* A handle nobody has: EPERM was about its owner. */
+			re.region = NO_REGION;
+			TCHK(run_sync(dev, re) == -ENOENT);
+		}
+		TCHK(region_unreg(dev, sh->region) == -EPERM);
+		/* Nor a window of its own: raw device memory is root's. */
+		TCHK(kvc_ioc(dev, KVCACHE_IOC_REGION_REGISTER, &r) == -EPERM);
+		TCHK(file_holds(sh->bfile, self->bs, SEED_B));
+	}
+
+	/* Its own block: in from the file, sealed pinned, out to another. */
+	TCHK(kvc_alloc(dev, ns_b(self), 1, &own) == 0);
+	TCHK(run_async(dev, block_entry(fd, own, self->bs, false)) ==
+	     (int64_t)self->bs);
+	TCHK(kvc_seal(dev, own, (uint32_t)self->bs, 0xb0,
+		      KVCACHE_SEAL_KEEP_PIN) == 0);
+	fd2 = own_file(sh->bfile2, self->bs, SEED_B + 1);
+	TCHK(fd2 >= 0);
+	TCHK(run_async(dev, block_entry(fd2, own, self->bs, true)) ==
+	     (int64_t)self->bs);
+	TCHK(file_holds(sh->bfile2, self->bs, SEED_B));
+	close(fd2);
+	close(fd);
+	close(dev);
+	return 0;
+}
+
+/*
+ * Kernel mode: tenant B, an unprivileged member of the device's group and
+ * nothing else, cannot move A's blocks through KVCACHE_IOC_XFER in either
+ * direction, synchronously or not (the asynchronous form used to decide
+ * in the kernel worker, where every capability check passes, and copied
+ * any sealed block out), nor use another file's region; A's blocks and
+ * the region are byte for byte what they were.
+ */
+TEST_F_TIMEOUT(kvcd, device_group_xfer_refused, 300)
+{
+	static uint8_t before[RLEN], after[RLEN];
+	char top[PATH_MAX], rpath[PATH_MAX + 16];
+	struct dev_saved sv;
+	int keep, rb;
+
+	if (geteuid())
+		SKIP(return, "needs root to run tenants as other users");
+	if (self->mode != KVC_PROTO_MODE_KERNEL)
+		SKIP(return, "kernel mode only (memfd mode has no device)");
+	ASSERT_EQ(0, tenants_setup(self)) TH_LOG("%s", self->c.why);
+	chain_keys(self, 16, NBLK, sh->keys);
+	ASSERT_EQ(0, as_user(self, UID_A, GID_A, NOGROUP, false,
+			     child_dev(self), a_seals, NULL))
+		TH_LOG("A: %s", sh->why);
+	keep = hold_writable(self);
+	ASSERT_LE(0, keep) TH_LOG("A's writable block: %s", sh->why);
+	ASSERT_EQ(0, make_dirs(top, sizeof(top))) TH_LOG("%s", strerror(errno));
+	snprintf(rpath, sizeof(rpath), "%s/region", top);
+
+	/* Root's region on the fake GPU, where the VM has one. */
+	sh->region = 0;
+	sh->prov = gpu_provider();
+	if (sh->prov >= 0) {
+		ASSERT_EQ(0, region_reg(self->dev, sh->prov, 0, RLEN,
+					&sh->region));
+		ASSERT_EQ(0, region_read(self->dev, rpath, before));
+	} else {
+		TH_LOG("no fake GPU: the region paths are not tried");
+	}
+
+	ASSERT_EQ(0, dev_group_grant(&sv));
+	rb = as_dev_user(self, UID_B, GID_B, NOGROUP, b_xfer, NULL);
+	dev_group_restore(&sv);
+	ASSERT_EQ(0, rb) TH_LOG("B: %s", sh->why);
+
+	ASSERT_EQ(0, a_checks(self, keep, NBLK)) TH_LOG("A: %s", sh->why);
+	if (sh->region) {
+		ASSERT_EQ(0, region_read(self->dev, rpath, after));
+		EXPECT_EQ(0, memcmp(before, after, RLEN));
+		EXPECT_EQ(0, region_unreg(self->dev, sh->region));
+	}
+	close(keep);
+	rm_rf(top);
+}
+
+/*
+ * B probes every handle of sh->probe (A's live, free and writable blocks,
+ * right and wrong generations) through a read-write and a read-only file
+ * of its own: each call gets one answer whatever the handle, and nothing
+ * moves into B's file.
+ */
+static int b_oracles(struct tenant *t, void *arg)
+{
+	SELF *self = t->self;
+	int rw, ro, fd;
+
+	(void)arg;
+	rw = open(KVCACHE_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+	ro = open(KVCACHE_DEVICE_PATH, O_RDONLY | O_CLOEXEC);
+	TCHK(rw >= 0 && ro >= 0);
+	fd = own_file(sh->bfile, self->bs, SEED_B);
+	TCHK(fd >= 0);
+	for (int i = 0; i < sh->nprobe; i++) {
+		struct kvcache_handle h = sh->probe[i];
+		struct kvcache_seal_entry se = {
+			.handle = h, .payload_len = PAYLOAD,
+		};
+		struct kvcache_batch b = {
+			.size = sizeof(b), .count = 1, .entries = (uintptr_t)&se,
+		};
+
+		snprintf(t->c.why, sizeof(t->c.why), "probe %d {%u, %u}", i,
+			 h.index, h.gen);
+		TCHK(kvc_pin(rw, h) == -EACCES);
+		TCHK(kvc_pin(ro, h) == -EACCES);
+		TCHK(kvc_ioc(rw, KVCACHE_IOC_SEAL, &b) == -EPERM && !b.done);
+		TCHK(kvc_ioc(ro, KVCACHE_IOC_SEAL, &b) == -EBADF && !b.done);
+		TCHK(kvc_unpin(rw, h) == -EINVAL);
+		TCHK(kvc_unpin(ro, h) == -EINVAL);
+		TCHK(kvc_evict(rw, h) == -EPERM);
+		TCHK(kvc_evict(ro, h) == -EPERM);
+		for (int out = 1; out >= 0; out--) {
+			struct kvcache_xfer_entry e =
+				block_entry(fd, h, self->bs, out);
+
+			TCHK(run_sync(rw, e) == -EACCES);
+			TCHK(run_async(rw, e) == -EACCES);
+			TCHK(run_async(ro, e) == -EACCES);
+		}
+		errno = 0;
+		TCHK(kvc_map(ro, h.index, self->bs, PROT_READ) == NULL &&
+		     errno == EACCES);
+		errno = 0;
+		TCHK(kvc_map(rw, h.index, self->bs, PROT_READ) == NULL &&
+		     errno == EACCES);
+	}
+	t->c.why[0] = '\0';
+	TCHK(file_holds(sh->bfile, self->bs, SEED_B));
+	close(fd);
+	close(ro);
+	close(rw);
+	return 0;
+}
+
+/*
+ * The positive control: on B's own block the same calls do tell states
+ * and generations apart, as they should for a block one may see.
+ */
+static int b_own_answers(struct tenant *t, void *arg)
+{
+	SELF *self = t->self;
+	struct kvcache_handle own, stale;
+	int rw, ro;
+
+	(void)arg;
+	rw = open(KVCACHE_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+	ro = open(KVCACHE_DEVICE_PATH, O_RDONLY | O_CLOEXEC);
+	TCHK(rw >= 0 && ro >= 0);
+	TCHK(kvc_alloc(rw, ns_b(self), 1, &own) == 0);
+	stale = own;
+	stale.gen++;
+	TCHK(kvc_pin(rw, own) == -EBUSY);		/* writable yet */
+	TCHK(kvc_seal(rw, stale, PAYLOAD, 0xb1, 0) == -ESTALE);
+	TCHK(kvc_seal(ro, own, PAYLOAD, 0xb1, 0) == -EBADF);
+	TCHK(kvc_seal(rw, own, PAYLOAD, 0xb1, 0) == 0);
+	TCHK(kvc_pin(ro, stale) == -ESTALE);
+	TCHK(kvc_pin(ro, own) == 0);
+	TCHK(kvc_unpin(ro, own) == 0);
+	close(ro);
+	close(rw);
+	return 0;
+}
+
+/* What root (who may see everything) finds: the states B must not tell. */
+static int root_sees_states(SELF *self, struct kvcache_handle freed)
+{
+	struct kvcache_handle cur = freed;
+
+	cur.gen++;	/* eviction gave the free block a new generation */
+	if (kvc_pin(self->dev, freed) != -ESTALE ||
+	    kvc_pin(self->dev, cur) != -ESTALE ||
+	    kvc_pin(self->dev, sh->hw) != -EBUSY ||
+	    kvc_pin(self->dev, sh->ha[0]) != 0 ||
+	    kvc_unpin(self->dev, sh->ha[0]) != 0)
+		return -1;
+	return 0;
+}
+
+/*
+ * Kernel mode: for a namespace the caller may not read, PIN, SEAL, UNPIN,
+ * EVICT, XFER (both ways, sync and async) and mmap each give one errno
+ * for a free block (one of A's, evicted by root: the kernel judges it by
+ * the namespace of its last life), a live sealed block and a writable
+ * one, under their right generation and wrong ones; SEAL gives EBADF for
+ * every handle on a read-only file. Guessing handles then tells neither
+ * liveness nor generations (admin-guide.md, "Security and permissions").
+ */
+TEST_F_TIMEOUT(kvcd, device_oracles_same_answer, 300)
+{
+	struct kvcache_handle h, freed;
+	char top[PATH_MAX];
+	struct dev_saved sv;
+	int keep, rb;
+
+	if (geteuid())
+		SKIP(return, "needs root to run tenants as other users");
+	if (self->mode != KVC_PROTO_MODE_KERNEL)
+		SKIP(return, "kernel mode only (memfd mode has no device)");
+	ASSERT_EQ(0, tenants_setup(self)) TH_LOG("%s", self->c.why);
+	chain_keys(self, 17, NBLK, sh->keys);
+	ASSERT_EQ(0, as_user(self, UID_A, GID_A, NOGROUP, false,
+			     child_dev(self), a_seals, NULL))
+		TH_LOG("A: %s", sh->why);
+	keep = hold_writable(self);
+	ASSERT_LE(0, keep) TH_LOG("A's writable block: %s", sh->why);
+	ASSERT_EQ(0, make_dirs(top, sizeof(top))) TH_LOG("%s", strerror(errno));
+	/* Root evicts one of A's blocks: free, its namespace A's still. */
+	freed = sh->ha[NBLK - 1];
+	ASSERT_EQ(0, kvc_evict(self->dev, freed));
+
+	sh->nprobe = 0;
+	for (int d = -1; d <= 1; d++) {
+		h = sh->ha[0];			/* live, sealed */
+		h.gen += (uint32_t)d;
+		sh->probe[sh->nprobe++] = h;
+		h = freed;			/* free: old, current, next */
+		h.gen += (uint32_t)(d + 1);
+		sh->probe[sh->nprobe++] = h;
+		h = sh->hw;			/* live, A's writer's */
+		h.gen += (uint32_t)d;
+		sh->probe[sh->nprobe++] = h;
+	}
+	ASSERT_EQ(0, root_sees_states(self, freed));
+
+	ASSERT_EQ(0, dev_group_grant(&sv));
+	rb = as_dev_user(self, UID_B, GID_B, NOGROUP, b_oracles, NULL);
+	/* Before anything allocates: the free block was free throughout. */
+	if (!rb && root_sees_states(self, freed))
+		snprintf(sh->why, sizeof(sh->why), "%s",
+			 "the states changed under the probes");
+	else if (!rb)
+		rb = as_dev_user(self, UID_B, GID_B, NOGROUP, b_own_answers,
+				 NULL);
+	dev_group_restore(&sv);
+	ASSERT_EQ(0, rb) TH_LOG("B: %s", sh->why);
+	ASSERT_EQ(0, a_checks(self, keep, NBLK - 1)) TH_LOG("A: %s", sh->why);
+	close(keep);
+	rm_rf(top);
+}
+
+/*
+ * Pin and map through a descriptor opened read-only (reader): PROT_READ
+ * MAP_SHARED works and shows A's bytes; PROT_WRITE is refused by the VFS
+ * (EACCES) and so is mprotect() to writable afterwards. A non-reader
+ * (!reader) gets EACCES for both.
+ */
+static int ro_maps(struct tenant *t, void *arg)
+{
+	SELF *self = t->self;
+	bool reader = arg != NULL;
+	struct kvcache_handle h;
+	int ro;
+	uint8_t *p;
+
+	ro = open(KVCACHE_DEVICE_PATH, O_RDONLY | O_CLOEXEC);
+	TCHK(ro >= 0);
+	for (int i = 0; i < NBLK; i++) {
+		uint32_t idx = sh->ha[i].index;
+
+		if (!reader) {
+			TCHK(kvc_pin(ro, sh->ha[i]) == -EACCES);
+			errno = 0;
+			TCHK(kvc_map(ro, idx, self->bs, PROT_READ) == NULL &&
+			     errno == EACCES);
+			continue;
+		}
+		TCHK(kvc_pin(ro, sh->ha[i]) == 0);
+		errno = 0;
+		p = kvc_map(ro, idx, self->bs, PROT_READ);
+		TCHK(p != NULL);
+		TCHK(block_exact(p, sh->keys[i], self->bs));
+		errno = 0;
+		TCHK(mprotect(p, self->bs, PROT_READ | PROT_WRITE) == -1 &&
+		     errno == EACCES);
+		TCHK(block_exact(p, sh->keys[i], self->bs));
+		munmap(p, self->bs);
+		errno = 0;
+		TCHK(kvc_map(ro, idx, self->bs, PROT_READ | PROT_WRITE) ==
+		     NULL && errno == EACCES);
+		TCHK(kvc_unpin(ro, sh->ha[i]) == 0);
+		/* The pin was what allowed it. */
+		errno = 0;
+		TCHK(kvc_map(ro, idx, self->bs, PROT_READ) == NULL &&
+		     errno == EACCES);
+	}
+	/* Read-only: nothing to allocate or seal. */
+	TCHK(kvc_alloc(ro, ns_a(self), 1, &h) == -EBADF);
+	close(ro);
+	return 0;
+}
+
+/*
+ * Kernel mode: readers map sealed blocks through a read-only descriptor
+ * (admin-guide.md: read-only is enough to pin and map): the owner A and
+ * the group member G; never writable. G without the group: refused.
+ */
+TEST_F_TIMEOUT(kvcd, device_read_only_fd_maps, 180)
+{
+	struct dev_saved sv;
+	int ra, rg, rn;
+
+	if (geteuid())
+		SKIP(return, "needs root to run tenants as other users");
+	if (self->mode != KVC_PROTO_MODE_KERNEL)
+		SKIP(return, "kernel mode only (memfd mode has no device)");
+	ASSERT_EQ(0, tenants_setup(self)) TH_LOG("%s", self->c.why);
+	chain_keys(self, 18, NBLK, sh->keys);
+	ASSERT_EQ(0, as_user(self, UID_A, GID_A, NOGROUP, false,
+			     child_dev(self), a_seals, NULL))
+		TH_LOG("A: %s", sh->why);
+	ASSERT_EQ(0, dev_group_grant(&sv));
+	ra = as_dev_user(self, UID_A, GID_A, NOGROUP, ro_maps, "reader");
+	rg = ra ? -1 : as_dev_user(self, UID_G, GID_G, GID_A, ro_maps,
+				   "reader");
+	rn = ra || rg ? -1 : as_dev_user(self, UID_G, GID_G, NOGROUP, ro_maps,
+					 NULL);
+	dev_group_restore(&sv);
+	ASSERT_EQ(0, ra) TH_LOG("A: %s", sh->why);
+	ASSERT_EQ(0, rg) TH_LOG("member: %s", sh->why);
+	ASSERT_EQ(0, rn) TH_LOG("non-member: %s", sh->why);
 }
 
 /* ---- the disk tiers ------------------------------------------------------ */
