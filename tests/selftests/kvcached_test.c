@@ -1493,4 +1493,64 @@ TEST_F_TIMEOUT(kvcd, log_level_filters_messages, 60)
 	EXPECT_FALSE(log_holds(self, "debug:"));
 }
 
+/* ---- [eviction] s3fifo_small ------------------------------------------------ */
+
+/*
+ * Which of 16 blocks hit once (A) and 14 never hit (B) survive the first
+ * eviction under S3-FIFO with small share pct: 30 of the 32 memfd blocks
+ * in use is below the low watermark, and the pass frees 4. The pass
+ * first moves the hit blocks from small to main; at 10 % small still
+ * holds its share after that and gives up B's oldest four; at 50 % it
+ * does not, and main's oldest (A's, their hit spent on the move) go
+ * until small holds half again.
+ */
+static int s3fifo_run(SELF *self, unsigned int pct, int *a_left, int *b_left)
+{
+	char conf[128], why[512] = "";
+	struct kvcache_handle h;
+	kvc_key k;
+	int ret;
+
+	snprintf(conf, sizeof(conf), "[eviction]\ns3fifo_small = %u\n", pct);
+	self->policy = "s3fifo";
+	ret = restart(self, conf, why, sizeof(why));
+	if (ret)
+		return ret;
+	for (uint32_t i = 0; !ret && i < 30; i++) {
+		chain_keys(self, 300 + i, 1, &k);
+		ret = store_chain(self, self->ns, &k, 1, false, &h);
+		/* A: one hit each, before B comes. */
+		if (!ret && i < 16 &&
+		    kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIERS_ALL, k,
+				1, NULL) != 1)
+			ret = -EIO;
+	}
+	if (ret)
+		return ret;
+	if (wait_evictions(&self->c, 0, 10) < 4)
+		return -ETIMEDOUT;
+	*a_left = *b_left = 0;
+	for (uint32_t i = 0; i < 30; i++) {
+		chain_keys(self, 300 + i, 1, &k);
+		if (kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIERS_ALL, k,
+				1, NULL) == 1)
+			(*(i < 16 ? a_left : b_left))++;
+	}
+	return 0;
+}
+
+TEST_F_TIMEOUT(kvcd, s3fifo_small_changes_victims, 90)
+{
+	int a, b;
+
+	if (self->mode != KVC_PROTO_MODE_MEMFD || self->nr != 32)
+		SKIP(return, "the memfd pool of 32 blocks");
+	ASSERT_EQ(0, s3fifo_run(self, 10, &a, &b));
+	EXPECT_EQ(16, a);	/* the hit blocks stay ... */
+	EXPECT_EQ(10, b);	/* ... B0-B3 go */
+	ASSERT_EQ(0, s3fifo_run(self, 50, &a, &b));
+	EXPECT_EQ(13, a);	/* A0, A1, then B0 (small back at 50 %), A2 */
+	EXPECT_EQ(13, b);
+}
+
 TEST_HARNESS_MAIN

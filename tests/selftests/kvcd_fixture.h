@@ -97,6 +97,7 @@ FIXTURE(kvcd) {
 	char conf[PATH_MAX];
 	char log[PATH_MAX];
 	const char *extra_conf;		/* appended to the configuration */
+	const char *policy;		/* [eviction] policy; NULL: lru */
 	/* Run the daemon through this command (argv, NULL-terminated). */
 	char *const *wrap;
 	/* A directory of the test's own, removed by the teardown ("": none). */
@@ -133,12 +134,13 @@ static int write_config(SELF *self)
 		"low_watermark = %d\n"
 		"high_watermark = %d\n"
 		"[eviction]\n"
-		"policy = lru\n"
+		"policy = %s\n"
 		"interval = 100ms\n"
 		"g3_admit = 1\n"
 		"g4_admit = 1\n"
 		"%s",
 		MEMFD_POOL >> 20, MEMFD_BS >> 20, LOW_PCT, HIGH_PCT,
+		self->policy ? self->policy : "lru",
 		self->extra_conf ? self->extra_conf : "");
 	return fclose(f) ? -errno : 0;
 }
