@@ -261,7 +261,7 @@ struct report {
 	long bad_word[2];
 	/* fsize: per SYNC/ASYNC, per case (straddling, beyond, within) */
 	int64_t fs_result[2][3];
-	int64_t fs_size[2][3];
+	int64_t fs_before[2][3], fs_size[2][3];
 };
 
 struct user {
@@ -385,6 +385,24 @@ FIXTURE_TEARDOWN(creds)
 	munmap(self->rep, sizeof(*self->rep));
 }
 
+/*
+ * The user's child is gone: its one sealed block is all it left (its pin
+ * went with its file), and once that is evicted the pool is as before.
+ */
+static void expect_rest(struct __test_metadata *_metadata,
+			FIXTURE_DATA(creds) *self)
+{
+	struct rest now;
+
+	EXPECT_EQ(1, evict_ns(self->fd, self->ns));
+	rest_read(&now);
+	EXPECT_EQ(self->rest.free, now.free);
+	EXPECT_EQ(self->rest.writable, now.writable);
+	EXPECT_EQ(self->rest.sealed, now.sealed);
+	EXPECT_EQ(self->rest.pinned, now.pinned);
+	EXPECT_EQ(self->rest.quarantined, now.quarantined);
+}
+
 /* The user's file @name in the test directory: created, O_DIRECT. */
 static int user_file(struct user *u, const char *name, int flags)
 {
@@ -458,6 +476,7 @@ TEST_F_TIMEOUT(creds, async_write_drops_setid_bits, 120)
 			       form, self->rep->mode_after[m]);
 		EXPECT_EQ(0755, self->rep->mode_after[m] & 0777) TH_LOG("%s", form);
 	}
+	expect_rest(_metadata, self);
 }
 
 /* RLIMIT_FSIZE: the three cases, for each form. */
@@ -492,6 +511,8 @@ static int fsize_write(struct user *u)
 				block_to_file(fd[m], fs_cases[c].foff,
 					      fs_cases[c].len, h);
 
+			UCHK(!fstat(fd[m], &st));
+			u->rep->fs_before[m][c] = st.st_size;
 			UCHK(!xfer_one(u->dev, m == ASYNC, &e));
 			u->rep->fs_result[m][c] = e.result;
 			UCHK(!fstat(fd[m], &st));
@@ -520,9 +541,11 @@ TEST_F_TIMEOUT(creds, fsize_limit_applies_to_async_writes, 120)
 				TH_LOG("%s, %s: result %lld", form,
 				       fs_cases[c].what,
 				       (long long)self->rep->fs_result[m][c]);
-			EXPECT_EQ(0, self->rep->fs_size[m][c])
-				TH_LOG("%s, %s: the file grew to %lld", form,
-				       fs_cases[c].what,
+			EXPECT_EQ(self->rep->fs_before[m][c],
+				  self->rep->fs_size[m][c])
+				TH_LOG("%s, %s: the file grew from %lld to %lld",
+				       form, fs_cases[c].what,
+				       (long long)self->rep->fs_before[m][c],
 				       (long long)self->rep->fs_size[m][c]);
 		}
 		EXPECT_EQ(FSIZE_LIMIT, self->rep->fs_result[m][2])
@@ -530,6 +553,7 @@ TEST_F_TIMEOUT(creds, fsize_limit_applies_to_async_writes, 120)
 		EXPECT_EQ(FSIZE_LIMIT, self->rep->fs_size[m][2])
 			TH_LOG("%s, %s", form, fs_cases[2].what);
 	}
+	expect_rest(_metadata, self);
 }
 
 /* ---- a file system that does not answer --------------------------------- */
