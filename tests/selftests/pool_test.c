@@ -166,10 +166,14 @@ TEST_F(pool, lifecycle_write_seal_pin_map_evict)
 	EXPECT_EQ(sealed0, kvc_attr_u64("pool/sealed_blocks"));
 	EXPECT_EQ(free0, kvc_attr_u64("pool/free_blocks"));
 
-	/* The handle is stale now, for every call. */
+	/*
+	 * The handle is stale now. SEAL checks ownership first: the block
+	 * is no writable block of this file, so EPERM, as for any handle
+	 * that is not the caller's (it says nothing of the block's state).
+	 */
 	EXPECT_EQ(-ESTALE, kvc_pin(self->fd, h));
 	EXPECT_EQ(-ESTALE, kvc_evict(self->fd, h));
-	EXPECT_EQ(-ESTALE, kvc_seal(self->fd, h, 1, 0, 0));
+	EXPECT_EQ(-EPERM, kvc_seal(self->fd, h, 1, 0, 0));
 }
 
 TEST_F(pool, reallocated_block_is_zeroed_and_has_a_new_generation)
@@ -284,7 +288,8 @@ TEST_F(pool, killed_writer_leaves_nothing_visible)
 	EXPECT_EQ(0, query_ns(self->fd, self->ns, b, 4));
 	for (int i = 0; i < 4; i++) {
 		EXPECT_EQ(-ESTALE, kvc_pin(self->fd, h[i]));
-		EXPECT_EQ(-ESTALE, kvc_seal(self->fd, h[i], 1, 0, 0));
+		/* Not this file's writable block (ownership comes first). */
+		EXPECT_EQ(-EPERM, kvc_seal(self->fd, h[i], 1, 0, 0));
 	}
 }
 
@@ -510,8 +515,8 @@ TEST_F(pool, bad_handles_sizes_and_flags)
 	/* Unpin of a block this file did not pin. */
 	EXPECT_EQ(-EINVAL, kvc_unpin(self->fd, h));
 
-	/* Seal: already sealed, bad payload lengths. */
-	EXPECT_EQ(-EINVAL, kvc_seal(self->fd, h, 1, 0, 0));
+	/* Seal: already sealed (no writable block of ours), bad lengths. */
+	EXPECT_EQ(-EPERM, kvc_seal(self->fd, h, 1, 0, 0));
 	ASSERT_EQ(0, kvc_alloc(self->fd, self->ns, 1, &bad));
 	EXPECT_EQ(-EINVAL, kvc_seal(self->fd, bad, 0, 0, 0));
 	EXPECT_EQ(-EINVAL, kvc_seal(self->fd, bad, self->bs + 1, 0, 0));
