@@ -718,11 +718,15 @@ static void kvc_xfer_work(struct work_struct *work)
 	old = override_creds(x->cred);
 	kvc_xfer_run(x);
 	revert_creds(old);
-	if (x->efd)
-		kvc_eventfd_signal(x->efd);
 	/* Release: the results above are visible to whoever sees done. */
 	smp_store_release(&x->done, true);
 	wake_up_all(&kf->xfer_wq);
+	/*
+	 * After done: whoever reads the eventfd may reap with REAP_NOWAIT at
+	 * once. Our reference keeps x, and so x->efd, until the put.
+	 */
+	if (x->efd)
+		kvc_eventfd_signal(x->efd);
 	kvc_xfer_put(x);
 	/*
 	 * The worker's hold on the file and the module, last: module exit

@@ -46,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -554,6 +555,52 @@ TEST_F_TIMEOUT(creds, fsize_limit_applies_to_async_writes, 120)
 			TH_LOG("%s, %s", form, fs_cases[2].what);
 	}
 	expect_rest(_metadata, self);
+}
+
+/*
+ * The eventfd says the batch is done: a REAP_NOWAIT right after it fires
+ * must find it done, every time (a worker that signalled before it marked
+ * the batch done answered EAGAIN there now and then, on two CPUs about
+ * once in fifty batches).
+ */
+#define EFD_ROUNDS	2000
+
+TEST_F_TIMEOUT(creds, eventfd_fires_once_the_batch_is_reapable, 300)
+{
+	struct kvcache_xfer_entry e;
+	struct kvcache_handle h;
+	char path[PATH_MAX + 8];
+	int f, efd, eagain = 0, bad = 0;
+	uint64_t id, v;
+
+	ASSERT_EQ(0, make_pinned(self->fd, self->ns, self->bs, 61, &h));
+	snprintf(path, sizeof(path), "%s/efd", self->dir);
+	f = open(path, O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
+	ASSERT_LE(0, f);
+	efd = eventfd(0, EFD_CLOEXEC);
+	ASSERT_LE(0, efd);
+	for (int i = 0; i < EFD_ROUNDS && !bad; i++) {
+		struct pollfd p = { .fd = efd, .events = POLLIN };
+		int r;
+
+		e = block_to_file(f, 0, 4096, h);
+		ASSERT_EQ(0, xfer_async(self->fd, &e, 1, efd, &id));
+		ASSERT_EQ(1, poll(&p, 1, 10000));
+		ASSERT_EQ(8, read(efd, &v, sizeof(v)));
+		r = reap(self->fd, id, &e, 1, KVCACHE_REAP_NOWAIT);
+		if (r == -EAGAIN) {
+			eagain++;
+			r = reap(self->fd, id, &e, 1, 0);
+		}
+		if (r || e.result != 4096)
+			bad++;
+	}
+	EXPECT_EQ(0, eagain) TH_LOG("%d of %d reaps right after the eventfd were EAGAIN",
+				    eagain, EFD_ROUNDS);
+	EXPECT_EQ(0, bad);
+	EXPECT_EQ(0, kvc_unpin(self->fd, h));
+	close(efd);
+	close(f);
 }
 
 /* ---- a file system that does not answer --------------------------------- */
