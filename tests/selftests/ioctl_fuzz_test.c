@@ -21,7 +21,15 @@
  *    between files that get closed, asynchronous transfers are left
  *    in flight when their file goes, and fork()ed children (some of them
  *    unprivileged) inherit the files and mappings, fuzz, and are SIGKILLed
- *    mid-flight.
+ *    mid-flight;
+ *  - an unprivileged user (UNPRIV_ID, a process of its own for the whole
+ *    run, with device files of its own and none of root's) throwing
+ *    transfers at the canaries, whose namespace it may not read: random
+ *    batches, most of them asynchronous (the kernel worker that runs them
+ *    is not the submitter), reaped with and without KVCACHE_REAP_NOWAIT,
+ *    between its blocks and files of its own opened O_DIRECT, and the
+ *    exact attack (a canary's real handle, whole, to its file) again and
+ *    again.
  *
  * It is bounded: KVC_FUZZ_CALLS ioctls in all (default 1000000), under a
  * wall-clock cap of KVC_FUZZ_SECONDS (default 600). Reaching the cap first
@@ -35,6 +43,11 @@
  * block evictable. The canaries are blocks sealed, pinned and mapped by a
  * file of their own before the fuzzing starts; the fuzz threads know their
  * handles and attack them, and they must come out byte for byte intact.
+ * They must also stay unread: no transfer of the unprivileged fuzzer that
+ * names one succeeds, and no byte of theirs is in any file it wrote. (So
+ * that this holds by construction, the privileged fuzzers, who may read
+ * the canaries, never copy one out: its bytes could travel on from their
+ * file into a block the unprivileged one may read.)
  *
  * KVC_FUZZ_SEED repeats a run's random choices (thread scheduling still
  * differs). A table of results per ioctl (ok, then each errno) is printed
@@ -43,6 +56,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -53,6 +67,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -75,6 +90,11 @@
 #define FUZZ_NS		65000	/* FUZZ_NS .. FUZZ_NS + FUZZ_NSES - 1 */
 #define FUZZ_NSES	4
 #define XFILE_SIZE	(1 << 20)
+#define UNPRIV_ID	65533	/* uid and gid of the unprivileged fuzzer */
+#define UNPRIV_NS	64998	/* its own namespace (UNPRIV_ID's, 0700) */
+#define UNPRIV_BLOCKS	6	/* blocks it allocates in all, at most */
+#define UFILES		2	/* its files */
+#define CANARY_WORD	0x6b7663616e617279ULL	/* "kvcanary" */
 #define ENTRY_ROOM	(KVCACHE_MAX_BATCH + 1)
 
 /* Result table rows: one per ioctl number, then the rest. */
@@ -108,17 +128,36 @@ static struct {
 	_Atomic long *child_calls;	/* shared with the children */
 	long forks;			/* children forked */
 	int fork_errno;			/* why the last fork failed */
+	struct unpriv *us;		/* shared with the unprivileged fuzzer */
 } g;
+
+/* What the unprivileged fuzzer reports, in memory shared with the test. */
+struct unpriv {
+	_Atomic int stop;
+	_Atomic long calls;
+	_Atomic long async;		/* batches submitted */
+	_Atomic long reaped;		/* batches reaped */
+	_Atomic long canary_out;	/* entries canary -> file, with results */
+	_Atomic long exact;		/* of those, the whole real handle */
+	_Atomic long exact_eacces;	/* ... refused with EACCES */
+	_Atomic long leaks;		/* canary -> file entries that moved bytes */
+	char why[256];			/* the first leak, or why it stopped */
+	char odd[256];			/* the first whole canary not EACCES */
+};
 
 struct fuzzer {
 	pthread_t thread;
 	uint64_t rng;
 	int pfd;			/* this thread's own file */
 	int child;			/* a forked child: never counts */
+	int unpriv;			/* the unprivileged fuzzer (g.us) */
+	int ufd[UFILES];		/* its files, O_DIRECT */
+	int blocks;			/* blocks it allocated */
 	struct kvcache_handle h[HANDLES];
 	uint32_t nh;
 	uint64_t xid[XIDS];
 	uint32_t xcount[XIDS];
+	uint8_t xfresh[XIDS];		/* its entries were made for it */
 	uint32_t nx;
 	uint32_t region[REGIONS];
 	uint32_t nregions;
@@ -486,7 +525,10 @@ static int do_ioctl(struct fuzzer *f, int fd, unsigned long cmd, int row,
 		memcpy(s, where, len);	/* outputs */
 	f->res[row][e > ERRS ? ERRS : e]++;
 	f->calls++;
-	if (!f->child)
+	if (f->unpriv)
+		atomic_fetch_add_explicit(&g.us->calls, 1,
+					  memory_order_relaxed);
+	else if (!f->child)
 		atomic_fetch_add_explicit(&g.calls, 1, memory_order_relaxed);
 	else if (g.child_calls)
 		atomic_fetch_add_explicit(g.child_calls, 1,
@@ -658,17 +700,105 @@ static void op_region(struct fuzzer *f, union args *u, int reg)
 	}
 }
 
+static int is_canary(uint32_t index)
+{
+	for (int i = 0; i < CANARIES; i++)
+		if (g.canary[i].index == index)
+			return 1;
+	return 0;
+}
+
+/*
+ * The unprivileged fuzzer looks at what came back: an entry that moved a
+ * canary to a file is a leak; in entries made for the call (@fresh: not
+ * taken from memory the kernel wrote results into, which it refuses as
+ * input) the whole real handle must be refused with EACCES, whatever
+ * else the batch held.
+ */
+static void note_results(struct fuzzer *f, const char *how, int fresh,
+			 const struct kvcache_xfer_entry *e, uint32_t n)
+{
+	const uint32_t out = KVCACHE_XFER_TO_FILE | KVCACHE_XFER_BLOCK;
+	struct unpriv *us = g.us;
+
+	if (n > ENTRY_ROOM)
+		n = ENTRY_ROOM;
+	for (uint32_t i = 0; i < n; i++) {
+		int exact = 0;
+
+		if ((e[i].flags & out) != out || !is_canary(e[i].block.index))
+			continue;
+		atomic_fetch_add(&us->canary_out, 1);
+		for (int k = 0; k < CANARIES; k++)
+			exact |= e[i].block.index == g.canary[k].index &&
+				 e[i].block.gen == g.canary[k].gen;
+		exact &= fresh && e[i].flags == out && !e[i].offset &&
+			 e[i].length == g.bs && !e[i].region &&
+			 !e[i].reserved && !e[i].reserved2 &&
+			 (e[i].fd == f->ufd[0] || e[i].fd == f->ufd[1]);
+		if (exact) {
+			atomic_fetch_add(&us->exact, 1);
+			if (e[i].result == -EACCES)
+				atomic_fetch_add(&us->exact_eacces, 1);
+			else if (!us->odd[0])
+				snprintf(us->odd, sizeof(us->odd),
+					 "%s: entry %u of %u: %lld, path %u",
+					 how, i, n,
+					 (long long)e[i].result, e[i].path);
+		}
+		if (e[i].result > 0 && !atomic_fetch_add(&us->leaks, 1))
+			snprintf(us->why, sizeof(us->why),
+				 "block {%u, %u} -> fd %d at %llu: %lld bytes",
+				 e[i].block.index, e[i].block.gen, e[i].fd,
+				 (unsigned long long)e[i].file_offset,
+				 (long long)e[i].result);
+	}
+}
+
+/* Reap the unprivileged fuzzer's oldest batch, waiting, and forget it. */
+static void reap_oldest(struct fuzzer *f)
+{
+	struct kvcache_xfer_entry *e = (struct kvcache_xfer_entry *)f->ent;
+	struct kvcache_xfer_reap r = {
+		.size = sizeof(r), .count = f->xcount[0], .id = f->xid[0],
+		.entries = (uintptr_t)e,
+	};
+
+	if (!ioctl(f->pfd, KVCACHE_IOC_XFER_REAP, &r)) {
+		atomic_fetch_add(&g.us->reaped, 1);
+		note_results(f, "reaped, waiting", f->xfresh[0], e, r.count);
+	}
+	f->nx--;
+	memmove(f->xid, f->xid + 1, f->nx * sizeof(f->xid[0]));
+	memmove(f->xcount, f->xcount + 1, f->nx * sizeof(f->xcount[0]));
+	memmove(f->xfresh, f->xfresh + 1, f->nx * sizeof(f->xfresh[0]));
+}
+
 static void op_xfer(struct fuzzer *f, union args *u)
 {
 	struct kvcache_xfer_entry *e = (struct kvcache_xfer_entry *)f->ent;
 	uint32_t n = pick_count(f), i;
 	int async = one_in(f, 2), fd = pick_fd(f);
 
+	/*
+	 * The unprivileged fuzzer: mostly asynchronous, on its own file and
+	 * never more than it can reap, so that when it stops, every batch
+	 * it started has finished writing the files that are scanned.
+	 */
+	if (f->unpriv) {
+		async = !one_in(f, 4);
+		if (async) {
+			fd = f->pfd;
+			if (f->nx >= XIDS)
+				reap_oldest(f);
+		}
+	}
 	for (i = 0; i < n && i < 4; i++) {
 		uint64_t r = rnd(f);
+		int xfd = f->unpriv ? f->ufd[(r >> 60) % UFILES] : g.xfd;
 
 		memset(&e[i], 0, sizeof(e[i]));
-		e[i].fd = (r & 3) ? g.xfd : (r & 4) ? -1 :
+		e[i].fd = (r & 3) ? xfd : (r & 4) ? -1 :
 			  (r & 8) ? g.efd : f->pfd;
 		e[i].flags = (uint32_t)(r >> 8) & 7;
 		if (one_in(f, 16))
@@ -690,6 +820,19 @@ static void op_xfer(struct fuzzer *f, union args *u)
 				      (uint32_t)((r >> 46) % 64);
 		if (one_in(f, 24))
 			((uint8_t *)&e[i])[rnd(f) % sizeof(e[i])] = 0xff;
+		if (f->unpriv && one_in(f, 3)) {
+			/* The attack itself: a canary, whole, to its file. */
+			memset(&e[i], 0, sizeof(e[i]));
+			e[i].fd = xfd;
+			e[i].flags = KVCACHE_XFER_TO_FILE | KVCACHE_XFER_BLOCK;
+			e[i].file_offset = (r & 0x10) ? g.bs : 0;
+			e[i].length = g.bs;
+			e[i].block = g.canary[(r >> 5) % CANARIES];
+		}
+		/* Privileged (or perhaps the helper): no canary out, see top. */
+		if (!f->unpriv && (e[i].flags & KVCACHE_XFER_BLOCK) &&
+		    is_canary(e[i].block.index))
+			e[i].flags &= ~KVCACHE_XFER_TO_FILE;
 	}
 	/*
 	 * The rest of a long batch: zero entries, refused one by one. Not
@@ -711,8 +854,18 @@ static void op_xfer(struct fuzzer *f, union args *u)
 				   !async);	/* sync writes results back */
 	SIZED(f, u, xfer, KVCACHE_XFER_SIZE_VER1);
 	spoil(f, u->bytes, 4, sizeof(u->xfer));
-	if (!do_ioctl(f, fd, KVCACHE_IOC_XFER, 12, u, sizeof(u->xfer)) &&
-	    async && fd == f->pfd && f->nx < XIDS) {
+	if (do_ioctl(f, fd, KVCACHE_IOC_XFER, 12, u, sizeof(u->xfer)))
+		return;
+	if (f->unpriv && async)
+		atomic_fetch_add(&g.us->async, 1);
+	if (f->unpriv && !async && u->xfer.entries == (uintptr_t)e)
+		note_results(f, "sync", 1, e, n);
+	if (async && fd == f->pfd && f->nx < XIDS) {
+		/*
+		 * Entries from elsewhere (g.vol, say) may be ones the kernel
+		 * wrote back, result and path set: refused as input.
+		 */
+		f->xfresh[f->nx] = u->xfer.entries == (uintptr_t)e;
 		f->xid[f->nx] = u->xfer.id;
 		f->xcount[f->nx++] = n;
 	}
@@ -734,8 +887,16 @@ static void op_reap(struct fuzzer *f, union args *u)
 	spoil(f, u->bytes, 4, sizeof(u->reap));
 	if (!do_ioctl(f, fd, KVCACHE_IOC_XFER_REAP, 13, u, sizeof(u->reap)) &&
 	    known) {
+		if (f->unpriv) {
+			atomic_fetch_add(&g.us->reaped, 1);
+			if (u->reap.entries == (uintptr_t)f->ent)
+				note_results(f, "reaped", f->xfresh[k],
+					     (struct kvcache_xfer_entry *)
+					     f->ent, u->reap.count);
+		}
 		f->xid[k] = f->xid[--f->nx];
 		f->xcount[k] = f->xcount[f->nx];
+		f->xfresh[k] = f->xfresh[f->nx];
 	}
 }
 
@@ -1063,6 +1224,213 @@ static void fork_child(struct fuzzer *f, int round)
 	waitpid(pid, NULL, 0);
 }
 
+/* ---- the unprivileged fuzzer -------------------------------------------- */
+
+/* One block of its own namespace, now and then (the pool is shared). */
+static void unpriv_alloc(struct fuzzer *f)
+{
+	struct kvcache_handle h;
+
+	if (f->blocks >= UNPRIV_BLOCKS || kvc_alloc(f->pfd, UNPRIV_NS, 1, &h))
+		return;
+	f->blocks++;
+	remember(f, &h, 1);
+}
+
+/*
+ * Its mix: transfers and reaps first, then what makes blocks to transfer
+ * (its own, written from its files and sealed), and calls that must be
+ * refused (pins of the canaries, regions, other namespaces).
+ */
+static void unpriv_op(struct fuzzer *f)
+{
+	union args u;
+	uint64_t r = rnd(f) % 16;
+
+	memset(&u, 0, sizeof(u));
+	if (r < 7)
+		op_xfer(f, &u);
+	else if (r < 10)
+		op_reap(f, &u);
+	else if (r < 11)
+		unpriv_alloc(f);
+	else if (r < 12)
+		op_batch(f, &u, KVCACHE_IOC_SEAL);
+	else if (r < 13)
+		op_batch(f, &u, KVCACHE_IOC_PIN);
+	else if (r < 14)
+		op_batch(f, &u, KVCACHE_IOC_UNPIN);
+	else if (r < 15)
+		op_query(f, &u);
+	else
+		op_region(f, &u, one_in(f, 2));
+}
+
+/*
+ * Close every descriptor of /dev/kvcache this process inherited: one of
+ * root's files may hold the helper role (op_helper moves it around), and
+ * a call through it would be privileged.
+ */
+static void close_inherited_devices(void)
+{
+	struct stat dev, st;
+
+	if (stat(KVCACHE_DEVICE_PATH, &dev))
+		return;
+	for (int fd = 3; fd < 1024; fd++)
+		if (!fstat(fd, &st) && S_ISCHR(st.st_mode) &&
+		    st.st_rdev == dev.st_rdev)
+			close(fd);
+}
+
+/*
+ * The unprivileged fuzzer's process, forked before the threads start and
+ * running until the test says stop or the cap: its device files are
+ * opened here as root (the kernel judges every call by the caller's
+ * credentials, not the opener's), then it becomes UNPRIV_ID, with no
+ * supplementary group, and makes its own files in @dir. Before it exits
+ * it reaps every batch it knows of. Exit status 0, or what failed in
+ * g.us->why.
+ */
+static void __attribute__((noreturn)) run_unpriv(uint64_t seed,
+						 const char *dir)
+{
+	static struct fuzzer u;
+	char path[PATH_MAX];
+	int i;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	close_inherited_devices();
+	close(g.xfd);
+	g.xfd = -1;
+	if (setup_fuzzer(&u, seed, FUZZ_THREADS + 2, 0))
+		_exit(2);
+	for (i = 0; i < SHARED_FDS; i++)
+		g.fds[i] = open(KVCACHE_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+	u.unpriv = 1;
+	if (setgroups(0, NULL) || setresgid(UNPRIV_ID, UNPRIV_ID, UNPRIV_ID) ||
+	    setresuid(UNPRIV_ID, UNPRIV_ID, UNPRIV_ID) ||
+	    geteuid() != UNPRIV_ID) {
+		snprintf(g.us->why, sizeof(g.us->why), "dropping to %d: %s",
+			 UNPRIV_ID, strerror(errno));
+		_exit(3);
+	}
+	for (i = 0; i < UFILES; i++) {
+		snprintf(path, sizeof(path), "%.4000s/u%d", dir, i);
+		u.ufd[i] = open(path, O_RDWR | O_CREAT | O_EXCL | O_DIRECT |
+				O_CLOEXEC, 0600);
+		if (u.ufd[i] < 0 || ftruncate(u.ufd[i], XFILE_SIZE)) {
+			snprintf(g.us->why, sizeof(g.us->why), "%.180s: %s", path,
+				 strerror(errno));
+			_exit(4);
+		}
+	}
+	cur = &u;
+	/*
+	 * Paced, as the mapper is: one process more on two CPUs would
+	 * otherwise slow the threads' million calls by a third.
+	 */
+	while (!atomic_load(&g.us->stop) && !time_up()) {
+		unpriv_op(&u);
+		usleep(10000);
+	}
+	while (u.nx)
+		reap_oldest(&u);
+	_exit(0);
+}
+
+/*
+ * Where a canary's bytes are in @buf, at positions below @scan (the
+ * buffer holds 64 bytes more, where it can): 8-byte words that decode as
+ * canary i's word at offset o (see the setup), confirmed over 64 bytes
+ * against @want. @base: where @buf is in @name. Returns how many; prints
+ * the first.
+ */
+static long canary_bytes(const char *name, uint64_t base, const uint8_t *buf,
+			 size_t scan, size_t len, uint8_t *const *want)
+{
+	long hits = 0;
+
+	for (size_t p = 0; p < scan && p + 64 <= len; p += 8) {
+		uint64_t w, i, o;
+
+		memcpy(&w, buf + p, 8);
+		w ^= CANARY_WORD;
+		i = w >> 56;
+		o = w & ((1ULL << 56) - 1);
+		if (i >= CANARIES || o % 8 || o + 64 > g.bs ||
+		    memcmp(buf + p, want[i] + o, 64))
+			continue;
+		if (!hits++)
+			printf("# %s: canary %llu's bytes from %llu at %llu\n",
+			       name, (unsigned long long)i,
+			       (unsigned long long)o,
+			       (unsigned long long)(base + p));
+	}
+	return hits;
+}
+
+/*
+ * canary_bytes() of a file, its data only: a transfer at a random offset
+ * leaves a sparse file that may be petabytes long.
+ */
+static long canary_bytes_file(const char *path, uint8_t *buf, size_t chunk,
+			      uint8_t *const *want)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	long hits = 0;
+	off_t pos, end;
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	for (pos = lseek(fd, 0, SEEK_DATA); pos >= 0;
+	     pos = lseek(fd, end, SEEK_DATA)) {
+		end = lseek(fd, pos, SEEK_HOLE);
+		if (end < 0)
+			break;
+		for (; pos < end; pos += chunk) {
+			n = pread(fd, buf, chunk + 64, pos);
+			if (n <= 0)
+				break;
+			hits += canary_bytes(path, pos, buf, chunk, n, want);
+		}
+	}
+	close(fd);
+	return hits;
+}
+
+/* canary_bytes() of every file in @dir (the unprivileged fuzzer's). */
+static long canary_bytes_in(const char *dir, uint8_t *const *want)
+{
+	const size_t chunk = 1 << 20;
+	uint8_t *buf = map_anon(chunk + 64, PROT_READ | PROT_WRITE);
+	char path[PATH_MAX];
+	struct dirent *d;
+	long hits = 0, n;
+	DIR *dp = opendir(dir);
+
+	if (!dp || !buf) {
+		printf("# %s: %s\n", dir, strerror(errno));
+		return -1;
+	}
+	while ((d = readdir(dp))) {
+		snprintf(path, sizeof(path), "%.3000s/%.255s", dir, d->d_name);
+		if (d->d_type != DT_REG)
+			continue;
+		n = canary_bytes_file(path, buf, chunk, want);
+		if (n < 0) {
+			printf("# %s: %s\n", path, strerror(errno));
+			hits = -1;
+			break;
+		}
+		hits += n;
+	}
+	closedir(dp);
+	munmap(buf, chunk + 64);
+	return hits;
+}
+
 /*
  * The table: per kind of call, how many, their mean and worst time (TSC
  * ticks scaled by @tps, ticks per second), then ok and each errno.
@@ -1245,6 +1613,44 @@ static long env_long(const char *name, long def)
 	return v && *v ? atol(v) : def;
 }
 
+/* $TMPDIR/kvc-fuzz-u-PID, the unprivileged fuzzer's (0700). 0 or -errno. */
+static int unpriv_dir(char *dir, size_t len)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	snprintf(dir, len, "%s/kvc-fuzz-u-%d", tmp && *tmp ? tmp : "/tmp",
+		 getpid());
+	if (mkdir(dir, 0700) || chown(dir, UNPRIV_ID, UNPRIV_ID))
+		return -errno;
+	return 0;
+}
+
+static void unpriv_dir_remove(const char *dir)
+{
+	char path[PATH_MAX];
+
+	for (int i = 0; i < UFILES; i++) {
+		snprintf(path, sizeof(path), "%.4000s/u%d", dir, i);
+		unlink(path);
+	}
+	rmdir(dir);
+}
+
+/* Wait up to @secs for @pid, then SIGKILL it. Its wait status. */
+static int wait_exit(pid_t pid, int secs)
+{
+	int st = -1;
+
+	for (int i = 0; i < secs * 10; i++) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return st;
+		usleep(100000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return st;
+}
+
 /*
  * KVC_FUZZ_SECONDS bounds the run; the harness's own timeout only has to
  * be longer than any cap a long run asks for (scripts/vm --timeout bounds
@@ -1262,9 +1668,11 @@ TEST_F_TIMEOUT(fuzz, ioctls_threads_forks_closes_munmaps, 3600 * 24)
 	struct kvcache_block_info bi[64];
 	struct timespec t0, t1;
 	long calls = 0, maps = 0, rounds = 0, progress = 0;
+	char udir[PATH_MAX];
 	uint64_t tsc0;
 	double secs;
-	int i, n;
+	pid_t upid;
+	int i, n, ust;
 
 	g.target = env_long("KVC_FUZZ_CALLS", 1000000);
 	TH_LOG("seed %#llx (KVC_FUZZ_SEED repeats it), %ld calls, cap %ld s",
@@ -1272,6 +1680,9 @@ TEST_F_TIMEOUT(fuzz, ioctls_threads_forks_closes_munmaps, 3600 * 24)
 	g.child_calls = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
 			     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(MAP_FAILED, g.child_calls);
+	g.us = mmap(NULL, sizeof(*g.us), PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, g.us);
 	g.guard = map_anon(4096, PROT_NONE);
 	g.ro = map_anon(4096, PROT_READ);
 	/*
@@ -1298,6 +1709,17 @@ TEST_F_TIMEOUT(fuzz, ioctls_threads_forks_closes_munmaps, 3600 * 24)
 	tsc0 = __rdtsc();
 	g.deadline = t0;
 	g.deadline.tv_sec += seconds;
+	/*
+	 * The unprivileged fuzzer, forked while this process has no other
+	 * thread yet (so it may allocate), under the same cap.
+	 */
+	ASSERT_EQ(0, unpriv_dir(udir, sizeof(udir)));
+	ASSERT_EQ(0, kvc_ns(self->fd, 1, UNPRIV_NS, UNPRIV_ID, UNPRIV_ID,
+			    0700));
+	upid = fork();
+	ASSERT_LE(0, upid);
+	if (!upid)
+		run_unpriv(seed, udir);
 	for (i = 0; i <= FUZZ_THREADS; i++) {
 		/*
 		 * Not MADV_DONTFORK: each thread's descriptor lives in its
@@ -1334,6 +1756,9 @@ TEST_F_TIMEOUT(fuzz, ioctls_threads_forks_closes_munmaps, 3600 * 24)
 		calls += f[i].calls;
 		maps += f[i].maps;
 	}
+	/* The unprivileged fuzzer stops too, once it has reaped its batches. */
+	atomic_store(&g.us->stop, 1);
+	ust = wait_exit(upid, 120);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	secs = (double)(t1.tv_sec - t0.tv_sec) +
 	       (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
@@ -1344,12 +1769,32 @@ TEST_F_TIMEOUT(fuzz, ioctls_threads_forks_closes_munmaps, 3600 * 24)
 	       (double)calls / secs, FUZZ_THREADS, maps, g.forks, rounds,
 	       g.fork_errno ? strerror(g.fork_errno) : "none",
 	       atomic_load(g.child_calls));
+	printf("# unprivileged (uid %d): %ld calls, %ld async batches, %ld "
+	       "reaped; %ld canary -> file entries came back, %ld of them a "
+	       "whole canary by its real handle (%ld EACCES), %ld moved bytes\n",
+	       UNPRIV_ID, atomic_load(&g.us->calls), atomic_load(&g.us->async),
+	       atomic_load(&g.us->reaped), atomic_load(&g.us->canary_out),
+	       atomic_load(&g.us->exact), atomic_load(&g.us->exact_eacces),
+	       atomic_load(&g.us->leaks));
 	report(f, FUZZ_THREADS + 1, (double)(__rdtsc() - tsc0) / secs);
 	EXPECT_LE(g.target, calls) {
 		TH_LOG("the %ld s cap came before %ld calls", seconds,
 		       g.target);
 	}
 	EXPECT_LT(0, calls);
+	EXPECT_TRUE(WIFEXITED(ust) && !WEXITSTATUS(ust)) {
+		TH_LOG("the unprivileged fuzzer: status %#x (%s)", ust,
+		       g.us->why);
+	}
+	EXPECT_EQ(0, atomic_load(&g.us->leaks)) {
+		TH_LOG("the unprivileged fuzzer read a canary: %s", g.us->why);
+	}
+	/* It really attacked, asynchronously, and each time was refused. */
+	EXPECT_LT(0, atomic_load(&g.us->reaped));
+	EXPECT_LT(0, atomic_load(&g.us->exact));
+	EXPECT_EQ(atomic_load(&g.us->exact), atomic_load(&g.us->exact_eacces)) {
+		TH_LOG("%s", g.us->odd);
+	}
 
 	/* Every fuzz file and mapping goes. */
 	for (i = 0; i < MAP_SLOTS; i++)
@@ -1369,6 +1814,15 @@ TEST_F_TIMEOUT(fuzz, ioctls_threads_forks_closes_munmaps, 3600 * 24)
 	EXPECT_EQ(CANARIES, settled("pool/pinned_blocks", CANARIES));
 	if (g.prov >= 0)
 		EXPECT_EQ(0, provider_u64(g.prov, "regions"));
+
+	/*
+	 * Not a byte of the canaries in the unprivileged fuzzer's files (the
+	 * scan itself finds them where they are).
+	 */
+	EXPECT_LT(0, canary_bytes("the scan's own check", 0, self->want[1],
+				  g.bs, g.bs, self->want));
+	EXPECT_EQ(0, canary_bytes_in(udir, self->want));
+	unpriv_dir_remove(udir);
 
 	/* The canaries: same handles, same key and length, same bytes. */
 	for (i = 0; i < CANARIES; i++) {
@@ -1423,6 +1877,7 @@ TEST_F_TIMEOUT(fuzz, ioctls_threads_forks_closes_munmaps, 3600 * 24)
 
 	/* Namespaces: empty now, so each one left goes; none is stuck. */
 	EXPECT_EQ(0, kvc_ns(self->fd, 0, CANARY_NS, 0, 0, 0));
+	EXPECT_EQ(0, kvc_ns(self->fd, 0, UNPRIV_NS, 0, 0, 0));
 	for (i = 0; i < FUZZ_NSES; i++) {
 		int ret = kvc_ns(self->fd, 0, FUZZ_NS + i, 0, 0, 0);
 
