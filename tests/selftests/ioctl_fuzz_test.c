@@ -55,6 +55,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <execinfo.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <pthread.h>
@@ -129,6 +130,7 @@ static struct {
 	long forks;			/* children forked */
 	int fork_errno;			/* why the last fork failed */
 	struct unpriv *us;		/* shared with the unprivileged fuzzer */
+	void *bt_prime;
 } g;
 
 /* What the unprivileged fuzzer reports, in memory shared with the test. */
@@ -191,11 +193,18 @@ static int one_in(struct fuzzer *f, unsigned int n)
 /* Loads and stores through pointers that may be gone: SIGSEGV is expected. */
 static void on_fault(int sig, siginfo_t *si, void *uc)
 {
+	static void *bt[32];
+
 	if (cur && cur->armed) {
 		cur->armed = 0;
 		siglongjmp(cur->jb, 1);
 	}
-	signal(sig, SIG_DFL);	/* not ours: fault again, for real */
+	/* Not ours: say where, then fault again, for real. */
+	dprintf(2, "# signal %d at %p (code %d) in %s, pid %d; stack:\n", sig,
+		si->si_addr, si->si_code, cur ? "a fuzzer" : "no fuzzer",
+		(int)getpid());
+	backtrace_symbols_fd(bt, backtrace(bt, 32), 2);
+	signal(sig, SIG_DFL);
 }
 
 /*
@@ -1533,6 +1542,8 @@ FIXTURE_SETUP(fuzz)
 	ASSERT_LT(CANARIES + 16, g.nr_blocks);
 	ASSERT_EQ(0, sigaction(SIGSEGV, &sa, NULL));
 	ASSERT_EQ(0, sigaction(SIGBUS, &sa, NULL));
+	/* backtrace() loads its unwinder once: now, not in on_fault(). */
+	backtrace(&g.bt_prime, 1);
 
 	/* The fake GPU, when this VM has one: region calls then succeed. */
 	g.prov = -1;
