@@ -79,6 +79,7 @@ struct iso_shared {
 	kvc_key keys[NBLK];			/* their keys */
 	struct kvcache_handle hw;		/* A's writable block */
 	struct kvcache_handle probe[16];	/* handles B probes */
+	char probe_kind[16][24];		/* what each one is */
 	int nprobe;
 	uint32_t region;			/* root's region, or 0 */
 	int prov;				/* its provider */
@@ -833,6 +834,20 @@ static bool file_holds(const char *path, uint64_t len, uint32_t seed)
 	return ok;
 }
 
+/* The file at path starts with what fill_block() writes for key: 1, else 0. */
+static int file_has_block(const char *path, const uint8_t *key)
+{
+	uint8_t want[PAYLOAD], got[PAYLOAD];
+	int fd = open(path, O_RDONLY | O_CLOEXEC), ret = 0;
+
+	fill_block(want, key);
+	if (fd >= 0 && pread(fd, got, PAYLOAD, 0) == PAYLOAD)
+		ret = !memcmp(got, want, PAYLOAD);
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
 /* Every byte of a block make_blocks() wrote: fill_block()'s, then zeros. */
 static bool block_exact(const uint8_t *p, const uint8_t *key, uint64_t bs)
 {
@@ -994,6 +1009,23 @@ static int region_read(int dev, const char *path, uint8_t *buf)
 	return ret;
 }
 
+/* The answers that were not the one expected: how many, the first few. */
+struct odd_answers {
+	int n;
+	char list[400];
+};
+
+static void expect_answer(struct odd_answers *o, const char *what,
+			  const char *call, int64_t got, int64_t want)
+{
+	size_t len = strlen(o->list);
+
+	if (got == want || o->n++ >= 6 || len >= sizeof(o->list) - 1)
+		return;
+	snprintf(o->list + len, sizeof(o->list) - len, "%s%s %s: %lld not %lld",
+		 len ? "; " : "", what, call, (long long)got, (long long)want);
+}
+
 /*
  * Tenant B, with nothing but the device's group: every transfer of A's
  * blocks (sealed and writable), out to B's own file and in from it,
@@ -1008,6 +1040,7 @@ static int b_xfer(struct tenant *t, void *arg)
 	struct kvcache_helper hp = { .size = sizeof(hp) };
 	struct kvcache_xfer_entry e[2 * (NBLK + 1)], re;
 	struct kvcache_handle v[NBLK + 1], own;
+	struct odd_answers o = { 0 };
 	uint64_t id = 0;
 	uint32_t n = 0;
 	int dev, fd, fd2;
@@ -1022,23 +1055,36 @@ static int b_xfer(struct tenant *t, void *arg)
 	memcpy(v, sh->ha, sizeof(sh->ha));
 	v[NBLK] = sh->hw;
 	for (int i = 0; i <= NBLK; i++) {
+		const char *what = i < NBLK ? "sealed" : "writable";
+
 		for (int out = 1; out >= 0; out--) {
 			e[n] = block_entry(fd, v[i], self->bs, out);
-			TCHK(run_sync(dev, e[n]) == -EACCES);
+			expect_answer(&o, what, out ? "out" : "in",
+				      run_sync(dev, e[n]), -EACCES);
 			/*
 			 * The kernel worker runs this one, where a check of
 			 * `current` would find every capability.
 			 */
-			TCHK(run_async(dev, e[n]) == -EACCES);
+			expect_answer(&o, what, out ? "async out" : "async in",
+				      run_async(dev, e[n]), -EACCES);
 			n++;
 		}
 	}
 	TCHK(xfer_async(dev, e, n, -1, &id) == 0);
 	TCHK(reap(dev, id, e, n, 0) == 0);
 	for (uint32_t i = 0; i < n; i++)
-		TCHK(e[i].result == -EACCES);
+		expect_answer(&o, "batch", e[i].flags & KVCACHE_XFER_TO_FILE ?
+			      "out" : "in", e[i].result, -EACCES);
 	/* Not a byte of A's: B's file is B's pattern still, and its size. */
-	TCHK(file_holds(sh->bfile, self->bs, SEED_B));
+	for (int i = 0; i < NBLK; i++)
+		expect_answer(&o, "B's file", "holds A's block",
+			      file_has_block(sh->bfile, sh->keys[i]), 0);
+	expect_answer(&o, "B's file", "is its own",
+		      file_holds(sh->bfile, self->bs, SEED_B), true);
+	if (o.n) {
+		snprintf(t->why, t->wlen, "%d answers differ: %s", o.n, o.list);
+		return -1;
+	}
 
 	if (sh->region) {
 		struct kvcache_region r = {
@@ -1132,15 +1178,28 @@ TEST_F_TIMEOUT(kvcd, device_group_xfer_refused, 300)
 	rm_rf(top);
 }
 
+/* mmap's answer as an errno: 0 if it mapped (and is unmapped again). */
+static int map_answer(int dev, uint32_t index, uint64_t bs)
+{
+	void *p = kvc_map(dev, index, bs, PROT_READ);
+
+	if (!p)
+		return -errno;
+	munmap(p, bs);
+	return 0;
+}
+
 /*
  * B probes every handle of sh->probe (A's live, free and writable blocks,
  * right and wrong generations) through a read-write and a read-only file
  * of its own: each call gets one answer whatever the handle, and nothing
- * moves into B's file.
+ * moves into B's file. Every call is made for every handle, so that a
+ * failure lists all the answers that gave something away.
  */
 static int b_oracles(struct tenant *t, void *arg)
 {
 	SELF *self = t->self;
+	struct odd_answers o = { 0 };
 	int rw, ro, fd;
 
 	(void)arg;
@@ -1158,32 +1217,38 @@ static int b_oracles(struct tenant *t, void *arg)
 			.size = sizeof(b), .count = 1, .entries = (uintptr_t)&se,
 		};
 
-		snprintf(t->c.why, sizeof(t->c.why), "probe %d {%u, %u}", i,
-			 h.index, h.gen);
-		TCHK(kvc_pin(rw, h) == -EACCES);
-		TCHK(kvc_pin(ro, h) == -EACCES);
-		TCHK(kvc_ioc(rw, KVCACHE_IOC_SEAL, &b) == -EPERM && !b.done);
-		TCHK(kvc_ioc(ro, KVCACHE_IOC_SEAL, &b) == -EBADF && !b.done);
-		TCHK(kvc_unpin(rw, h) == -EINVAL);
-		TCHK(kvc_unpin(ro, h) == -EINVAL);
-		TCHK(kvc_evict(rw, h) == -EPERM);
-		TCHK(kvc_evict(ro, h) == -EPERM);
+		expect_answer(&o, sh->probe_kind[i], "PIN", kvc_pin(rw, h), -EACCES);
+		expect_answer(&o, sh->probe_kind[i], "PIN ro", kvc_pin(ro, h), -EACCES);
+		expect_answer(&o, sh->probe_kind[i], "SEAL", kvc_ioc(rw, KVCACHE_IOC_SEAL, &b),
+			      -EPERM);
+		b.done = 0;
+		expect_answer(&o, sh->probe_kind[i], "SEAL ro",
+			      kvc_ioc(ro, KVCACHE_IOC_SEAL, &b), -EBADF);
+		b.done = 0;
+		expect_answer(&o, sh->probe_kind[i], "UNPIN", kvc_unpin(rw, h), -EINVAL);
+		expect_answer(&o, sh->probe_kind[i], "UNPIN ro", kvc_unpin(ro, h), -EINVAL);
+		expect_answer(&o, sh->probe_kind[i], "EVICT", kvc_evict(rw, h), -EPERM);
+		expect_answer(&o, sh->probe_kind[i], "EVICT ro", kvc_evict(ro, h), -EPERM);
 		for (int out = 1; out >= 0; out--) {
 			struct kvcache_xfer_entry e =
 				block_entry(fd, h, self->bs, out);
 
-			TCHK(run_sync(rw, e) == -EACCES);
-			TCHK(run_async(rw, e) == -EACCES);
-			TCHK(run_async(ro, e) == -EACCES);
+			expect_answer(&o, sh->probe_kind[i], out ? "XFER out" : "XFER in",
+				      run_sync(rw, e), -EACCES);
+			expect_answer(&o, sh->probe_kind[i], out ? "async out" : "async in",
+				      run_async(rw, e), -EACCES);
+			expect_answer(&o, sh->probe_kind[i], out ? "async out ro" :
+				      "async in ro", run_async(ro, e), -EACCES);
 		}
-		errno = 0;
-		TCHK(kvc_map(ro, h.index, self->bs, PROT_READ) == NULL &&
-		     errno == EACCES);
-		errno = 0;
-		TCHK(kvc_map(rw, h.index, self->bs, PROT_READ) == NULL &&
-		     errno == EACCES);
+		expect_answer(&o, sh->probe_kind[i], "mmap ro", map_answer(ro, h.index, self->bs),
+			      -EACCES);
+		expect_answer(&o, sh->probe_kind[i], "mmap", map_answer(rw, h.index, self->bs),
+			      -EACCES);
 	}
-	t->c.why[0] = '\0';
+	if (o.n) {
+		snprintf(t->why, t->wlen, "%d answers differ: %s", o.n, o.list);
+		return -1;
+	}
 	TCHK(file_holds(sh->bfile, self->bs, SEED_B));
 	close(fd);
 	close(ro);
@@ -1269,14 +1334,22 @@ TEST_F_TIMEOUT(kvcd, device_oracles_same_answer, 300)
 
 	sh->nprobe = 0;
 	for (int d = -1; d <= 1; d++) {
+		static const char *const gen[] = { "gen-1", "gen", "gen+1" };
+
 		h = sh->ha[0];			/* live, sealed */
 		h.gen += (uint32_t)d;
+		snprintf(sh->probe_kind[sh->nprobe], 24, "sealed %s",
+			 gen[d + 1]);
 		sh->probe[sh->nprobe++] = h;
 		h = freed;			/* free: old, current, next */
 		h.gen += (uint32_t)(d + 1);
+		snprintf(sh->probe_kind[sh->nprobe], 24, "free %s",
+			 d < 0 ? "old gen" : d ? "gen+1" : "gen");
 		sh->probe[sh->nprobe++] = h;
 		h = sh->hw;			/* live, A's writer's */
 		h.gen += (uint32_t)d;
+		snprintf(sh->probe_kind[sh->nprobe], 24, "writable %s",
+			 gen[d + 1]);
 		sh->probe[sh->nprobe++] = h;
 	}
 	ASSERT_EQ(0, root_sees_states(self, freed));
