@@ -1324,6 +1324,14 @@ static void __attribute__((noreturn)) run_unpriv(uint64_t seed,
 			 UNPRIV_ID, strerror(errno));
 		_exit(3);
 	}
+	/*
+	 * A change of credentials clears the parent-death signal: set it
+	 * again, or a test that dies leaves this process fuzzing the device
+	 * under the suites that come after it.
+	 */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() == 1)
+		_exit(5);
 	for (i = 0; i < UFILES; i++) {
 		snprintf(path, sizeof(path), "%.4000s/u%d", dir, i);
 		u.ufd[i] = open(path, O_RDWR | O_CREAT | O_EXCL | O_DIRECT |
