@@ -21,15 +21,7 @@
  *    between files that get closed, asynchronous transfers are left
  *    in flight when their file goes, and fork()ed children (some of them
  *    unprivileged) inherit the files and mappings, fuzz, and are SIGKILLed
- *    mid-flight;
- *  - an unprivileged user (UNPRIV_ID, a process of its own for the whole
- *    run, with device files of its own and none of root's) throwing
- *    transfers at the canaries, whose namespace it may not read: random
- *    batches, most of them asynchronous (the kernel worker that runs them
- *    is not the submitter), reaped with and without KVCACHE_REAP_NOWAIT,
- *    between its blocks and files of its own opened O_DIRECT, and the
- *    exact attack (a canary's real handle, whole, to its file) again and
- *    again.
+ *    mid-flight.
  *
  * It is bounded: KVC_FUZZ_CALLS ioctls in all (default 1000000), under a
  * wall-clock cap of KVC_FUZZ_SECONDS (default 600). Reaching the cap first
@@ -43,11 +35,6 @@
  * block evictable. The canaries are blocks sealed, pinned and mapped by a
  * file of their own before the fuzzing starts; the fuzz threads know their
  * handles and attack them, and they must come out byte for byte intact.
- * They must also stay unread: no transfer of the unprivileged fuzzer that
- * names one succeeds, and no byte of theirs is in any file it wrote. (So
- * that this holds by construction, the privileged fuzzers, who may read
- * the canaries, never copy one out: its bytes could travel on from their
- * file into a block the unprivileged one may read.)
  *
  * KVC_FUZZ_SEED repeats a run's random choices (thread scheduling still
  * differs). A table of results per ioctl (ok, then each errno) is printed
@@ -55,7 +42,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <execinfo.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <pthread.h>
@@ -91,11 +77,6 @@
 #define FUZZ_NS		65000	/* FUZZ_NS .. FUZZ_NS + FUZZ_NSES - 1 */
 #define FUZZ_NSES	4
 #define XFILE_SIZE	(1 << 20)
-#define UNPRIV_ID	65533	/* uid and gid of the unprivileged fuzzer */
-#define UNPRIV_NS	64998	/* its own namespace (UNPRIV_ID's, 0700) */
-#define UNPRIV_BLOCKS	6	/* blocks it allocates in all, at most */
-#define UFILES		2	/* its files */
-#define CANARY_WORD	0x6b7663616e617279ULL	/* "kvcanary" */
 #define ENTRY_ROOM	(KVCACHE_MAX_BATCH + 1)
 
 /* Result table rows: one per ioctl number, then the rest. */
@@ -129,37 +110,17 @@ static struct {
 	_Atomic long *child_calls;	/* shared with the children */
 	long forks;			/* children forked */
 	int fork_errno;			/* why the last fork failed */
-	struct unpriv *us;		/* shared with the unprivileged fuzzer */
-	void *bt_prime;
 } g;
-
-/* What the unprivileged fuzzer reports, in memory shared with the test. */
-struct unpriv {
-	_Atomic int stop;
-	_Atomic long calls;
-	_Atomic long async;		/* batches submitted */
-	_Atomic long reaped;		/* batches reaped */
-	_Atomic long canary_out;	/* entries canary -> file, with results */
-	_Atomic long exact;		/* of those, the whole real handle */
-	_Atomic long exact_eacces;	/* ... refused with EACCES */
-	_Atomic long leaks;		/* canary -> file entries that moved bytes */
-	char why[256];			/* the first leak, or why it stopped */
-	char odd[256];			/* the first whole canary not EACCES */
-};
 
 struct fuzzer {
 	pthread_t thread;
 	uint64_t rng;
 	int pfd;			/* this thread's own file */
 	int child;			/* a forked child: never counts */
-	int unpriv;			/* the unprivileged fuzzer (g.us) */
-	int ufd[UFILES];		/* its files, O_DIRECT */
-	int blocks;			/* blocks it allocated */
 	struct kvcache_handle h[HANDLES];
 	uint32_t nh;
 	uint64_t xid[XIDS];
 	uint32_t xcount[XIDS];
-	uint8_t xfresh[XIDS];		/* its entries were made for it */
 	uint32_t nx;
 	uint32_t region[REGIONS];
 	uint32_t nregions;
@@ -193,18 +154,11 @@ static int one_in(struct fuzzer *f, unsigned int n)
 /* Loads and stores through pointers that may be gone: SIGSEGV is expected. */
 static void on_fault(int sig, siginfo_t *si, void *uc)
 {
-	static void *bt[32];
-
 	if (cur && cur->armed) {
 		cur->armed = 0;
 		siglongjmp(cur->jb, 1);
 	}
-	/* Not ours: say where, then fault again, for real. */
-	dprintf(2, "# signal %d at %p (code %d) in %s, pid %d; stack:\n", sig,
-		si->si_addr, si->si_code, cur ? "a fuzzer" : "no fuzzer",
-		(int)getpid());
-	backtrace_symbols_fd(bt, backtrace(bt, 32), 2);
-	signal(sig, SIG_DFL);
+	signal(sig, SIG_DFL);	/* not ours: fault again, for real */
 }
 
 /*
@@ -534,10 +488,7 @@ static int do_ioctl(struct fuzzer *f, int fd, unsigned long cmd, int row,
 		memcpy(s, where, len);	/* outputs */
 	f->res[row][e > ERRS ? ERRS : e]++;
 	f->calls++;
-	if (f->unpriv)
-		atomic_fetch_add_explicit(&g.us->calls, 1,
-					  memory_order_relaxed);
-	else if (!f->child)
+	if (!f->child)
 		atomic_fetch_add_explicit(&g.calls, 1, memory_order_relaxed);
 	else if (g.child_calls)
 		atomic_fetch_add_explicit(g.child_calls, 1,
@@ -709,105 +660,17 @@ static void op_region(struct fuzzer *f, union args *u, int reg)
 	}
 }
 
-static int is_canary(uint32_t index)
-{
-	for (int i = 0; i < CANARIES; i++)
-		if (g.canary[i].index == index)
-			return 1;
-	return 0;
-}
-
-/*
- * The unprivileged fuzzer looks at what came back: an entry that moved a
- * canary to a file is a leak; in entries made for the call (@fresh: not
- * taken from memory the kernel wrote results into, which it refuses as
- * input) the whole real handle must be refused with EACCES, whatever
- * else the batch held.
- */
-static void note_results(struct fuzzer *f, const char *how, int fresh,
-			 const struct kvcache_xfer_entry *e, uint32_t n)
-{
-	const uint32_t out = KVCACHE_XFER_TO_FILE | KVCACHE_XFER_BLOCK;
-	struct unpriv *us = g.us;
-
-	if (n > ENTRY_ROOM)
-		n = ENTRY_ROOM;
-	for (uint32_t i = 0; i < n; i++) {
-		int exact = 0;
-
-		if ((e[i].flags & out) != out || !is_canary(e[i].block.index))
-			continue;
-		atomic_fetch_add(&us->canary_out, 1);
-		for (int k = 0; k < CANARIES; k++)
-			exact |= e[i].block.index == g.canary[k].index &&
-				 e[i].block.gen == g.canary[k].gen;
-		exact &= fresh && e[i].flags == out && !e[i].offset &&
-			 e[i].length == g.bs && !e[i].region &&
-			 !e[i].reserved && !e[i].reserved2 &&
-			 (e[i].fd == f->ufd[0] || e[i].fd == f->ufd[1]);
-		if (exact) {
-			atomic_fetch_add(&us->exact, 1);
-			if (e[i].result == -EACCES)
-				atomic_fetch_add(&us->exact_eacces, 1);
-			else if (!us->odd[0])
-				snprintf(us->odd, sizeof(us->odd),
-					 "%s: entry %u of %u: %lld, path %u",
-					 how, i, n,
-					 (long long)e[i].result, e[i].path);
-		}
-		if (e[i].result > 0 && !atomic_fetch_add(&us->leaks, 1))
-			snprintf(us->why, sizeof(us->why),
-				 "block {%u, %u} -> fd %d at %llu: %lld bytes",
-				 e[i].block.index, e[i].block.gen, e[i].fd,
-				 (unsigned long long)e[i].file_offset,
-				 (long long)e[i].result);
-	}
-}
-
-/* Reap the unprivileged fuzzer's oldest batch, waiting, and forget it. */
-static void reap_oldest(struct fuzzer *f)
-{
-	struct kvcache_xfer_entry *e = (struct kvcache_xfer_entry *)f->ent;
-	struct kvcache_xfer_reap r = {
-		.size = sizeof(r), .count = f->xcount[0], .id = f->xid[0],
-		.entries = (uintptr_t)e,
-	};
-
-	if (!ioctl(f->pfd, KVCACHE_IOC_XFER_REAP, &r)) {
-		atomic_fetch_add(&g.us->reaped, 1);
-		note_results(f, "reaped, waiting", f->xfresh[0], e, r.count);
-	}
-	f->nx--;
-	memmove(f->xid, f->xid + 1, f->nx * sizeof(f->xid[0]));
-	memmove(f->xcount, f->xcount + 1, f->nx * sizeof(f->xcount[0]));
-	memmove(f->xfresh, f->xfresh + 1, f->nx * sizeof(f->xfresh[0]));
-}
-
 static void op_xfer(struct fuzzer *f, union args *u)
 {
 	struct kvcache_xfer_entry *e = (struct kvcache_xfer_entry *)f->ent;
 	uint32_t n = pick_count(f), i;
 	int async = one_in(f, 2), fd = pick_fd(f);
 
-	/*
-	 * The unprivileged fuzzer: mostly asynchronous, on its own file and
-	 * never more than it can reap, so that when it stops, every batch
-	 * it started has finished writing the files that are scanned.
-	 */
-	if (f->unpriv) {
-		async = !one_in(f, 4);
-		if (async) {
-			fd = f->pfd;
-			if (f->nx >= XIDS)
-				reap_oldest(f);
-		}
-	}
 	for (i = 0; i < n && i < 4; i++) {
 		uint64_t r = rnd(f);
-		int xfd = f->unpriv ? f->ufd[(r >> 60) % UFILES] : g.xfd;
 
 		memset(&e[i], 0, sizeof(e[i]));
-		e[i].fd = (r & 3) ? xfd : (r & 4) ? -1 :
+		e[i].fd = (r & 3) ? g.xfd : (r & 4) ? -1 :
 			  (r & 8) ? g.efd : f->pfd;
 		e[i].flags = (uint32_t)(r >> 8) & 7;
 		if (one_in(f, 16))
@@ -829,19 +692,6 @@ static void op_xfer(struct fuzzer *f, union args *u)
 				      (uint32_t)((r >> 46) % 64);
 		if (one_in(f, 24))
 			((uint8_t *)&e[i])[rnd(f) % sizeof(e[i])] = 0xff;
-		if (f->unpriv && one_in(f, 3)) {
-			/* The attack itself: a canary, whole, to its file. */
-			memset(&e[i], 0, sizeof(e[i]));
-			e[i].fd = xfd;
-			e[i].flags = KVCACHE_XFER_TO_FILE | KVCACHE_XFER_BLOCK;
-			e[i].file_offset = (r & 0x10) ? g.bs : 0;
-			e[i].length = g.bs;
-			e[i].block = g.canary[(r >> 5) % CANARIES];
-		}
-		/* Privileged (or perhaps the helper): no canary out, see top. */
-		if (!f->unpriv && (e[i].flags & KVCACHE_XFER_BLOCK) &&
-		    is_canary(e[i].block.index))
-			e[i].flags &= ~KVCACHE_XFER_TO_FILE;
 	}
 	/*
 	 * The rest of a long batch: zero entries, refused one by one. Not
@@ -863,18 +713,8 @@ static void op_xfer(struct fuzzer *f, union args *u)
 				   !async);	/* sync writes results back */
 	SIZED(f, u, xfer, KVCACHE_XFER_SIZE_VER1);
 	spoil(f, u->bytes, 4, sizeof(u->xfer));
-	if (do_ioctl(f, fd, KVCACHE_IOC_XFER, 12, u, sizeof(u->xfer)))
-		return;
-	if (f->unpriv && async)
-		atomic_fetch_add(&g.us->async, 1);
-	if (f->unpriv && !async && u->xfer.entries == (uintptr_t)e)
-		note_results(f, "sync", 1, e, n);
-	if (async && fd == f->pfd && f->nx < XIDS) {
-		/*
-		 * Entries from elsewhere (g.vol, say) may be ones the kernel
-		 * wrote back, result and path set: refused as input.
-		 */
-		f->xfresh[f->nx] = u->xfer.entries == (uintptr_t)e;
+	if (!do_ioctl(f, fd, KVCACHE_IOC_XFER, 12, u, sizeof(u->xfer)) &&
+	    async && fd == f->pfd && f->nx < XIDS) {
 		f->xid[f->nx] = u->xfer.id;
 		f->xcount[f->nx++] = n;
 	}
@@ -896,16 +736,8 @@ static void op_reap(struct fuzzer *f, union args *u)
 	spoil(f, u->bytes, 4, sizeof(u->reap));
 	if (!do_ioctl(f, fd, KVCACHE_IOC_XFER_REAP, 13, u, sizeof(u->reap)) &&
 	    known) {
-		if (f->unpriv) {
-			atomic_fetch_add(&g.us->reaped, 1);
-			if (u->reap.entries == (uintptr_t)f->ent)
-				note_results(f, "reaped", f->xfresh[k],
-					     (struct kvcache_xfer_entry *)
-					     f->ent, u->reap.count);
-		}
 		f->xid[k] = f->xid[--f->nx];
 		f->xcount[k] = f->xcount[f->nx];
-		f->xfresh[k] = f->xfresh[f->nx];
 	}
 }
 
@@ -1233,221 +1065,6 @@ static void fork_child(struct fuzzer *f, int round)
 	waitpid(pid, NULL, 0);
 }
 
-/* ---- the unprivileged fuzzer -------------------------------------------- */
-
-/* One block of its own namespace, now and then (the pool is shared). */
-static void unpriv_alloc(struct fuzzer *f)
-{
-	struct kvcache_handle h;
-
-	if (f->blocks >= UNPRIV_BLOCKS || kvc_alloc(f->pfd, UNPRIV_NS, 1, &h))
-		return;
-	f->blocks++;
-	remember(f, &h, 1);
-}
-
-/*
- * Its mix: transfers and reaps first, then what makes blocks to transfer
- * (its own, written from its files and sealed), and calls that must be
- * refused (pins of the canaries, regions, other namespaces).
- */
-static void unpriv_op(struct fuzzer *f)
-{
-	union args u;
-	uint64_t r = rnd(f) % 16;
-
-	memset(&u, 0, sizeof(u));
-	if (r < 7)
-		op_xfer(f, &u);
-	else if (r < 10)
-		op_reap(f, &u);
-	else if (r < 11)
-		unpriv_alloc(f);
-	else if (r < 12)
-		op_batch(f, &u, KVCACHE_IOC_SEAL);
-	else if (r < 13)
-		op_batch(f, &u, KVCACHE_IOC_PIN);
-	else if (r < 14)
-		op_batch(f, &u, KVCACHE_IOC_UNPIN);
-	else if (r < 15)
-		op_query(f, &u);
-	else
-		op_region(f, &u, one_in(f, 2));
-}
-
-/*
- * Close every descriptor of /dev/kvcache this process inherited: one of
- * root's files may hold the helper role (op_helper moves it around), and
- * a call through it would be privileged.
- */
-static void close_inherited_devices(void)
-{
-	struct stat dev, st;
-
-	if (stat(KVCACHE_DEVICE_PATH, &dev))
-		return;
-	for (int fd = 3; fd < 1024; fd++)
-		if (!fstat(fd, &st) && S_ISCHR(st.st_mode) &&
-		    st.st_rdev == dev.st_rdev)
-			close(fd);
-}
-
-/*
- * The unprivileged fuzzer's process, forked before the threads start and
- * running until the test says stop or the cap: its device files are
- * opened here as root (the kernel judges every call by the caller's
- * credentials, not the opener's), then it becomes UNPRIV_ID, with no
- * supplementary group, and makes its own files in @dir. Before it exits
- * it reaps every batch it knows of. Exit status 0, or what failed in
- * g.us->why.
- */
-static void __attribute__((noreturn)) run_unpriv(uint64_t seed,
-						 const char *dir)
-{
-	static struct fuzzer u;
-	char path[PATH_MAX];
-	int i;
-
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	close_inherited_devices();
-	close(g.xfd);
-	g.xfd = -1;
-	if (setup_fuzzer(&u, seed, FUZZ_THREADS + 2, 0))
-		_exit(2);
-	for (i = 0; i < SHARED_FDS; i++)
-		g.fds[i] = open(KVCACHE_DEVICE_PATH, O_RDWR | O_CLOEXEC);
-	u.unpriv = 1;
-	if (setgroups(0, NULL) || setresgid(UNPRIV_ID, UNPRIV_ID, UNPRIV_ID) ||
-	    setresuid(UNPRIV_ID, UNPRIV_ID, UNPRIV_ID) ||
-	    geteuid() != UNPRIV_ID) {
-		snprintf(g.us->why, sizeof(g.us->why), "dropping to %d: %s",
-			 UNPRIV_ID, strerror(errno));
-		_exit(3);
-	}
-	/*
-	 * A change of credentials clears the parent-death signal: set it
-	 * again, or a test that dies leaves this process fuzzing the device
-	 * under the suites that come after it.
-	 */
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() == 1)
-		_exit(5);
-	for (i = 0; i < UFILES; i++) {
-		snprintf(path, sizeof(path), "%.4000s/u%d", dir, i);
-		u.ufd[i] = open(path, O_RDWR | O_CREAT | O_EXCL | O_DIRECT |
-				O_CLOEXEC, 0600);
-		if (u.ufd[i] < 0 || ftruncate(u.ufd[i], XFILE_SIZE)) {
-			snprintf(g.us->why, sizeof(g.us->why), "%.180s: %s", path,
-				 strerror(errno));
-			_exit(4);
-		}
-	}
-	cur = &u;
-	/*
-	 * Paced, as the mapper is: one process more on two CPUs would
-	 * otherwise slow the threads' million calls by a third.
-	 */
-	while (!atomic_load(&g.us->stop) && !time_up()) {
-		unpriv_op(&u);
-		usleep(10000);
-	}
-	while (u.nx)
-		reap_oldest(&u);
-	_exit(0);
-}
-
-/*
- * Where a canary's bytes are in @buf, at positions below @scan (the
- * buffer holds 64 bytes more, where it can): 8-byte words that decode as
- * canary i's word at offset o (see the setup), confirmed over 64 bytes
- * against @want. @base: where @buf is in @name. Returns how many; prints
- * the first.
- */
-static long canary_bytes(const char *name, uint64_t base, const uint8_t *buf,
-			 size_t scan, size_t len, uint8_t *const *want)
-{
-	long hits = 0;
-
-	for (size_t p = 0; p < scan && p + 64 <= len; p += 8) {
-		uint64_t w, i, o;
-
-		memcpy(&w, buf + p, 8);
-		w ^= CANARY_WORD;
-		i = w >> 56;
-		o = w & ((1ULL << 56) - 1);
-		if (i >= CANARIES || o % 8 || o + 64 > g.bs ||
-		    memcmp(buf + p, want[i] + o, 64))
-			continue;
-		if (!hits++)
-			printf("# %s: canary %llu's bytes from %llu at %llu\n",
-			       name, (unsigned long long)i,
-			       (unsigned long long)o,
-			       (unsigned long long)(base + p));
-	}
-	return hits;
-}
-
-/*
- * canary_bytes() of a file, its data only: a transfer at a random offset
- * leaves a sparse file that may be petabytes long.
- */
-static long canary_bytes_file(const char *path, uint8_t *buf, size_t chunk,
-			      uint8_t *const *want)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	long hits = 0;
-	off_t pos, end;
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	for (pos = lseek(fd, 0, SEEK_DATA); pos >= 0;
-	     pos = lseek(fd, end, SEEK_DATA)) {
-		end = lseek(fd, pos, SEEK_HOLE);
-		if (end < 0)
-			break;
-		for (; pos < end; pos += chunk) {
-			n = pread(fd, buf, chunk + 64, pos);
-			if (n <= 0)
-				break;
-			hits += canary_bytes(path, pos, buf, chunk, n, want);
-		}
-	}
-	close(fd);
-	return hits;
-}
-
-/* canary_bytes() of every file in @dir (the unprivileged fuzzer's). */
-static long canary_bytes_in(const char *dir, uint8_t *const *want)
-{
-	const size_t chunk = 1 << 20;
-	uint8_t *buf = map_anon(chunk + 64, PROT_READ | PROT_WRITE);
-	char path[PATH_MAX];
-	struct dirent *d;
-	long hits = 0, n;
-	DIR *dp = opendir(dir);
-
-	if (!dp || !buf) {
-		printf("# %s: %s\n", dir, strerror(errno));
-		return -1;
-	}
-	while ((d = readdir(dp))) {
-		snprintf(path, sizeof(path), "%.3000s/%.255s", dir, d->d_name);
-		if (d->d_type != DT_REG)
-			continue;
-		n = canary_bytes_file(path, buf, chunk, want);
-		if (n < 0) {
-			printf("# %s: %s\n", path, strerror(errno));
-			hits = -1;
-			break;
-		}
-		hits += n;
-	}
-	closedir(dp);
-	munmap(buf, chunk + 64);
-	return hits;
-}
-
 /*
  * The table: per kind of call, how many, their mean and worst time (TSC
  * ticks scaled by @tps, ticks per second), then ok and each errno.
@@ -1550,8 +1167,6 @@ FIXTURE_SETUP(fuzz)
 	ASSERT_LT(CANARIES + 16, g.nr_blocks);
 	ASSERT_EQ(0, sigaction(SIGSEGV, &sa, NULL));
 	ASSERT_EQ(0, sigaction(SIGBUS, &sa, NULL));
-	/* backtrace() loads its unwinder once: now, not in on_fault(). */
-	backtrace(&g.bt_prime, 1);
 
 	/* The fake GPU, when this VM has one: region calls then succeed. */
 	g.prov = -1;
@@ -1632,44 +1247,6 @@ static long env_long(const char *name, long def)
 	return v && *v ? atol(v) : def;
 }
 
-/* $TMPDIR/kvc-fuzz-u-PID, the unprivileged fuzzer's (0700). 0 or -errno. */
-static int unpriv_dir(char *dir, size_t len)
-{
-	const char *tmp = getenv("TMPDIR");
-
-	snprintf(dir, len, "%s/kvc-fuzz-u-%d", tmp && *tmp ? tmp : "/tmp",
-		 getpid());
-	if (mkdir(dir, 0700) || chown(dir, UNPRIV_ID, UNPRIV_ID))
-		return -errno;
-	return 0;
-}
-
-static void unpriv_dir_remove(const char *dir)
-{
-	char path[PATH_MAX];
-
-	for (int i = 0; i < UFILES; i++) {
-		snprintf(path, sizeof(path), "%.4000s/u%d", dir, i);
-		unlink(path);
-	}
-	rmdir(dir);
-}
-
-/* Wait up to @secs for @pid, then SIGKILL it. Its wait status. */
-static int wait_exit(pid_t pid, int secs)
-{
-	int st = -1;
-
-	for (int i = 0; i < secs * 10; i++) {
-		if (waitpid(pid, &st, WNOHANG) == pid)
-			return st;
-		usleep(100000);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, &st, 0);
-	return st;
-}
-
 /*
  * KVC_FUZZ_SECONDS bounds the run; the harness's own timeout only has to
  * be longer than any cap a long run asks for (scripts/vm --timeout bounds
@@ -1687,11 +1264,9 @@ TEST_F_TIMEOUT(fuzz, ioctls_threads_forks_closes_munmaps, 3600 * 24)
 	struct kvcache_block_info bi[64];
 	struct timespec t0, t1;
 	long calls = 0, maps = 0, rounds = 0, progress = 0;
-	char udir[PATH_MAX];
 	uint64_t tsc0;
 	double secs;
-	pid_t upid;
-	int i, n, ust;
+	int i, n;
 
 	g.target = env_long("KVC_FUZZ_CALLS", 1000000);
 	TH_LOG("seed %#llx (KVC_FUZZ_SEED repeats it), %ld calls, cap %ld s",
@@ -1699,9 +1274,6 @@ TEST_F_TIMEOUT(fuzz, ioctls_threads_forks_closes_munmaps, 3600 * 24)
 	g.child_calls = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
 			     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(MAP_FAILED, g.child_calls);
-	g.us = mmap(NULL, sizeof(*g.us), PROT_READ | PROT_WRITE,
-		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, g.us);
 	g.guard = map_anon(4096, PROT_NONE);
 	g.ro = map_anon(4096, PROT_READ);
 	/*
@@ -1728,17 +1300,6 @@ TEST_F_TIMEOUT(fuzz, ioctls_threads_forks_closes_munmaps, 3600 * 24)
 	tsc0 = __rdtsc();
 	g.deadline = t0;
 	g.deadline.tv_sec += seconds;
-	/*
-	 * The unprivileged fuzzer, forked while this process has no other
-	 * thread yet (so it may allocate), under the same cap.
-	 */
-	ASSERT_EQ(0, unpriv_dir(udir, sizeof(udir)));
-	ASSERT_EQ(0, kvc_ns(self->fd, 1, UNPRIV_NS, UNPRIV_ID, UNPRIV_ID,
-			    0700));
-	upid = fork();
-	ASSERT_LE(0, upid);
-	if (!upid)
-		run_unpriv(seed, udir);
 	for (i = 0; i <= FUZZ_THREADS; i++) {
 		/*
 		 * Not MADV_DONTFORK: each thread's descriptor lives in its
@@ -1775,9 +1336,6 @@ TEST_F_TIMEOUT(fuzz, ioctls_threads_forks_closes_munmaps, 3600 * 24)
 		calls += f[i].calls;
 		maps += f[i].maps;
 	}
-	/* The unprivileged fuzzer stops too, once it has reaped its batches. */
-	atomic_store(&g.us->stop, 1);
-	ust = wait_exit(upid, 120);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	secs = (double)(t1.tv_sec - t0.tv_sec) +
 	       (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
@@ -1788,32 +1346,12 @@ TEST_F_TIMEOUT(fuzz, ioctls_threads_forks_closes_munmaps, 3600 * 24)
 	       (double)calls / secs, FUZZ_THREADS, maps, g.forks, rounds,
 	       g.fork_errno ? strerror(g.fork_errno) : "none",
 	       atomic_load(g.child_calls));
-	printf("# unprivileged (uid %d): %ld calls, %ld async batches, %ld "
-	       "reaped; %ld canary -> file entries came back, %ld of them a "
-	       "whole canary by its real handle (%ld EACCES), %ld moved bytes\n",
-	       UNPRIV_ID, atomic_load(&g.us->calls), atomic_load(&g.us->async),
-	       atomic_load(&g.us->reaped), atomic_load(&g.us->canary_out),
-	       atomic_load(&g.us->exact), atomic_load(&g.us->exact_eacces),
-	       atomic_load(&g.us->leaks));
 	report(f, FUZZ_THREADS + 1, (double)(__rdtsc() - tsc0) / secs);
 	EXPECT_LE(g.target, calls) {
 		TH_LOG("the %ld s cap came before %ld calls", seconds,
 		       g.target);
 	}
 	EXPECT_LT(0, calls);
-	EXPECT_TRUE(WIFEXITED(ust) && !WEXITSTATUS(ust)) {
-		TH_LOG("the unprivileged fuzzer: status %#x (%s)", ust,
-		       g.us->why);
-	}
-	EXPECT_EQ(0, atomic_load(&g.us->leaks)) {
-		TH_LOG("the unprivileged fuzzer read a canary: %s", g.us->why);
-	}
-	/* It really attacked, asynchronously, and each time was refused. */
-	EXPECT_LT(0, atomic_load(&g.us->reaped));
-	EXPECT_LT(0, atomic_load(&g.us->exact));
-	EXPECT_EQ(atomic_load(&g.us->exact), atomic_load(&g.us->exact_eacces)) {
-		TH_LOG("%s", g.us->odd);
-	}
 
 	/* Every fuzz file and mapping goes. */
 	for (i = 0; i < MAP_SLOTS; i++)
@@ -1833,15 +1371,6 @@ TEST_F_TIMEOUT(fuzz, ioctls_threads_forks_closes_munmaps, 3600 * 24)
 	EXPECT_EQ(CANARIES, settled("pool/pinned_blocks", CANARIES));
 	if (g.prov >= 0)
 		EXPECT_EQ(0, provider_u64(g.prov, "regions"));
-
-	/*
-	 * Not a byte of the canaries in the unprivileged fuzzer's files (the
-	 * scan itself finds them where they are).
-	 */
-	EXPECT_LT(0, canary_bytes("the scan's own check", 0, self->want[1],
-				  g.bs, g.bs, self->want));
-	EXPECT_EQ(0, canary_bytes_in(udir, self->want));
-	unpriv_dir_remove(udir);
 
 	/* The canaries: same handles, same key and length, same bytes. */
 	for (i = 0; i < CANARIES; i++) {
@@ -1896,12 +1425,314 @@ TEST_F_TIMEOUT(fuzz, ioctls_threads_forks_closes_munmaps, 3600 * 24)
 
 	/* Namespaces: empty now, so each one left goes; none is stuck. */
 	EXPECT_EQ(0, kvc_ns(self->fd, 0, CANARY_NS, 0, 0, 0));
-	EXPECT_EQ(0, kvc_ns(self->fd, 0, UNPRIV_NS, 0, 0, 0));
 	for (i = 0; i < FUZZ_NSES; i++) {
 		int ret = kvc_ns(self->fd, 0, FUZZ_NS + i, 0, 0, 0);
 
 		EXPECT_TRUE(ret == 0 || ret == -ENOENT);
 	}
+}
+
+/* ---- an unprivileged tenant's asynchronous batches ---------------------- */
+
+#define UNPRIV_ID	65533	/* uid and gid of the unprivileged fuzzer */
+#define UNPRIV_NS	64998	/* its own namespace (UNPRIV_ID's, 0700) */
+#define UNPRIV_BLOCKS	4	/* its own sealed blocks */
+#define UFILES		2	/* its O_DIRECT files */
+#define UFILE_SIZE	(8 << 20)
+#define UINFLIGHT	8	/* async batches it keeps in flight */
+#define CANARY_WORD	0x6b7663616e617279ULL	/* the canaries' pattern */
+
+/* What the unprivileged child reports, in memory shared with the test. */
+struct unpriv_report {
+	long batches, entries;		/* submitted */
+	long canary, exact, exact_eacces;	/* entries naming a canary */
+	long own_ok;			/* its own blocks out: the control */
+	long moved;			/* canary entries that moved a byte */
+	long hits;			/* canary words found in its files */
+	char why[256];
+};
+
+static uint64_t urnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/* One random entry: mostly the attack on a canary, some of its own. */
+static void unpriv_entry(struct kvcache_xfer_entry *e, uint64_t *rng,
+			 const int *ufd, const struct kvcache_handle *own)
+{
+	uint64_t r = urnd(rng);
+
+	memset(e, 0, sizeof(*e));
+	e->fd = ufd[(r >> 4) % UFILES];
+	e->flags = KVCACHE_XFER_BLOCK | ((r & 1) ? KVCACHE_XFER_TO_FILE : 0);
+	e->file_offset = ((r >> 8) % (UFILE_SIZE / g.bs)) * g.bs;
+	e->length = g.bs;
+	switch ((r >> 16) % 8) {
+	case 0:	/* its own block: this works, so the others mean something */
+		e->block = own[(r >> 20) % UNPRIV_BLOCKS];
+		e->flags = KVCACHE_XFER_BLOCK | KVCACHE_XFER_TO_FILE;
+		return;
+	case 1:	/* a canary, a generation off */
+		e->block = g.canary[(r >> 20) % CANARIES];
+		e->block.gen += 1 + (r >> 24) % 3;
+		break;
+	case 2:	/* part of a canary */
+		e->block = g.canary[(r >> 20) % CANARIES];
+		e->offset = ((r >> 24) % (g.bs / 4096)) * 4096;
+		e->length = 4096 * (1 + (r >> 40) % 4);
+		if (e->offset + e->length > g.bs)
+			e->length = g.bs - e->offset;
+		break;
+	case 3:	/* any block at all */
+		e->block.index = (uint32_t)((r >> 20) % g.nr_blocks);
+		e->block.gen = (uint32_t)((r >> 44) % 4);
+		break;
+	default: /* the canary, whole, by its real handle */
+		e->block = g.canary[(r >> 20) % CANARIES];
+		break;
+	}
+}
+
+static int is_own(const struct kvcache_handle *own, struct kvcache_handle h)
+{
+	for (int i = 0; i < UNPRIV_BLOCKS; i++)
+		if (own[i].index == h.index && own[i].gen == h.gen)
+			return 1;
+	return 0;
+}
+
+/* Judge a batch's entries once they came back. */
+static void unpriv_judge(struct unpriv_report *rep,
+			 const struct kvcache_xfer_entry *e, uint32_t n,
+			 const struct kvcache_handle *own)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		int exact = 0;
+
+		if (is_own(own, e[i].block)) {
+			rep->own_ok += e[i].result == (int64_t)g.bs;
+			continue;
+		}
+		rep->canary++;
+		for (int k = 0; k < CANARIES; k++)
+			exact |= e[i].block.index == g.canary[k].index &&
+				 e[i].block.gen == g.canary[k].gen &&
+				 !e[i].offset && e[i].length == g.bs;
+		if (exact) {
+			rep->exact++;
+			rep->exact_eacces += e[i].result == -EACCES;
+		}
+		if (e[i].result > 0 && !rep->moved++)
+			snprintf(rep->why, sizeof(rep->why),
+				 "block {%u, %u} %s fd %d: %lld bytes",
+				 e[i].block.index, e[i].block.gen,
+				 e[i].flags & KVCACHE_XFER_TO_FILE ? "->" : "<-",
+				 e[i].fd, (long long)e[i].result);
+	}
+}
+
+/* Canary words (kvc pattern of index < CANARIES) in a file: how many. */
+static long canary_words(int fd)
+{
+	static uint64_t buf[1 << 15];
+	long hits = 0;
+	ssize_t got;
+	off_t pos = 0;
+
+	while ((got = pread(fd, buf, sizeof(buf), pos)) > 0) {
+		for (size_t i = 0; i < (size_t)got / 8; i++) {
+			uint64_t x = buf[i] ^ CANARY_WORD;
+
+			if (x >> 56 < CANARIES &&
+			    (x & ((1ULL << 56) - 1)) < g.bs)
+				hits++;
+		}
+		pos += got;
+	}
+	return hits;
+}
+
+static void __attribute__((noreturn))
+unpriv_child(struct unpriv_report *rep, const char *dir, uint64_t seed,
+	     long rounds)
+{
+	struct kvcache_xfer_entry e[UINFLIGHT][8];
+	struct kvcache_handle own[UNPRIV_BLOCKS];
+	uint64_t id[UINFLIGHT], rng = seed | 1;
+	uint32_t cnt[UINFLIGHT];
+	int ufd[UFILES], dev, nx = 0;
+	char path[PATH_MAX];
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* Opened as root; every call is judged by the caller's credentials. */
+	dev = open(KVCACHE_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+	if (dev < 0 || setgroups(0, NULL) ||
+	    setresgid(UNPRIV_ID, UNPRIV_ID, UNPRIV_ID) ||
+	    setresuid(UNPRIV_ID, UNPRIV_ID, UNPRIV_ID)) {
+		snprintf(rep->why, sizeof(rep->why), "setup: %s",
+			 strerror(errno));
+		_exit(2);
+	}
+	/* A change of credentials clears it. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	for (int i = 0; i < UFILES; i++) {
+		snprintf(path, sizeof(path), "%.4000s/u%d", dir, i);
+		ufd[i] = open(path, O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC,
+			      0600);
+		if (ufd[i] < 0 || ftruncate(ufd[i], UFILE_SIZE))
+			_exit(3);
+	}
+	for (int i = 0; i < UNPRIV_BLOCKS; i++) {
+		uint8_t *p;
+
+		if (kvc_alloc(dev, UNPRIV_NS, 1, &own[i]))
+			_exit(4);
+		p = kvc_map(dev, own[i].index, g.bs, PROT_READ | PROT_WRITE);
+		if (!p)
+			_exit(5);
+		memset(p, 0x5a + i, g.bs);
+		munmap(p, g.bs);
+		if (kvc_seal(dev, own[i], (uint32_t)g.bs, (uint8_t)i,
+			     KVCACHE_SEAL_KEEP_PIN))
+			_exit(6);
+	}
+	for (long r = 0; r < rounds || nx; r++) {
+		uint32_t n = 1 + (uint32_t)(urnd(&rng) % 8);
+		int async = urnd(&rng) % 4;
+
+		/* Full, or done: reap the oldest, waiting or not. */
+		if (nx && (nx == UINFLIGHT || r >= rounds || !async)) {
+			int ret = reap(dev, id[0], e[0], cnt[0],
+				       (urnd(&rng) & 1) ? KVCACHE_REAP_NOWAIT : 0);
+
+			if (ret == -EAGAIN)
+				ret = reap(dev, id[0], e[0], cnt[0], 0);
+			if (!ret)
+				unpriv_judge(rep, e[0], cnt[0], own);
+			nx--;
+			memmove(id, id + 1, nx * sizeof(id[0]));
+			memmove(cnt, cnt + 1, nx * sizeof(cnt[0]));
+			memmove(e, e + 1, nx * sizeof(e[0]));
+			continue;
+		}
+		if (r >= rounds)
+			continue;
+		for (uint32_t i = 0; i < n; i++)
+			unpriv_entry(&e[nx][i], &rng, ufd, own);
+		rep->batches++;
+		rep->entries += n;
+		if (!async) {
+			if (!xfer(dev, e[nx], n, NULL))
+				unpriv_judge(rep, e[nx], n, own);
+		} else if (!xfer_async(dev, e[nx], n, -1, &id[nx])) {
+			cnt[nx++] = n;
+		}
+	}
+	for (int i = 0; i < UFILES; i++)
+		rep->hits += canary_words(ufd[i]);
+	_exit(0);
+}
+
+/*
+ * The device's one tenant without read permission on the canaries'
+ * namespace, alone now, fuzzing asynchronous (and synchronous) transfers
+ * at them: the canary by its real handle, whole and in part, with the
+ * generation off, any block at all, in both directions, between them and
+ * its own O_DIRECT files, reaped with and without REAP_NOWAIT. The
+ * kernel worker that runs an async batch is not the submitter: every
+ * entry naming a canary must come back refused (the exact attack with
+ * EACCES), no byte of a canary may be in its files, the canaries stay
+ * intact; its own blocks do go out (the control).
+ */
+TEST_F_TIMEOUT(fuzz, unprivileged_async_batches_never_read_the_canaries, 900)
+{
+	long rounds = env_long("KVC_FUZZ_UNPRIV_ROUNDS", 3000);
+	struct unpriv_report *rep;
+	struct kvcache_block_info bi[64];
+	const char *tmp = getenv("TMPDIR");
+	char dir[PATH_MAX];
+	pid_t pid;
+	int st = -1;
+
+	rep = mmap(NULL, sizeof(*rep), PROT_READ | PROT_WRITE,
+		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, rep);
+	memset(rep, 0, sizeof(*rep));
+	snprintf(dir, sizeof(dir), "%s/kvc-fuzz-u-%d",
+		 tmp && *tmp ? tmp : "/tmp", getpid());
+	ASSERT_EQ(0, mkdir(dir, 0700));
+	ASSERT_EQ(0, chown(dir, UNPRIV_ID, UNPRIV_ID));
+	kvc_ns(self->fd, 0, UNPRIV_NS, 0, 0, 0);
+	ASSERT_EQ(0, kvc_ns(self->fd, 1, UNPRIV_NS, UNPRIV_ID, UNPRIV_ID,
+			    0700));
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		unpriv_child(rep, dir, (uint64_t)time(NULL) ^ getpid(), rounds);
+	for (int i = 0; i < 6000; i++) {	/* ten minutes at the most */
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			break;
+		usleep(100000);
+	}
+	if (!WIFEXITED(st)) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+	}
+	TH_LOG("unprivileged (uid %d): %ld batches, %ld entries; %ld named a "
+	       "canary (%ld whole by its real handle, %ld EACCES); %ld of its "
+	       "own blocks went out", UNPRIV_ID, rep->batches, rep->entries,
+	       rep->canary, rep->exact, rep->exact_eacces, rep->own_ok);
+	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) {
+		TH_LOG("status %#x: %s", st, rep->why);
+	}
+	EXPECT_EQ(0, rep->moved) TH_LOG("%s", rep->why);
+	EXPECT_EQ(0, rep->hits);
+	EXPECT_LT(0, rep->exact);
+	EXPECT_EQ(rep->exact, rep->exact_eacces);
+	EXPECT_LT(0, rep->own_ok);
+	for (int i = 0; i < CANARIES; i++)
+		EXPECT_EQ(-1, first_diff(self->cmap[i], self->want[i]));
+
+	/* Its blocks and the canaries go, then their namespaces. */
+	for (int i = 0; i < CANARIES; i++) {
+		munmap(self->cmap[i], g.bs);
+		munmap(self->want[i], g.bs);
+	}
+	close(self->cfd);
+	self->cfd = -1;
+	for (;;) {
+		struct kvcache_query q = {
+			.size = sizeof(q), .count = 64,
+			.entries = (uintptr_t)bi,
+		};
+		int n;
+
+		ASSERT_EQ(0, kvc_ioc(self->fd, KVCACHE_IOC_QUERY, &q));
+		n = (int)q.count;
+		if (!n)
+			break;
+		for (int i = 0; i < n; i++)
+			kvc_evict(self->fd, bi[i].handle);
+		if (q.next >= g.nr_blocks && n < 64)
+			break;
+	}
+	EXPECT_EQ(0, kvc_ns(self->fd, 0, UNPRIV_NS, 0, 0, 0));
+	EXPECT_EQ(0, kvc_ns(self->fd, 0, CANARY_NS, 0, 0, 0));
+	for (int i = 0; i < FUZZ_NSES; i++)
+		kvc_ns(self->fd, 0, FUZZ_NS + i, 0, 0, 0);
+	for (int i = 0; i < UFILES; i++) {
+		char path[PATH_MAX + 8];
+
+		snprintf(path, sizeof(path), "%s/u%d", dir, i);
+		unlink(path);
+	}
+	rmdir(dir);
+	munmap(rep, sizeof(*rep));
 }
 
 TEST_HARNESS_MAIN
