@@ -641,7 +641,8 @@ static void kvc_xfer_run(struct kvc_xfer *x)
 	for (i = 0; i < x->count; i++) {
 		e = &x->entries[i];
 		slot = &x->slots[i];
-		if (!e->result && kvc_xfer_cancelled(x))
+		/* Its file was released: what has not started, does not. */
+		if (!e->result && x->async && READ_ONCE(x->cancelled))
 			e->result = -ECANCELED;
 		if (!e->result)
 			e->result = kvc_xfer_one(x, e, slot);
