@@ -380,88 +380,6 @@ static ssize_t kvc_bounce_io(struct kvc_xfer *x, struct file *file,
 }
 
 /*
- * Pool block <-> file. Whether the block may be read sealed was decided
- * at submit, in the submitter's context (@read_sealed).
- */
-static ssize_t kvc_xfer_block(struct kvc_xfer *x, struct kvcache_xfer_entry *e,
-			      struct file *file, unsigned int align,
-			      bool read_sealed)
-{
-	struct kvc_file *kf = x->kf;
-	struct kvc_dev *dev = kf->dev;
-	bool to_file = e->flags & KVCACHE_XFER_TO_FILE;
-	struct kvc_mem mem = { .off = e->offset };
-	struct kvc_pool *pool;
-	ssize_t ret;
-
-	if (!IS_ALIGNED(e->offset, align))
-		return -EINVAL;
-	e->path = KVCACHE_PATH_HOST;
-	percpu_down_read(&dev->pool_sem);
-	pool = dev->pool;
-	if (e->offset >= pool->block_size ||
-	    e->length > pool->block_size - e->offset)
-		ret = -ERANGE;
-	else
-		ret = kvc_block_io_get(pool, e->block, kf,
-				       to_file && read_sealed, e->offset,
-				       e->length);
-	percpu_up_read(&dev->pool_sem);
-	if (ret)
-		return ret;
-	/* The page references keep the block from being sealed or evicted. */
-	mem.pages = kvc_block_pages(pool, e->block.index);
-	ret = kvc_direct_io(x, file, to_file, e->file_offset, &mem,
-			    e->length);
-	kvc_block_io_put(pool, e->block.index, e->offset, e->length);
-	return ret;
-}
-
-/* Region <-> file, P2P when the topology allows it. */
-static ssize_t kvc_xfer_region(struct kvc_xfer *x, struct kvcache_xfer_entry *e,
-			       struct file *file, struct kvc_region *region,
-			       struct block_device *bdev, unsigned int align)
-{
-	struct kvc_provider *prov = region->prov;
-	bool to_file = e->flags & KVCACHE_XFER_TO_FILE;
-	struct kvc_mem mem = { };
-	bool p2p;
-	ssize_t ret;
-
-	if (e->offset >= region->length ||
-	    e->length > region->length - e->offset)
-		return -ERANGE;
-	p2p = !(e->flags & KVCACHE_XFER_BOUNCE) &&
-	      IS_ALIGNED(e->offset, align) && kvc_p2p_possible(prov, bdev);
-	e->path = p2p ? KVCACHE_PATH_P2P : KVCACHE_PATH_BOUNCE;
-	/* Removed already: fail before borrowing a block or touching the file. */
-	if (READ_ONCE(prov->dead))
-		return -ENODEV;
-	if (!p2p) {
-		ret = kvc_bounce_io(x, file, to_file, e->file_offset, region,
-				    e->offset, e->length);
-		if (ret > 0)
-			atomic64_add(ret, &prov->bounce_bytes);
-		return ret;
-	}
-	/*
-	 * P2P: the device memory is the I/O buffer, so the provider is held
-	 * across the request. Only block devices and single-device local
-	 * file systems get here, whose requests the block layer's timeout
-	 * bounds; removal waits for them (kvc_provider_remove()).
-	 */
-	if (!kvc_provider_begin_io(prov))
-		return -ENODEV;
-	/* The provider is live, so the region still has its memory. */
-	mem.kaddr = region->kaddr + e->offset;
-	ret = kvc_direct_io(x, file, to_file, e->file_offset, &mem, e->length);
-	if (ret > 0)
-		atomic64_add(ret, &prov->p2p_bytes);
-	kvc_provider_end_io(prov);
-	return ret;
-}
-
-/*
  * Inbound ranges. Two transfers writing the same bytes of a region or
  * block at once would race (the result is either, or a mix), and their
  * DMA mappings would overlap, which the DMA API does not support. Both
@@ -522,6 +440,104 @@ void kvc_inbound_release(struct kvc_file *kf, struct kvc_inbound *ib)
 }
 EXPORT_SYMBOL_IF_KUNIT(kvc_inbound_release);
 
+/*
+ * Pool block <-> file. Whether the block may be read sealed was decided
+ * at submit, in the submitter's context (@read_sealed).
+ */
+static ssize_t kvc_xfer_block(struct kvc_xfer *x, struct kvcache_xfer_entry *e,
+			      struct file *file, unsigned int align,
+			      bool read_sealed)
+{
+	struct kvc_file *kf = x->kf;
+	struct kvc_dev *dev = kf->dev;
+	bool to_file = e->flags & KVCACHE_XFER_TO_FILE;
+	struct kvc_mem mem = { .off = e->offset };
+	struct kvc_inbound ib;
+	struct kvc_pool *pool;
+	ssize_t ret;
+
+	if (!IS_ALIGNED(e->offset, align))
+		return -EINVAL;
+	e->path = KVCACHE_PATH_HOST;
+	percpu_down_read(&dev->pool_sem);
+	pool = dev->pool;
+	if (e->offset >= pool->block_size ||
+	    e->length > pool->block_size - e->offset)
+		ret = -ERANGE;
+	else
+		ret = kvc_block_io_get(pool, e->block, kf,
+				       to_file && read_sealed, e->offset,
+				       e->length);
+	percpu_up_read(&dev->pool_sem);
+	if (ret)
+		return ret;
+	/*
+	 * Only now, with the block known to be the caller's to write, may a
+	 * second writer of the same bytes be told -EBUSY: claimed earlier,
+	 * a block the caller may not touch would answer -EBUSY instead of
+	 * its permission error whenever the caller raced itself.
+	 */
+	if (!to_file) {
+		ret = kvc_inbound_claim(kf, &ib, kvc_xfer_target(e), e->offset,
+					e->length);
+		if (ret)
+			goto put;
+	}
+	/* The page references keep the block from being sealed or evicted. */
+	mem.pages = kvc_block_pages(pool, e->block.index);
+	ret = kvc_direct_io(x, file, to_file, e->file_offset, &mem,
+			    e->length);
+	if (!to_file)
+		kvc_inbound_release(kf, &ib);
+put:
+	kvc_block_io_put(pool, e->block.index, e->offset, e->length);
+	return ret;
+}
+
+/* Region <-> file, P2P when the topology allows it. */
+static ssize_t kvc_xfer_region(struct kvc_xfer *x, struct kvcache_xfer_entry *e,
+			       struct file *file, struct kvc_region *region,
+			       struct block_device *bdev, unsigned int align)
+{
+	struct kvc_provider *prov = region->prov;
+	bool to_file = e->flags & KVCACHE_XFER_TO_FILE;
+	struct kvc_mem mem = { };
+	bool p2p;
+	ssize_t ret;
+
+	if (e->offset >= region->length ||
+	    e->length > region->length - e->offset)
+		return -ERANGE;
+	p2p = !(e->flags & KVCACHE_XFER_BOUNCE) &&
+	      IS_ALIGNED(e->offset, align) && kvc_p2p_possible(prov, bdev);
+	e->path = p2p ? KVCACHE_PATH_P2P : KVCACHE_PATH_BOUNCE;
+	/* Removed already: fail before borrowing a block or touching the file. */
+	if (READ_ONCE(prov->dead))
+		return -ENODEV;
+	if (!p2p) {
+		ret = kvc_bounce_io(x, file, to_file, e->file_offset, region,
+				    e->offset, e->length);
+		if (ret > 0)
+			atomic64_add(ret, &prov->bounce_bytes);
+		return ret;
+	}
+	/*
+	 * P2P: the device memory is the I/O buffer, so the provider is held
+	 * across the request. Only block devices and single-device local
+	 * file systems get here, whose requests the block layer's timeout
+	 * bounds; removal waits for them (kvc_provider_remove()).
+	 */
+	if (!kvc_provider_begin_io(prov))
+		return -ENODEV;
+	/* The provider is live, so the region still has its memory. */
+	mem.kaddr = region->kaddr + e->offset;
+	ret = kvc_direct_io(x, file, to_file, e->file_offset, &mem, e->length);
+	if (ret > 0)
+		atomic64_add(ret, &prov->p2p_bytes);
+	kvc_provider_end_io(prov);
+	return ret;
+}
+
 /* Run one resolved entry; its result, or a negative errno. */
 static ssize_t kvc_xfer_one(struct kvc_xfer *x, struct kvcache_xfer_entry *e,
 			    struct kvc_xfer_slot *slot)
@@ -564,17 +580,20 @@ static ssize_t kvc_xfer_one(struct kvc_xfer *x, struct kvcache_xfer_entry *e,
 	    e->file_offset + e->length > x->fsize_limit)
 		return -EFBIG;
 
-	/* Bytes coming into memory: no other transfer may write them now. */
+	/* A block's inbound bytes are claimed once its permission is known. */
+	if (e->flags & KVCACHE_XFER_BLOCK)
+		return kvc_xfer_block(x, e, file, align, slot->read_sealed);
+	/*
+	 * Bytes coming into a region (the caller's own, resolved at submit):
+	 * no other transfer may write them now.
+	 */
 	if (!to_file) {
 		ret = kvc_inbound_claim(x->kf, &ib, kvc_xfer_target(e),
 					e->offset, e->length);
 		if (ret)
 			return ret;
 	}
-	if (e->flags & KVCACHE_XFER_BLOCK)
-		ret = kvc_xfer_block(x, e, file, align, slot->read_sealed);
-	else
-		ret = kvc_xfer_region(x, e, file, slot->region, bdev, align);
+	ret = kvc_xfer_region(x, e, file, slot->region, bdev, align);
 	if (!to_file)
 		kvc_inbound_release(x->kf, &ib);
 	return ret;
