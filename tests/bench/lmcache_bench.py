@@ -9,8 +9,9 @@ the block in (the engine's from_gpu) and batched_put()s it; a load get()s
 it, copies it out (to_gpu) and drops the reference. On this machine
 LMCache runs with its CPU device (no CUDA), so no GPU copy is involved on
 either side. kvcache is the real kvcached (memfd mode, DRAM tier only)
-through the project's Python binding (helper/python/kvcache.py over
-libkvcache), so both sides pay the same interpreter overhead per call.
+through the project's Python binding (the kvcache package,
+helper/python/kvcache/, over libkvcache), so both sides pay the same
+interpreter overhead per call.
 
 The workload is peer_bench.c's: per block size (256 KiB x 256 blocks,
 2 MiB x 128), store every block with one call per block, load every

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
-"""Tests of the Python binding (helper/python/kvcache.py) against a real
+"""Tests of the Python binding (helper/python/kvcache/) against a real
 kvcached in memfd mode and the real libkvcache (see conftest.py).
 
 Run: python3 -m pytest -q tests/python (after make lib helper).

@@ -21,7 +21,7 @@ header in Python shape, with the standard library only and no build step::
 
 The shared library is found through $KVCACHE_LIB, else
 build/lib/libkvcache.so of the source tree this file lies in
-(helper/python/ -> ../../build/lib), else the system's
+(helper/python/kvcache/ -> ../../../build/lib), else the system's
 ctypes.util.find_library("kvcache"). It is loaded on first use, so that
 importing this module never fails.
 
@@ -262,8 +262,9 @@ def _candidates() -> list[str]:
         return [env]
     out = []
     here = os.path.dirname(os.path.abspath(__file__))
-    out.append(os.path.normpath(os.path.join(here, "..", "..", "build",
-                                             "lib", "libkvcache.so")))
+    out.append(os.path.normpath(os.path.join(here, "..", "..", "..",
+                                             "build", "lib",
+                                             "libkvcache.so")))
     found = ctypes.util.find_library("kvcache")
     if found:
         out.append(found)
