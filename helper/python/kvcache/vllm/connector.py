@@ -1,0 +1,151 @@
+# SPDX-License-Identifier: GPL-2.0
+"""KvcacheConnector: vLLM's KV connector (KVConnectorBase_V1) for
+kvcache. vLLM makes one per role: the scheduler's (SchedulerSide: what to
+load and save) and each worker's (WorkerSide: the copies). This class
+only checks the configuration, derives the identity and hands each call
+to its side; Documentation/vllm.md is the user's guide.
+
+Enable it with vLLM's own flag:
+
+    --kv-transfer-config '{"kv_connector": "KvcacheConnector",
+        "kv_connector_module_path": "kvcache.vllm",
+        "kv_role": "kv_both",
+        "kv_connector_extra_config": {"namespace": 7}}'
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from vllm.distributed.kv_transfer.kv_connector.v1.base import (
+    KVConnectorBase_V1, KVConnectorMetadata, KVConnectorRole,
+    KVConnectorWorkerMetadata)
+
+from . import config as _config
+from .identity import derive
+from .meta import StepMeta
+
+if TYPE_CHECKING:
+    import torch
+
+# vLLM shows only loggers under "vllm."
+log = logging.getLogger("vllm.kvcache")
+
+
+class KvcacheConnector(KVConnectorBase_V1):
+    def __init__(self, vllm_config: Any, role: KVConnectorRole,
+                 kv_cache_config: Any = None) -> None:
+        super().__init__(vllm_config=vllm_config, role=role,
+                         kv_cache_config=kv_cache_config)
+        ktc = self._kv_transfer_config
+        # Refuses unknown keys and bad values at engine start.
+        self.cfg = _config.parse(ktc.kv_connector_extra_config)
+        self.ident = None
+        self.sched = None
+        self.worker = None
+        try:
+            self.ident = derive(vllm_config, kv_cache_config, self.cfg)
+        except ValueError as e:
+            log.error("kvcache: connector disabled: %s; vLLM serves "
+                      "without it", e)
+            return
+        if role == KVConnectorRole.SCHEDULER:
+            # A block that fails to load is recomputed, never an error
+            # of the request: kvcache is a cache.
+            if getattr(ktc, "kv_load_failure_policy", "recompute") != \
+                    "recompute":
+                log.info("kvcache: kv_load_failure_policy set to "
+                         "'recompute' (blocks that fail to load are "
+                         "recomputed)")
+                ktc.kv_load_failure_policy = "recompute"
+            from .scheduler import SchedulerSide
+            self.sched = SchedulerSide(self.cfg, self.ident, log)
+        else:
+            from .worker import WorkerSide
+            self.worker = WorkerSide(self.cfg, self.ident, kv_cache_config,
+                                     log)
+        log.info("kvcache: %s side, namespace %d, model %s, layout %s, "
+                 "%d tokens and %d bytes per block",
+                 "scheduler" if self.sched else "worker",
+                 self.cfg.namespace, self.ident.model, self.ident.kv_layout,
+                 self.ident.tokens_per_block, self.ident.block_bytes)
+
+    @property
+    def requires_kv_delivery(self) -> bool:
+        return False            # a dropped save is only a future miss
+
+    # -- worker side ------------------------------------------------------------
+
+    def register_kv_caches(self, kv_caches: dict[str, "torch.Tensor"]):
+        if self.worker is not None:
+            self.worker.register_kv_caches(kv_caches)
+
+    def bind_connector_metadata(self, connector_metadata: KVConnectorMetadata
+                                ) -> None:
+        super().bind_connector_metadata(connector_metadata)
+        if self.worker is not None and isinstance(connector_metadata,
+                                                  StepMeta):
+            self.worker.bind(connector_metadata)
+
+    def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
+        if self.worker is not None:
+            self.worker.start_load()
+
+    def wait_for_layer_load(self, layer_name: str) -> None:
+        if self.worker is not None:
+            self.worker.wait_for_layer(layer_name)
+
+    def save_kv_layer(self, layer_name: str, kv_layer: "torch.Tensor",
+                      attn_metadata: Any, **kwargs: Any) -> None:
+        # Saved whole at wait_for_save(), once every layer is computed.
+        return
+
+    def wait_for_save(self) -> None:
+        if self.worker is not None:
+            self.worker.wait_for_save()
+
+    def get_block_ids_with_load_errors(self) -> set[int]:
+        return self.worker.load_errors() if self.worker is not None \
+            else set()
+
+    def build_connector_worker_meta(self) -> KVConnectorWorkerMetadata | None:
+        return self.worker.report() if self.worker is not None else None
+
+    def shutdown(self) -> None:
+        if self.worker is not None:
+            self.worker.shutdown()
+        if self.sched is not None:
+            self.sched.shutdown()
+
+    # -- scheduler side ---------------------------------------------------------
+
+    def get_num_new_matched_tokens(self, request: Any,
+                                   num_computed_tokens: int
+                                   ) -> tuple[int | None, bool]:
+        if self.sched is None:
+            return 0, False
+        return self.sched.get_num_new_matched_tokens(request,
+                                                     num_computed_tokens)
+
+    def update_state_after_alloc(self, request: Any, blocks: Any,
+                                 num_external_tokens: int) -> None:
+        if self.sched is not None:
+            self.sched.update_state_after_alloc(request, blocks,
+                                                num_external_tokens)
+
+    def build_connector_meta(self, scheduler_output: Any
+                             ) -> KVConnectorMetadata:
+        if self.sched is None:
+            return StepMeta()
+        return self.sched.build_connector_meta(scheduler_output)
+
+    def update_connector_output(self, connector_output: Any) -> None:
+        if self.sched is not None:
+            self.sched.update_connector_output(connector_output)
+
+    def request_finished(self, request: Any, block_ids: list[int]
+                         ) -> tuple[bool, dict[str, Any] | None]:
+        if self.sched is None:
+            return False, None
+        return self.sched.request_finished(request, block_ids)

@@ -1,0 +1,385 @@
+# SPDX-License-Identifier: GPL-2.0
+"""The worker side of the connector: copies blocks between kvcache's
+pool and vLLM's paged KV tensors.
+
+Loads (start_load_kv, wait_for_layer_load): every block of the step's
+loads is pinned and mapped first (kvcache_load_map: no copy), so a block
+evicted since the lookup, a daemon gone or a g3/g4 file that fails its
+checksum is known before the forward pass and reported through
+get_block_ids_with_load_errors; vLLM recomputes those blocks. A copier
+thread then moves the mapped bytes into the KV tensors layer by layer,
+from a tensor view over the mapping (no intermediate buffer), and the
+forward pass waits only for the layer it is about to compute. On CUDA
+the mapping is registered with the driver once (cudaHostRegister) and the
+copies are asynchronous on a stream of their own, each layer's wait an
+event on it.
+
+Saves (wait_for_save): at the end of the step, the blocks the step
+completed are gathered from the KV tensors into a staging buffer and
+handed to kvcached with an asynchronous store; the stores complete while
+the next steps run. The gather is synchronous, so vLLM may reuse the
+blocks as soon as the step is over.
+
+Objects: the step's _Loads (mapped blocks, the copier, its events) live
+from start_load_kv to wait_for_save, which releases the mappings; a
+store's staging buffer lives until its completion is collected.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import warnings
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+import kvcache
+
+from .config import ConnectorConfig
+from .estimate import tier_of
+from .identity import Identity
+from .layout import Layer, describe, layers_of
+from .meta import Rank, StepMeta, WorkerReport
+from .session import Disabled, Session
+
+_live: "weakref.WeakSet[WorkerSide]" = weakref.WeakSet()
+# Blocks claimed at lookup but not loadable are said once per process
+# (WARNING), then counted at DEBUG: a steady trickle is normal under
+# eviction, and vLLM recomputes them.
+_miss_said = threading.Event()
+
+
+def wait_for_saves(timeout_s: float = 30.0) -> bool:
+    """Wait until every store of this process's workers completed (for
+    in-process engines: tests, a script that exits right after
+    generate()). Returns whether all did within timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    ok = True
+    for w in list(_live):
+        ok = w.drain(max(deadline - time.monotonic(), 0.0)) and ok
+    return ok
+
+
+def _rank() -> Rank:
+    try:
+        from vllm.distributed.parallel_state import (get_pp_group,
+                                                     get_tp_group)
+        return get_tp_group().rank_in_group, get_pp_group().rank_in_group
+    except Exception:  # noqa: BLE001 - not initialised: a single rank
+        return 0, 0
+
+
+@dataclass
+class _Loads:
+    maps: list[tuple[Any, list[int]]] = field(default_factory=list)
+    tier_bytes: dict[str, int] = field(default_factory=dict)
+    events: dict[str, Any] = field(default_factory=dict)
+    thread: threading.Thread | None = None
+    error: BaseException | None = None
+    failed_ids: set[int] = field(default_factory=set)
+    t0: float = 0.0
+    t1: float = 0.0
+
+
+class WorkerSide:
+    def __init__(self, cfg: ConnectorConfig, ident: Identity,
+                 kv_cache_config: Any, log: logging.Logger) -> None:
+        self.cfg = cfg
+        self.ident = ident
+        self.log = log
+        self.num_blocks = int(kv_cache_config.num_blocks)
+        self.session = Session(cfg, ident, log, "worker")
+        self.rank: Rank = (0, 0)
+        self.layers: list[Layer] = []
+        self.by_name: dict[str, Layer] = {}
+        self.block_bytes = 0
+        self.cuda = False
+        self._stream = None
+        self._registered: set[int] = set()
+        self._meta: StepMeta | None = None
+        self._loads: _Loads | None = None
+        self._errors: set[int] = set()
+        self._report = WorkerReport()
+        self._step_t0 = 0.0
+        self._load_wait = 0.0
+        self._stores: dict[int, Any] = {}      # tag -> staging buffer
+        self._tag = 0
+        self.loaded_blocks = 0
+        self.saved_blocks = 0
+        self.failed_blocks = 0
+        _live.add(self)
+
+    # -- setup ------------------------------------------------------------------
+
+    def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]) -> None:
+        self.rank = _rank()
+        try:
+            self.layers = layers_of(kv_caches, self.num_blocks)
+        except ValueError as e:
+            self.session._disable(f"KV cache layout: {e}")
+            return
+        self.by_name = {l.name: l for l in self.layers}
+        self.block_bytes = sum(l.nbytes for l in self.layers)
+        self.cuda = any(l.kv.is_cuda for l in self.layers)
+        if self.ident.pp_size == 1 and \
+                self.block_bytes != self.ident.block_bytes:
+            self.session._disable(
+                f"the KV tensors hold {self.block_bytes} bytes per block, "
+                f"the KV cache spec says {self.ident.block_bytes}")
+            return
+        if self.cuda:
+            self._stream = torch.cuda.Stream()
+        self.log.info("kvcache: worker rank %s: %s, %d bytes per block",
+                      self.rank, describe(self.layers), self.block_bytes)
+
+    def _ns(self, lora: str, salt: bytes):
+        return self.session.namespace(self.rank[0], self.rank[1], lora,
+                                      salt, self.block_bytes)
+
+    # -- loads ------------------------------------------------------------------
+
+    def bind(self, meta: StepMeta) -> None:
+        self._meta = meta
+        self._step_t0 = time.perf_counter()
+        self._load_wait = 0.0
+
+    def start_load(self) -> None:
+        meta = self._meta
+        if meta is None or not meta.loads:
+            return
+        if not self.layers:
+            # Disabled before it learnt the layout: the scheduler may
+            # still have claimed blocks; none of them is loaded.
+            for op in meta.loads:
+                self._errors.update(op.block_ids)
+                self.failed_blocks += len(op.block_ids)
+            return
+        ld = _Loads(t0=time.perf_counter())
+        for op in meta.loads:
+            keys = op.keys.get(self.rank, [])
+            mapped = None
+            if not self.session.disabled and len(keys) == len(op.block_ids):
+                mapped = self.session.call(
+                    "loading blocks",
+                    lambda op=op, keys=keys:
+                        self._ns(op.lora, op.salt).load_map(keys),
+                    None)
+            got = len(mapped) if mapped is not None else 0
+            if got < len(op.block_ids):
+                ld.failed_ids.update(op.block_ids[got:])
+                if got == 0 and mapped is not None:
+                    mapped.release()
+                    mapped = None
+            if mapped is not None:
+                ld.maps.append((mapped, op.block_ids[:got]))
+                for m in op.tiers[:got]:
+                    t = tier_of(m)
+                    ld.tier_bytes[t] = ld.tier_bytes.get(t, 0) + \
+                        self.block_bytes
+        self._errors |= ld.failed_ids
+        self.failed_blocks += len(ld.failed_ids)
+        if ld.failed_ids:
+            first = not _miss_said.is_set()
+            _miss_said.set()
+            (self.log.warning if first else self.log.debug)(
+                "kvcache: %d block(s) found at lookup could not be loaded "
+                "(evicted since, failed verification, or kvcached gone); "
+                "vLLM recomputes them%s", len(ld.failed_ids),
+                " (said once; later ones at DEBUG)" if first else "")
+        if not ld.maps:
+            return
+        for l in self.layers:
+            ld.events[l.name] = threading.Event()
+        self._loads = ld
+        ld.thread = threading.Thread(target=self._copy_in, args=(ld,),
+                                     name="kvcache-load", daemon=True)
+        ld.thread.start()
+
+    def _src(self, view: memoryview, layer: Layer) -> torch.Tensor:
+        with warnings.catch_warnings():
+            # the mapping is read-only, and only read here
+            warnings.simplefilter("ignore", UserWarning)
+            t = torch.frombuffer(view, dtype=torch.uint8,
+                                 count=layer.nbytes, offset=layer.offset)
+        return t.view(layer.kv.dtype).view(layer.shape)
+
+    def _copy_in(self, ld: _Loads) -> None:
+        """The copier: layer by layer, every mapped block into its vLLM
+        block; each layer's event set once it is in place."""
+        try:
+            for layer in self.layers:
+                if self.cuda:
+                    self._copy_layer_cuda(ld, layer)
+                else:
+                    for mapped, ids in ld.maps:
+                        for j, bid in enumerate(ids):
+                            layer.block(bid).copy_(self._src(mapped[j],
+                                                             layer))
+                ld.events[layer.name].set()
+        except BaseException as e:  # noqa: BLE001 - reported, not raised
+            ld.error = e
+            for ev in ld.events.values():
+                ev.set()
+        finally:
+            ld.t1 = time.perf_counter()
+
+    def _copy_layer_cuda(self, ld: _Loads, layer: Layer) -> None:
+        # GPU path: untested here (no GPU in CI); Documentation/vllm.md.
+        cudart = torch.cuda.cudart()
+        with torch.cuda.stream(self._stream):
+            for mapped, ids in ld.maps:
+                for j, bid in enumerate(ids):
+                    src = self._src(mapped[j], layer)
+                    addr = src.data_ptr() - layer.offset
+                    if addr not in self._registered:
+                        # Once per pool block: the driver pins it for
+                        # async DMA. The mapping is read-only
+                        # (cudaHostRegisterReadOnly, 0x08).
+                        err = cudart.cudaHostRegister(addr,
+                                                      self.block_bytes, 0x08)
+                        if int(err) != 0:
+                            raise RuntimeError(f"cudaHostRegister: {err}")
+                        self._registered.add(addr)
+                    layer.block(bid).copy_(src, non_blocking=True)
+            ev = torch.cuda.Event()
+            ev.record(self._stream)
+        ev.synchronize()
+
+    def wait_for_layer(self, name: str) -> None:
+        ld = self._loads
+        if ld is None:
+            return
+        ev = ld.events.get(name)
+        if ev is None or ev.is_set():
+            return
+        t = time.perf_counter()
+        ev.wait()
+        self._load_wait += time.perf_counter() - t
+
+    def _finish_loads(self) -> None:
+        ld, self._loads = self._loads, None
+        if ld is None:
+            return
+        t = time.perf_counter()
+        if ld.thread is not None:
+            ld.thread.join()
+        self._load_wait += time.perf_counter() - t
+        n = sum(len(ids) for _, ids in ld.maps)
+        if ld.error is not None:
+            # A copy that failed half-way: every block of the step is
+            # suspect, vLLM recomputes them all.
+            self.session.note_failure("copying loaded blocks", ld.error)
+            for _, ids in ld.maps:
+                self._errors.update(ids)
+            self.failed_blocks += n
+        else:
+            self.loaded_blocks += n
+            self._report.loads.append((ld.tier_bytes, ld.t1 - ld.t0))
+        for mapped, _ in ld.maps:
+            try:
+                mapped.release()
+            except (BufferError, OSError):
+                pass            # released with the client at the latest
+
+    # -- saves ------------------------------------------------------------------
+
+    def wait_for_save(self) -> None:
+        self._finish_loads()
+        meta, self._meta = self._meta, None
+        if meta is None:
+            return
+        if self.cuda:
+            # the forward pass ran asynchronously: time its end
+            torch.cuda.current_stream().synchronize()
+        secs = time.perf_counter() - self._step_t0 - self._load_wait
+        if meta.tokens and secs > 0:
+            self._report.forwards.append((meta.tokens, secs))
+        if meta.saves and self.layers and not self.session.disabled:
+            for op in meta.saves:
+                self._save(op)
+        self._reap(0)
+
+    def _save(self, op: Any) -> None:
+        keys = op.keys.get(self.rank)
+        if not keys or len(keys) != len(op.block_ids):
+            return
+        n = len(keys)
+        staging = torch.empty(n * self.block_bytes, dtype=torch.uint8)
+        for layer in self.layers:
+            for j, bid in enumerate(op.block_ids):
+                o = j * self.block_bytes + layer.offset
+                dst = staging[o:o + layer.nbytes].view(layer.kv.dtype)
+                dst.view(layer.shape).copy_(layer.block(bid))
+        buf = staging.numpy()
+        self._tag += 1
+        tag = self._tag
+
+        def submit() -> bool:
+            self._ns(op.lora, op.salt).store_async(
+                keys, buf, tag=tag, parent=op.parent.get(self.rank))
+            return True
+
+        # Queued, not done: only its completion says kvcached served it.
+        if self.session.call("storing blocks", submit, False, remote=False):
+            self._stores[tag] = (buf, n)
+
+    def _reap(self, timeout_ms: int) -> None:
+        c = self.session._client
+        if c is None or not self._stores:
+            return
+        done = []
+        try:
+            while True:
+                got = c.poll(max=64, timeout_ms=timeout_ms)
+                done += got
+                if len(got) < 64:
+                    break
+                timeout_ms = 0
+        except (OSError, ValueError) as e:
+            self.session.note_failure("collecting stores", e)
+        for comp in done:
+            _, n = self._stores.pop(comp.tag, (None, 0))
+            if comp.result < 0:
+                self.session.note_failure("storing blocks", comp.error())
+            else:
+                self.saved_blocks += comp.result
+                self.session._recovered("storing blocks")
+
+    def drain(self, timeout_s: float) -> bool:
+        """Collect every outstanding store, waiting up to timeout_s."""
+        deadline = time.monotonic() + timeout_s
+        while self._stores:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self._reap(int(min(left, 0.1) * 1000) or 1)
+            if self.session._client is None:
+                self._stores.clear()
+        return True
+
+    # -- reports ----------------------------------------------------------------
+
+    def load_errors(self) -> set[int]:
+        out, self._errors = self._errors, set()
+        return out
+
+    def report(self) -> WorkerReport | None:
+        rep = self._report
+        if not rep.loads and not rep.forwards:
+            return None
+        self._report = WorkerReport()
+        return rep
+
+    def shutdown(self) -> None:
+        self._finish_loads()
+        if not self.drain(30.0):
+            self.log.warning("kvcache: %d stores still pending at "
+                             "shutdown", len(self._stores))
+        self.session.close()
+
+
+__all__ = ["WorkerSide", "wait_for_saves", "Disabled"]

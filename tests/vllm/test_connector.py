@@ -1,0 +1,358 @@
+# SPDX-License-Identifier: GPL-2.0
+"""The vLLM connector (kvcache.vllm) inside real vLLM, against real
+kvcached daemons: outputs identical with and without it, hits counted by
+vLLM's own metrics, sharing between processes and across a restart,
+identity, failures, and the load-or-recompute rule."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import BS, HERE, REPO, Engine, ktc, model_dir, tokens
+
+def delta(after: dict[str, float], before: dict[str, float],
+          name: str) -> float:
+    return after.get(name, 0) - before.get(name, 0)
+
+
+# ---- outputs and hits ---------------------------------------------------------
+
+@pytest.mark.parametrize("shape", ["small", "other"])
+def test_outputs_identical_local_external_and_new(baseline, shape, daemon, engines):
+    """Greedy outputs equal an engine without kvcache, for a prompt that
+    is a local hit, then an external hit, then new tokens; vLLM's own
+    metrics count the external tokens, and the prefill skips them."""
+    ns = daemon.new_ns()
+    e = Engine(model_dir(shape), ktc(daemon.sock, ns))
+    engines.append(e)
+    doc = tokens(1, 8 * BS)                 # 8 blocks
+    a = doc + tokens(2, 40)                 # stored: 9 full blocks
+    b = doc[:3 * BS] + tokens(3, 50)        # local: doc's first 3 blocks
+    c = a + tokens(4, 70)                   # 3 local + 6 external + new
+    want = baseline(shape, [a, b, c])
+
+    out_a = e.run([a])[0]
+    assert out_a["tokens"] == want[0]
+    e.fresh()                               # kvcache keeps a's blocks
+    out_b = e.run([b])[0]                   # hits kvcache for 3 blocks
+    assert out_b["tokens"] == want[1]
+    assert out_b["cached"] == 3 * BS
+    before = e.counters()
+    out_c = e.run([c])[0]
+    after = e.counters()
+    assert out_c["tokens"] == want[2]
+    # vLLM's prefix cache: b's 3 blocks; kvcache: a's blocks 3..8
+    assert delta(after, before, "vllm:prefix_cache_hits") == 3 * BS
+    assert delta(after, before, "vllm:external_prefix_cache_hits") == 6 * BS
+    assert out_c["cached"] == 9 * BS        # the prefill skipped them
+
+
+def test_never_the_last_token(baseline, daemon, engines):
+    """A prompt of whole blocks, all cached, still computes its last
+    block's last token (its logits make the first output)."""
+    ns = daemon.new_ns()
+    e = Engine(model_dir("small"), ktc(daemon.sock, ns))
+    engines.append(e)
+    p = tokens(5, 4 * BS)
+    want = baseline("small", [p])
+    assert e.run([p])[0]["tokens"] == want[0]
+    e.fresh()
+    out = e.run([p])[0]
+    assert out["tokens"] == want[0]
+    assert out["cached"] == 3 * BS
+
+
+def test_two_processes_share_and_g3_survives_a_restart(baseline, daemon_g3, tmp_path):
+    """One vLLM process stores, another loads; after kvcached restarts
+    (its DRAM pool gone) a third loads the blocks back from g3."""
+    d = daemon_g3
+    ns = d.new_ns()
+    p = tokens(6, 6 * BS + 10)
+    want = baseline("small", [p])[0]
+
+    def run(tag: str) -> dict[str, Any]:
+        out = tmp_path / f"{tag}.json"
+        cmd = [sys.executable, str(HERE / "run_engine.py"),
+               "--model", model_dir("small"), "--socket", d.sock,
+               "--namespace", str(ns), "--prompt", json.dumps(p),
+               "--out", str(out)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        return json.loads(out.read_text())
+
+    first = run("store")
+    assert first["tokens"] == want
+    assert first["external_hits"] == 0
+    second = run("load")
+    assert second["tokens"] == want
+    assert second["external_hits"] == 6 * BS
+    d.restart()                     # the memfd pool starts empty
+    third = run("after-restart")
+    assert third["tokens"] == want
+    assert third["external_hits"] == 6 * BS
+
+
+# ---- identity -----------------------------------------------------------------
+
+@pytest.mark.parametrize("what", ["revision", "dtype", "block_size",
+                                  "cache_salt", "salt"])
+def test_no_hit_when_identity_differs(what, daemon, engines):
+    ns = daemon.new_ns()
+    p = tokens(7, 4 * BS + 5)
+    e = Engine(model_dir("small"), ktc(daemon.sock, ns))
+    engines.append(e)
+    e.run([p])
+    e.fresh()
+    # the control: the same engine hits
+    assert e.run([p])[0]["cached"] == 4 * BS
+    e.close()
+    engines.remove(e)
+
+    conf = ktc(daemon.sock, ns)
+    kw: dict[str, Any] = {}
+    salt = None
+    if what == "revision":
+        conf["kv_connector_extra_config"]["revision"] = "other-revision"
+    elif what == "dtype":
+        kw["dtype"] = "float32"
+    elif what == "block_size":
+        kw["block_size"] = 2 * BS
+    elif what == "cache_salt":
+        salt = "tenant-b"
+    elif what == "salt":
+        conf["kv_connector_extra_config"]["salt"] = "deployment-b"
+    f = Engine(model_dir("small"), conf, **kw)
+    engines.append(f)
+    before = f.counters()
+    out = f.run([p], cache_salt=salt)[0]
+    assert delta(f.counters(), before,
+                 "vllm:external_prefix_cache_hits") == 0
+    assert out["cached"] == 0
+
+
+# ---- failures -----------------------------------------------------------------
+
+def test_kvcached_absent(baseline, tmp_path, engines, kvlog):
+    """No daemon at the socket: outputs unchanged, said once."""
+    e = Engine(model_dir("small"), ktc(str(tmp_path / "none.sock"), 1,
+                                       retry_interval_s=0))
+    engines.append(e)
+    ps = [tokens(8, 3 * BS + 1), tokens(9, 2 * BS + 7)]
+    want = baseline("small", ps)
+    for _ in range(3):
+        e.llm.reset_prefix_cache()
+        assert [o["tokens"] for o in e.run(ps)] == want
+    warns = [m for m in kvlog.at(30) if "kvcache" in m]
+    assert len(warns) == 1, warns
+    assert "connecting to kvcached" in warns[0]
+
+
+def test_kvcached_killed_mid_run(baseline, daemon, engines, kvlog):
+    """kvcached killed while requests run: outputs unchanged, said once;
+    when it is back the connector uses it again."""
+    ns = daemon.new_ns()
+    e = Engine(model_dir("small"), ktc(daemon.sock, ns, retry_interval_s=0))
+    engines.append(e)
+    ps = [tokens(100 + i, 5 * BS + 3) for i in range(6)]
+    want = baseline("small", ps)
+    assert [o["tokens"] for o in e.run(ps)] == want
+    e.fresh()
+    killer = threading.Timer(0.05, daemon.kill)
+    killer.start()
+    got = [o["tokens"] for o in e.run(ps, max_tokens=6)]
+    killer.join()
+    assert got == want
+    e.llm.reset_prefix_cache()
+    assert [o["tokens"] for o in e.run(ps)] == want
+    warns = [m for m in kvlog.at(30) if "kvcache" in m]
+    assert len(warns) == 1, kvlog.dump()
+    # back: stores and hits again (the memfd pool restarted empty)
+    daemon.start()
+    daemon.ctl("ns-create", str(ns), "0", "0", "700", check=False)
+    e.llm.reset_prefix_cache()
+    assert [o["tokens"] for o in e.run(ps[:1])] == want[:1]
+    e.fresh()
+    assert e.run(ps[:1])[0]["cached"] == 5 * BS
+    assert any("reachable again" in m for m in kvlog.at(20))
+
+
+def test_g3_file_corrupted(baseline, daemon_g3, engines, kvlog):
+    """A g3 file whose payload was corrupted: kvcached's checksum refuses
+    it, the connector reports the blocks, vLLM recomputes them."""
+    d = daemon_g3
+    ns = d.new_ns()
+    p = tokens(10, 4 * BS + 9)
+    want = baseline("small", [p])
+    e = Engine(model_dir("small"), ktc(d.sock, ns))
+    engines.append(e)
+    assert e.run([p])[0]["tokens"] == want[0]
+    e.fresh()
+    d.stop()
+    files = [f for f in Path(d.g3).rglob("*") if f.is_file() and
+             f.stat().st_size > 4096]
+    assert files, "nothing reached g3"
+    for f in files:
+        with open(f, "r+b") as fh:
+            fh.seek(f.stat().st_size - 100)
+            b = fh.read(1)
+            fh.seek(-1, 1)
+            fh.write(bytes([b[0] ^ 0xff]))
+    d.start()
+    out = e.run([p])[0]
+    assert out["tokens"] == want[0]
+    stats = dict(l.split()[:2] for l in d.ctl("stats").splitlines()
+                 if len(l.split()) >= 2)
+    assert int(stats.get("g3_corrupt", "0")) > 0, stats
+    said = [m for m in kvlog.at(30) if "could not be loaded" in m]
+    assert len(said) == 1, kvlog.dump()
+    # and again: recomputed, stored afresh, then loaded from the pool
+    e.fresh()
+    again = e.run([p])[0]
+    assert again["tokens"] == want[0]
+    assert again["cached"] == 4 * BS
+
+
+def test_unknown_key_refused_at_engine_start(daemon):
+    with pytest.raises(Exception) as ei:
+        Engine(model_dir("small"), ktc(daemon.sock, 1, namespce=3))
+    assert "did you mean 'namespace'" in str(ei.value) or \
+        "namespce" in repr(ei.value)
+
+
+# ---- load or recompute --------------------------------------------------------
+
+def test_slow_tier_claims_less(baseline, daemon, engines):
+    """With figures that make loading slower than recomputing, cached
+    blocks are not claimed; with the defaults they are."""
+    ns = daemon.new_ns()
+    p = tokens(11, 6 * BS + 2)
+    want = baseline("small", [p])
+    slow = Engine(model_dir("small"), ktc(
+        daemon.sock, ns, measure=False, prefill_tokens_per_s=1e6,
+        tier_bandwidth={"dram": 1e3, "g3": 1e3, "g4": 1e3}))
+    engines.append(slow)
+    assert slow.run([p])[0]["tokens"] == want[0]
+    slow.fresh()
+    before = slow.counters()
+    out = slow.run([p])[0]
+    assert out["tokens"] == want[0]
+    assert delta(slow.counters(), before,
+                 "vllm:external_prefix_cache_hits") == 0
+    slow.close()
+    engines.remove(slow)
+    fast = Engine(model_dir("small"), ktc(daemon.sock, ns))
+    engines.append(fast)
+    assert fast.run([p])[0]["cached"] == 6 * BS
+
+
+# ---- refused at the door --------------------------------------------------------
+
+def _fake_kvcached(path: str) -> threading.Thread:
+    """A server at path answering every message with kvcached's ERROR
+    for "no common protocol version" (-EPROTONOSUPPORT), as a kvcached
+    of another protocol generation does."""
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    srv.bind(path)
+    srv.listen(8)
+
+    def answer(c: socket.socket) -> None:
+        with c:
+            while True:
+                m = c.recv(65536)
+                if len(m) < 24:
+                    return
+                seq = struct.unpack_from("<I", m, 8)[0]
+                msg = b"no common protocol version"
+                body = struct.pack("<iIHH", -errno.EPROTONOSUPPORT, seq,
+                                   struct.unpack_from("<H", m, 6)[0],
+                                   len(msg)) + msg
+                hdr = struct.pack("<IHHIIII", 0x5043564B, 1, 0x8000, seq,
+                                  24 + len(body), 0, 0)
+                c.send(hdr + body)
+
+    def serve() -> None:
+        with srv:
+            while True:
+                try:
+                    c, _ = srv.accept()
+                except OSError:
+                    return
+                threading.Thread(target=answer, args=(c,),
+                                 daemon=True).start()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return t
+
+
+def test_incompatible_protocol_disables_once(baseline, tmp_path, engines,
+                                             kvlog):
+    sock = str(tmp_path / "old.sock")
+    _fake_kvcached(sock)
+    e = Engine(model_dir("small"), ktc(sock, 1, retry_interval_s=0))
+    engines.append(e)
+    ps = [tokens(12, 3 * BS + 4)]
+    want = baseline("small", ps)
+    for _ in range(3):
+        e.llm.reset_prefix_cache()
+        assert [o["tokens"] for o in e.run(ps)] == want
+    errs = [m for m in kvlog.at(40) if "kvcache" in m]
+    # one line per side (scheduler, worker), each for good
+    assert 1 <= len(errs) <= 2, errs
+    assert all("disabled" in m for m in errs)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (ns-create, "
+                    "a second uid)")
+def test_refused_user_disables(daemon, tmp_path):
+    """An engine whose user kvcached refuses: the connector turns itself
+    off with one ERROR line, for good. A memfd-mode kvcached is one
+    trust domain and refuses another uid at the door (EACCES); in kernel
+    mode the same answer comes from NS_SALT for a namespace the user may
+    not read, and takes the same path (Session.namespace). Run through
+    the session in the Python every user can run (the venv is under
+    /root)."""
+    ns = daemon.new_ns(uid=0, gid=0, mode=0o700)
+    code = f"""
+import logging, sys
+sys.path.insert(0, {str(REPO / 'helper' / 'python')!r})
+import kvcache
+kvcache.load_library({str(REPO / 'build' / 'lib' / 'libkvcache.so')!r})
+from kvcache.vllm.config import parse
+from kvcache.vllm.identity import Identity
+from kvcache.vllm.session import Disabled, Session
+lines = []
+class H(logging.Handler):
+    def emit(self, r): lines.append((r.levelno, r.getMessage()))
+log = logging.getLogger("t"); log.addHandler(H()); log.setLevel(1)
+cfg = parse({{"socket": {daemon.sock!r}, "namespace": {ns}}})
+ident = Identity("m", "r", "t@", "l", "d", 32, 1, 1, 4096, 2048, 2)
+s = Session(cfg, ident, log, "scheduler")
+for _ in range(3):
+    try:
+        s.namespace(0, 0, "", b"", 4096)
+        print("OPENED"); sys.exit(1)
+    except Disabled:
+        pass
+errs = [m for l, m in lines if l >= 40]
+print(len(errs), errs[0] if errs else "")
+"""
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534",
+                        "--clear-groups", "/usr/bin/python3", "-c", code],
+                       capture_output=True, text=True, timeout=60,
+                       cwd="/tmp")
+    assert r.returncode == 0, r.stdout + r.stderr
+    n, _, msg = r.stdout.strip().partition(" ")
+    assert n == "1", r.stdout
+    assert "disabled" in msg and "permission denied" in msg, msg
