@@ -17,6 +17,10 @@
 #                               the tools, the systemd unit and the docs
 #   make unit                   build and run the host unit tests (ASan/UBSan)
 #   make pytest                 the Python binding's tests (a real kvcached)
+#   make vllm-env               set up (or reuse) the venv with vLLM's CPU
+#                               build and this tree's kvcache package; its
+#                               last line is that venv's python
+#   make vllm-check             the vLLM connector's tests in real vLLM
 #   make selftests              build the in-VM selftests
 #   make soak [SOAK_SECONDS=3600]  the soak: 64 clients on one kvcached
 #                               (memfd mode, host), memory flat, no errors
@@ -72,7 +76,7 @@ SELFTESTS := kvcache_dev_test bench_test pool_test ioctl_fuzz_test p2p_test \
 	     crash_test fault_test isolation_test faults_test xfer_async_test \
 	     deploy_test
 
-.PHONY: all deps kernel module helper lib engine install pytest unit unit-build selftests check demo soak \
+.PHONY: all deps kernel module helper lib engine install pytest vllm-env vllm-check unit unit-build selftests check demo soak \
 	bench bench-build vm-shell clean
 
 all: helper lib engine unit-build
@@ -212,6 +216,15 @@ unit: unit-build
 # Debian's python3 is the one python3-pytest is installed for.
 pytest: helper lib
 	/usr/bin/python3 -m pytest -q $(TOP)/tests/python
+
+# vLLM's CPU build in a venv outside the tree (scripts/vllm-env: cached,
+# keyed by its pins), with this tree's kvcache package installed editable.
+vllm-env:
+	@$(TOP)/scripts/vllm-env
+
+vllm-check: helper lib
+	cd $(TOP)/tests/vllm && "$$($(TOP)/scripts/vllm-env | tail -n 1)" \
+		-m pytest -q -p no:cacheprovider test_connector.py
 
 # The selftests use the kernel's kselftest_harness.h (GNU C), from the test
 # kernel's source tree. Its macros compare int constants with unsigned
