@@ -29,6 +29,9 @@ import pytest  # noqa: E402
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
+# This tree's kvcache package, whatever the shared venv's editable
+# install points at (another checkout may have run scripts/vllm-env).
+sys.path.insert(0, str(REPO / "helper" / "python"))
 
 
 def _python_fixtures():

@@ -73,6 +73,24 @@ def test_never_the_last_token(baseline, daemon, engines):
     assert out["cached"] == 3 * BS
 
 
+def test_chunked_prefill_stores_the_chain_in_order(baseline, daemon,
+                                                   engines):
+    """A prompt prefilled over several steps (chunked prefill) stores a
+    run of blocks per step, each continuing the last: all of it must be
+    loadable afterwards."""
+    ns = daemon.new_ns()
+    e = Engine(model_dir("small"), ktc(daemon.sock, ns),
+               max_num_batched_tokens=2 * BS, enable_chunked_prefill=True)
+    engines.append(e)
+    p = tokens(13, 10 * BS + 5)
+    want = baseline("small", [p])
+    assert e.run([p])[0]["tokens"] == want[0]
+    e.fresh()
+    out = e.run([p])[0]
+    assert out["tokens"] == want[0]
+    assert out["cached"] == 10 * BS
+
+
 def test_two_processes_share_and_g3_survives_a_restart(baseline, daemon_g3, tmp_path):
     """One vLLM process stores, another loads; after kvcached restarts
     (its DRAM pool gone) a third loads the blocks back from g3."""

@@ -17,7 +17,10 @@ event on it.
 Saves (wait_for_save): at the end of the step, the blocks the step
 completed are gathered from the KV tensors into a staging buffer and
 handed to kvcached with an asynchronous store; the stores complete while
-the next steps run. The gather is synchronous, so vLLM may reuse the
+the next steps run. A request's stores are submitted one at a time, in
+order (each continues the chain of the one before, whose last block
+kvcached must hold first); one that fails or is declined drops the rest
+of that request's queue. The gather is synchronous, so vLLM may reuse the
 blocks as soon as the step is over.
 
 Objects: the step's _Loads (mapped blocks, the copier, its events) live
@@ -32,6 +35,7 @@ import threading
 import time
 import warnings
 import weakref
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +78,18 @@ def _rank() -> Rank:
 
 
 @dataclass
+class _Store:
+    """One store: its staging buffer lives until its completion."""
+    tag: int
+    req_id: str
+    lora: str
+    salt: bytes
+    keys: list[bytes]
+    parent: bytes | None
+    buf: Any
+
+
+@dataclass
 class _Loads:
     maps: list[tuple[Any, list[int]]] = field(default_factory=list)
     tier_bytes: dict[str, int] = field(default_factory=dict)
@@ -106,7 +122,9 @@ class WorkerSide:
         self._report = WorkerReport()
         self._step_t0 = 0.0
         self._load_wait = 0.0
-        self._stores: dict[int, Any] = {}      # tag -> staging buffer
+        self._stores: dict[int, _Store] = {}   # in flight, by tag
+        self._busy: set[str] = set()           # requests with one in flight
+        self._waiting: dict[str, deque[_Store]] = {}   # behind it, in order
         self._tag = 0
         self.loaded_blocks = 0
         self.saved_blocks = 0
@@ -314,18 +332,29 @@ class WorkerSide:
                 o = j * self.block_bytes + layer.offset
                 dst = staging[o:o + layer.nbytes].view(layer.kv.dtype)
                 dst.view(layer.shape).copy_(layer.block(bid))
-        buf = staging.numpy()
         self._tag += 1
-        tag = self._tag
+        st = _Store(self._tag, op.req_id, op.lora, op.salt, keys,
+                    op.parent.get(self.rank), staging.numpy())
+        # A request's stores go one at a time, in order: each continues
+        # the chain of the one before, which kvcached must hold first.
+        if op.req_id in self._busy:
+            self._waiting.setdefault(op.req_id, deque()).append(st)
+        else:
+            self._submit(st)
 
+    def _submit(self, st: _Store) -> None:
         def submit() -> bool:
-            self._ns(op.lora, op.salt).store_async(
-                keys, buf, tag=tag, parent=op.parent.get(self.rank))
+            self._ns(st.lora, st.salt).store_async(
+                st.keys, st.buf, tag=st.tag, parent=st.parent)
             return True
 
         # Queued, not done: only its completion says kvcached served it.
         if self.session.call("storing blocks", submit, False, remote=False):
-            self._stores[tag] = (buf, n)
+            self._stores[st.tag] = st
+            self._busy.add(st.req_id)
+        else:
+            # the rest of its chain has no parent in kvcached now
+            self._waiting.pop(st.req_id, None)
 
     def _reap(self, timeout_ms: int) -> None:
         c = self.session._client
@@ -342,23 +371,40 @@ class WorkerSide:
         except (OSError, ValueError) as e:
             self.session.note_failure("collecting stores", e)
         for comp in done:
-            _, n = self._stores.pop(comp.tag, (None, 0))
+            st = self._stores.pop(comp.tag, None)
+            if st is None:
+                continue
+            self._busy.discard(st.req_id)
             if comp.result < 0:
                 self.session.note_failure("storing blocks", comp.error())
-            else:
-                self.saved_blocks += comp.result
-                self.session._recovered("storing blocks")
+                self._waiting.pop(st.req_id, None)
+                continue
+            self.saved_blocks += comp.result
+            self.session._recovered("storing blocks")
+            if comp.result < len(st.keys):
+                # declined (no room, not admitted): the rest would have
+                # no parent
+                self._waiting.pop(st.req_id, None)
+            q = self._waiting.get(st.req_id)
+            if q:
+                nxt = q.popleft()
+                if not q:
+                    del self._waiting[st.req_id]
+                self._submit(nxt)
 
     def drain(self, timeout_s: float) -> bool:
         """Collect every outstanding store, waiting up to timeout_s."""
         deadline = time.monotonic() + timeout_s
-        while self._stores:
+        while self._stores or self._waiting:
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            self._reap(int(min(left, 0.1) * 1000) or 1)
             if self.session._client is None:
                 self._stores.clear()
+                self._waiting.clear()
+                self._busy.clear()
+                break
+            self._reap(int(min(left, 0.1) * 1000) or 1)
         return True
 
     # -- reports ----------------------------------------------------------------
@@ -378,7 +424,8 @@ class WorkerSide:
         self._finish_loads()
         if not self.drain(30.0):
             self.log.warning("kvcache: %d stores still pending at "
-                             "shutdown", len(self._stores))
+                             "shutdown", len(self._stores) +
+                             sum(len(q) for q in self._waiting.values()))
         self.session.close()
 
 
