@@ -17,15 +17,20 @@ event on it.
 Saves (wait_for_save): at the end of the step, the blocks the step
 completed are gathered from the KV tensors into a staging buffer and
 handed to kvcached with an asynchronous store; the stores complete while
-the next steps run. A request's stores are submitted one at a time, in
-order (each continues the chain of the one before, whose last block
-kvcached must hold first); one that fails or is declined drops the rest
-of that request's queue. The gather is synchronous, so vLLM may reuse the
+the next steps run. A reaper thread collects their completions as they
+come, also while the engine is idle. A request's stores are submitted
+one at a time, in order (each continues the chain of the one before,
+whose last block kvcached must hold first): the reaper submits the next
+when one completes; one that fails or is declined drops the rest of that
+request's queue. The gather is synchronous, so vLLM may reuse the
 blocks as soon as the step is over.
 
 Objects: the step's _Loads (mapped blocks, the copier, its events) live
 from start_load_kv to wait_for_save, which releases the mappings; a
-store's staging buffer lives until its completion is collected.
+store's staging buffer (_Store) lives until its completion is collected.
+Locking: _store_cv guards _stores, _busy and _waiting (the engine's
+thread adds, the reaper completes); no copy and no call to kvcached runs
+under it except a store's submission, which only queues.
 """
 
 from __future__ import annotations
@@ -125,6 +130,11 @@ class WorkerSide:
         self._stores: dict[int, _Store] = {}   # in flight, by tag
         self._busy: set[str] = set()           # requests with one in flight
         self._waiting: dict[str, deque[_Store]] = {}   # behind it, in order
+        # The three above are under _store_cv, shared with the reaper
+        # thread, which collects completions and submits what waits.
+        self._store_cv = threading.Condition()
+        self._reaper: threading.Thread | None = None
+        self._stopping = False
         self._tag = 0
         self.loaded_blocks = 0
         self.saved_blocks = 0
@@ -319,7 +329,6 @@ class WorkerSide:
         if meta.saves and self.layers and not self.session.disabled:
             for op in meta.saves:
                 self._save(op)
-        self._reap(0)
 
     def _save(self, op: Any) -> None:
         keys = op.keys.get(self.rank)
@@ -337,10 +346,11 @@ class WorkerSide:
                     op.parent.get(self.rank), staging.numpy())
         # A request's stores go one at a time, in order: each continues
         # the chain of the one before, which kvcached must hold first.
-        if op.req_id in self._busy:
-            self._waiting.setdefault(op.req_id, deque()).append(st)
-        else:
-            self._submit(st)
+        with self._store_cv:
+            if op.req_id in self._busy:
+                self._waiting.setdefault(op.req_id, deque()).append(st)
+                return
+        self._submit(st)
 
     def _submit(self, st: _Store) -> None:
         def submit() -> bool:
@@ -348,63 +358,91 @@ class WorkerSide:
                 st.keys, st.buf, tag=st.tag, parent=st.parent)
             return True
 
-        # Queued, not done: only its completion says kvcached served it.
-        if self.session.call("storing blocks", submit, False, remote=False):
-            self._stores[st.tag] = st
-            self._busy.add(st.req_id)
-        else:
-            # the rest of its chain has no parent in kvcached now
-            self._waiting.pop(st.req_id, None)
+        with self._store_cv:
+            # Queued, not done: only its completion says kvcached
+            # served it.
+            if self.session.call("storing blocks", submit, False,
+                                 remote=False):
+                self._stores[st.tag] = st
+                self._busy.add(st.req_id)
+                self._start_reaper()
+            else:
+                # the rest of its chain has no parent in kvcached now
+                self._waiting.pop(st.req_id, None)
+                self._busy.discard(st.req_id)
+            self._store_cv.notify_all()
 
-    def _reap(self, timeout_ms: int) -> None:
-        c = self.session._client
-        if c is None or not self._stores:
-            return
-        done = []
-        try:
-            while True:
-                got = c.poll(max=64, timeout_ms=timeout_ms)
-                done += got
-                if len(got) < 64:
-                    break
-                timeout_ms = 0
-        except (OSError, ValueError) as e:
-            self.session.note_failure("collecting stores", e)
-        for comp in done:
+    def _start_reaper(self) -> None:
+        if self._reaper is None or not self._reaper.is_alive():
+            self._reaper = threading.Thread(target=self._reap_loop,
+                                            name="kvcache-store",
+                                            daemon=True)
+            self._reaper.start()
+
+    def _reap_loop(self) -> None:
+        """The store reaper: collects completions as they come, also while
+        the engine is idle, and submits each request's next store."""
+        while True:
+            with self._store_cv:
+                while not self._stores and not self._stopping:
+                    self._store_cv.wait()
+                if not self._stores:
+                    return
+                c = self.session._client
+            if c is None:
+                with self._store_cv:
+                    self._stores.clear()
+                    self._waiting.clear()
+                    self._busy.clear()
+                    self._store_cv.notify_all()
+                continue
+            try:
+                done = c.poll(max=64, timeout_ms=100)
+            except (OSError, ValueError) as e:
+                self.session.note_failure("collecting stores", e)
+                time.sleep(0.1)
+                continue
+            for comp in done:
+                self._completed(comp)
+
+    def _completed(self, comp: Any) -> None:
+        with self._store_cv:
             st = self._stores.pop(comp.tag, None)
             if st is None:
-                continue
-            self._busy.discard(st.req_id)
-            if comp.result < 0:
-                self.session.note_failure("storing blocks", comp.error())
+                return
+            nxt = None
+            if comp.result < 0 or comp.result < len(st.keys):
+                # failed, or declined (no room, not admitted): the rest
+                # of the chain would have no parent
                 self._waiting.pop(st.req_id, None)
-                continue
+            else:
+                q = self._waiting.get(st.req_id)
+                if q:
+                    nxt = q.popleft()
+                    if not q:
+                        del self._waiting[st.req_id]
+            if nxt is None:
+                # else it stays busy until nxt is in: a store the engine
+                # adds meanwhile must queue behind nxt, not pass it
+                self._busy.discard(st.req_id)
+            self._store_cv.notify_all()
+        if comp.result < 0:
+            self.session.note_failure("storing blocks", comp.error())
+        else:
             self.saved_blocks += comp.result
             self.session._recovered("storing blocks")
-            if comp.result < len(st.keys):
-                # declined (no room, not admitted): the rest would have
-                # no parent
-                self._waiting.pop(st.req_id, None)
-            q = self._waiting.get(st.req_id)
-            if q:
-                nxt = q.popleft()
-                if not q:
-                    del self._waiting[st.req_id]
-                self._submit(nxt)
+        if nxt is not None:
+            self._submit(nxt)
 
     def drain(self, timeout_s: float) -> bool:
-        """Collect every outstanding store, waiting up to timeout_s."""
+        """Wait until every store was collected, up to timeout_s."""
         deadline = time.monotonic() + timeout_s
-        while self._stores or self._waiting:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            if self.session._client is None:
-                self._stores.clear()
-                self._waiting.clear()
-                self._busy.clear()
-                break
-            self._reap(int(min(left, 0.1) * 1000) or 1)
+        with self._store_cv:
+            while self._stores or self._waiting:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._store_cv.wait(min(left, 0.1))
         return True
 
     # -- reports ----------------------------------------------------------------
@@ -422,7 +460,11 @@ class WorkerSide:
 
     def shutdown(self) -> None:
         self._finish_loads()
-        if not self.drain(30.0):
+        ok = self.drain(30.0)
+        with self._store_cv:
+            self._stopping = True
+            self._store_cv.notify_all()
+        if not ok:
             self.log.warning("kvcache: %d stores still pending at "
                              "shutdown", len(self._stores) +
                              sum(len(q) for q in self._waiting.values()))
