@@ -374,7 +374,14 @@ static ssize_t kvc_bounce_io(struct kvc_xfer *x, struct file *file,
 	percpu_down_read(&dev->pool_sem);
 	WARN_ON(kvc_block_discard(pool, h.index, x, &ns_id));
 	percpu_up_read(&dev->pool_sem);
-	if (n < 0 && !done)
+	/*
+	 * A region revoked under the entry (its provider removed between two
+	 * chunks) fails it whole: the bytes already moved belong to memory
+	 * that is gone, so a short count would report a transfer that did
+	 * not happen. Other errors after some progress give the short count,
+	 * as read(2) does.
+	 */
+	if (n < 0 && (!done || n == -ENODEV))
 		return n;
 	return done;
 }
