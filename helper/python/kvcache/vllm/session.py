@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Callable, TypeVar
+from typing import Callable, TypeVar
 
 import kvcache
 

@@ -46,8 +46,6 @@ from typing import Any
 
 import torch
 
-import kvcache
-
 from .config import ConnectorConfig
 from .estimate import tier_of
 from .identity import Identity
