@@ -218,4 +218,8 @@ class SchedulerSide:
         return False, None
 
     def shutdown(self) -> None:
+        # The side's counters, once: what the cache did for this engine.
+        self.log.info("kvcache: scheduler: %d lookups, %d blocks cached, "
+                      "%d claimed", self.lookups, self.hit_blocks,
+                      self.claimed_blocks)
         self.session.close()

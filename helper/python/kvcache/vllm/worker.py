@@ -466,6 +466,10 @@ class WorkerSide:
             self.log.warning("kvcache: %d stores still pending at "
                              "shutdown", len(self._stores) +
                              sum(len(q) for q in self._waiting.values()))
+        self.log.info("kvcache: worker rank %s: %d blocks loaded, %d "
+                      "failed to load, %d stored", self.rank,
+                      self.loaded_blocks, self.failed_blocks,
+                      self.saved_blocks)
         self.session.close()
 
 
