@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * libFuzzer harness for kvcached's configuration parser (helper/config.c,
- * Documentation/kvcached-config.md). The input is the file's text.
+ * Documentation/admin-guide/kvcached-config.md). The input is the file's text.
  *
  * Invariants, beyond "no crash, no sanitizer report":
  *  - a refused file gets -EINVAL, a NUL-terminated "name:line: reason"

@@ -54,7 +54,7 @@ def py_seed(model: str, weights_revision: str, tokenizer: str,
             kv_layout: str, kv_dtype: str, tokens_per_block: int,
             lora: str = "", salt: bytes = b"", tp_rank: int = 0,
             tp_size: int = 1, pp_rank: int = 0, pp_size: int = 1) -> bytes:
-    """The namespace seed of Documentation/keys.md, in hashlib."""
+    """The namespace seed of Documentation/userspace-api/keys.md, in hashlib."""
     def field(tag: int, b: bytes) -> bytes:
         return bytes([tag]) + struct.pack("<I", len(b)) + b
 
@@ -72,7 +72,7 @@ def py_seed(model: str, weights_revision: str, tokenizer: str,
 
 
 def py_keys(seed: bytes, toks: list[int], tpb: int) -> list[bytes]:
-    """The block keys of Documentation/keys.md, in hashlib."""
+    """The block keys of Documentation/userspace-api/keys.md, in hashlib."""
     out, prev = [], seed
     for i in range(len(toks) // tpb):
         prev = hashlib.sha256(

@@ -29,8 +29,8 @@
  * file with KVC_DAEMON_MODE=memfd on the host) and skip in kernel mode;
  * the last runs only in kernel mode (the journal is kernel mode's), in
  * the test VM. Most need root (setpriv, NS_CREATE, a tmpfs) and skip
- * without it. Documentation/testing.md says what the sandbox does not
- * reproduce.
+ * without it. Documentation/dev-tools/testing.md says what the sandbox
+ * does not reproduce.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -324,7 +324,8 @@ static void walk_bad(const char *path, mode_t got, const char *want)
 
 /*
  * Every entry of a state or tier directory: the modes
- * Documentation/admin-guide.md and tiers.md give, and nothing else.
+ * Documentation/admin-guide/index.md and design/tiers.md give, and nothing
+ * else.
  */
 static int walk_one(const char *path, const struct stat *st, int type,
 		    struct FTW *ftw)
@@ -402,6 +403,7 @@ TEST_F_TIMEOUT(kvcd, unit_sandbox_survives_reboot, 180)
 	char root[PATH_MAX], state[PATH_MAX], run[PATH_MAX], g3[PATH_MAX];
 	char why[512] = "", setpriv[64], bset[1024], ambient[512];
 	char conf[PATH_MAX + 256], doc[PATH_MAX], def[512], rwp[512];
+	const char *page;
 	char *argv[16];
 	uint8_t salt[KVC_PROTO_SALT_SIZE], salt2[KVC_PROTO_SALT_SIZE];
 	struct kvcache_handle h[CHAIN];
@@ -445,14 +447,18 @@ TEST_F_TIMEOUT(kvcd, unit_sandbox_survives_reboot, 180)
 	EXPECT_EQ(0, strncmp(def, conf, strlen(conf))) TH_LOG("socket %s", def);
 	EXPECT_EQ(0700, u.state_mode);
 	EXPECT_EQ(NULL, strstr(u.exec, "--state-dir"));
-	/* Documentation= names a page make install puts there. */
+	/*
+	 * Documentation= names a page make install puts there: the path below
+	 * share/doc/kvcache/ is the page's path below Documentation/.
+	 */
 	ASSERT_EQ(0, strncmp(u.doc, "file://", 7)) TH_LOG("%s", u.doc);
+	page = strstr(u.doc, "/share/doc/kvcache/");
+	ASSERT_NE(NULL, page) TH_LOG("%s", u.doc);
+	page += strlen("/share/doc/kvcache/");
 	snprintf(def, sizeof(def), "%s", self->bin);
 	*strrchr(def, '/') = '\0';	/* build/helper */
-	snprintf(doc, sizeof(doc), "%s/../../Documentation/%s", def,
-		 strrchr(u.doc, '/') + 1);
+	snprintf(doc, sizeof(doc), "%s/../../Documentation/%s", def, page);
 	EXPECT_EQ(0, access(doc, R_OK)) TH_LOG("%s: not in Documentation/", u.doc);
-	EXPECT_NE(NULL, strstr(u.doc, "/share/doc/kvcache/"));
 
 	/* A root of our own; g3 is the first of ReadWritePaths. */
 	tier_dir(root, sizeof(root), "root");

@@ -31,8 +31,8 @@
  * pool memfd the daemon passes with HELLO, so the pool is one trust
  * domain: kvcached passes it only to a peer that may read and write every
  * namespace, and refuses NS_CREATE of a namespace a connected peer could
- * not (Documentation/admin-guide.md, "Security and permissions"). There
- * the tenants' HELLO is refused (EACCES, no descriptor) while both
+ * not (Documentation/admin-guide/index.md, "Security and permissions").
+ * There the tenants' HELLO is refused (EACCES, no descriptor) while both
  * private namespaces exist; the tenant paths run in a daemon whose
  * namespaces A may all read and write (memfd_one_domain()).
  */
@@ -738,7 +738,7 @@ static void dev_group_restore(const struct dev_saved *sv)
 }
 
 /*
- * Let users in as documented (admin-guide.md, a udev rule in production):
+ * Let users in as documented (the admin guide, a udev rule in production):
  * the device node's group GID_DEV, mode 0660. Tenants then open
  * /dev/kvcache themselves, holding no descriptor of root's. A test calls
  * dev_group_restore() before any assertion that could end it.
@@ -1307,7 +1307,7 @@ static int root_sees_states(SELF *self, struct kvcache_handle freed)
  * the namespace of its last life), a live sealed block and a writable
  * one, under their right generation and wrong ones; SEAL gives EBADF for
  * every handle on a read-only file. Guessing handles then tells neither
- * liveness nor generations (admin-guide.md, "Security and permissions").
+ * liveness nor generations (the admin guide, "Security and permissions").
  */
 TEST_F_TIMEOUT(kvcd, device_oracles_same_answer, 300)
 {
@@ -1423,7 +1423,7 @@ static int ro_maps(struct tenant *t, void *arg)
 
 /*
  * Kernel mode: readers map sealed blocks through a read-only descriptor
- * (admin-guide.md: read-only is enough to pin and map): the owner A and
+ * (the admin guide: read-only is enough to pin and map): the owner A and
  * the group member G; never writable. G without the group: refused.
  */
 TEST_F_TIMEOUT(kvcd, device_read_only_fd_maps, 180)

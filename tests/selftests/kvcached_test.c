@@ -104,7 +104,7 @@ TEST_F_TIMEOUT(kvcd, hello_reports_mode_and_pool, 60)
 
 /*
  * The HELLO reply's caps are "a subset of the client's"
- * (Documentation/protocol.md, HELLO reply): a client that offers
+ * (Documentation/userspace-api/protocol.md, HELLO reply): a client that offers
  * nothing, or only the other way of getting at blocks, must not be
  * told that the daemon relies on a capability it did not offer.
  */

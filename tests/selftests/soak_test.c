@@ -676,7 +676,7 @@ static void print_sample(FILE *csv, const struct sample *s, const char *tag)
  * daemon's per-connection buffers reach their working size. The second
  * third is the reference: its highest value of each gauge. The last third
  * must not exceed it by more than a slack chosen from measurements (see
- * Documentation/testing.md): RSS_SLACK_KB plus RSS_SLACK_PCT percent for
+ * Documentation/dev-tools/testing.md): RSS_SLACK_KB plus RSS_SLACK_PCT percent for
  * the daemon's VmRSS and RssAnon, FD_SLACK descriptors (the number of
  * open connections moves with the clients' reopens and exits). On the
  * host a third of the default soak is about 25 000 requests and 90 client

@@ -258,7 +258,7 @@ static void hexval(const char *h, uint8_t *out, size_t n)
 
 /*
  * The namespace salt (field 13): the expected values were computed with
- * Python's hashlib from Documentation/keys.md (the identity of the
+ * Python's hashlib from Documentation/userspace-api/keys.md (the identity of the
  * vectors' "base" case, namespace salt bytes 0..31, and the key of block
  * 0 = tokens 1..16), independently of keys.c. A salt the caller gives
  * (field 12) and the namespace's (field 13) are two fields, so moving

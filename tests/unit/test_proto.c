@@ -2,7 +2,7 @@
 /*
  * Host tests for helper/proto.c: every message type round trips with its
  * fields intact, golden bytes pin the wire format (written out by hand
- * from Documentation/protocol.md, not produced by the encoder), every
+ * from Documentation/userspace-api/protocol.md, not produced by the encoder), every
  * malformed case gets its documented errno, the encoders refuse what the
  * decoder would refuse, and a seeded fuzz loop over random and mutated
  * datagrams never crashes and only ever accepts canonical messages.

@@ -3,7 +3,7 @@
  * kvcache: a persistent, shared KV-cache tier for LLM inference.
  *
  * The one header shared by kvcache.ko, the kvcached helper and the client
- * library. Documentation/uapi.md describes every call in prose.
+ * library. Documentation/userspace-api/uapi.md describes every call in prose.
  *
  * ABI rules, which every struct below follows:
  *  - Every ioctl is _IOWR on a struct whose first member is a __u32 "size":
@@ -268,7 +268,7 @@ struct kvcache_helper {
  * kvcache.ko exposes as P2PDMA memory (kind "bar"), or memory another
  * driver already publishes as P2PDMA pages (kind "p2pmem", e.g. an NVMe
  * controller memory buffer). Providers are listed, with their id, under
- * /sys/class/misc/kvcache/providers/. Documentation/p2p.md has the rules.
+ * /sys/class/misc/kvcache/providers/. Documentation/design/p2p.md has the rules.
  */
 
 /**
