@@ -3,15 +3,10 @@
  * ioctl dispatch and the size-first argument convention.
  *
  * Every kvcache ioctl takes a struct whose first member is a __u32 size
- * (see uapi/linux/kvcache.h). kvc_copy_in() and kvc_copy_out() implement
- * the rules once for all of them:
- *  - the kernel reads the size from the struct, not from the command, so a
- *    struct can grow without a new command number;
- *  - a caller with an older, shorter struct gets the missing tail zeroed;
- *  - a caller with a newer, longer struct is served when the bytes this
- *    kernel does not know are zero (-E2BIG otherwise);
- *  - sizes below the first published version or above KVCACHE_STRUCT_MAX
- *    are -EINVAL, faulting pointers -EFAULT.
+ * (uapi/linux/kvcache.h). kvc_copy_in() and kvc_copy_out() implement the
+ * size rules of Documentation/userspace-api/uapi.md ("Rules every ioctl
+ * follows") once for all of them; kvc_check_unused() and each handler
+ * apply the rest (flags, reserved and output members).
  *
  * Locking: none of its own. Handlers take the locks of what they touch.
  */

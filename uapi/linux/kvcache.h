@@ -3,27 +3,15 @@
  * kvcache: a persistent, shared KV-cache tier for LLM inference.
  *
  * The one header shared by kvcache.ko, the kvcached helper and the client
- * library. Documentation/userspace-api/uapi.md describes every call in prose.
+ * library. Documentation/userspace-api/uapi.md describes every call in
+ * prose.
  *
- * ABI rules, which every struct below follows:
- *  - Every ioctl is _IOWR on a struct whose first member is a __u32 "size":
- *    the number of bytes of the struct the caller knows about. The kernel
- *    dispatches on the ioctl number alone (type and nr), never on the size
- *    encoded in the command, so a struct can grow at its end without
- *    changing the command.
- *    - size smaller than the first published version of the struct, or
- *      larger than KVCACHE_STRUCT_MAX: -EINVAL.
- *    - size larger than what this kernel knows: accepted when the extra
- *      bytes are zero, -E2BIG otherwise (a newer caller asked for
- *      something this kernel cannot do).
- *    On return "size" holds the number of bytes the kernel wrote back.
- *  - Input fields named "flags" and "reserved*" must be zero: -EINVAL.
- *  - Output fields must be zero on input too, so they can become inputs
- *    in a later version: -EINVAL.
- *  - User pointers are passed as __u64; the kernel never takes a physical
- *    or bus address.
- *  - All members are naturally aligned and the structs have no implicit
- *    padding, so 32-bit callers on a 64-bit kernel share the layout.
+ * Every ioctl is _IOWR on a struct whose first member is a __u32 "size",
+ * the bytes of the struct the caller knows; that is what lets a struct
+ * grow. The rules every struct below follows (how "size" is read and
+ * written back, flags, reserved and output members, pointers, layout, and
+ * the errors) are written once, in "Rules every ioctl follows" of
+ * Documentation/userspace-api/uapi.md.
  */
 #ifndef _UAPI_LINUX_KVCACHE_H
 #define _UAPI_LINUX_KVCACHE_H
@@ -268,7 +256,8 @@ struct kvcache_helper {
  * kvcache.ko exposes as P2PDMA memory (kind "bar"), or memory another
  * driver already publishes as P2PDMA pages (kind "p2pmem", e.g. an NVMe
  * controller memory buffer). Providers are listed, with their id, under
- * /sys/class/misc/kvcache/providers/. Documentation/design/p2p.md has the rules.
+ * /sys/class/misc/kvcache/providers/. Documentation/design/p2p.md has the
+ * rules.
  */
 
 /**
