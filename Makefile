@@ -42,11 +42,14 @@ CC ?= cc
 CSTD := -std=c11 -D_GNU_SOURCE
 WARN := -Wall -Wextra -Werror
 CFLAGS ?= -O2 -g
-NL_CFLAGS := $(shell pkg-config --cflags libnl-genl-3.0 2>/dev/null)
-USER_CFLAGS := $(CSTD) $(WARN) $(CFLAGS) -I$(TOP)/uapi -I$(TOP)/helper \
-	       $(NL_CFLAGS)
+# Every object writes its header dependencies next to it (-MMD -MP), so
+# touching one .c rebuilds one object and touching a header rebuilds the
+# objects that include it, and nothing else.
+DEPFLAGS := -MMD -MP
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
 	     -fno-omit-frame-pointer
+# Link only the shared libraries a binary really calls into.
+LDFLAGS ?= -Wl,--as-needed
 
 KERNEL_DIR = $(shell $(TOP)/scripts/build-kernel --print-dir)
 KSRC = $(KERNEL_DIR)/linux
@@ -58,26 +61,97 @@ MODULE_OUT ?= $(BUILD)/module
 endif
 KDIR ?= $(KSRC)
 
-HELPER_SRCS := helper/devinfo.c helper/keys.c helper/proto.c helper/config.c \
-	       helper/client.c \
-	       helper/metrics.c helper/mpool.c helper/kevents.c helper/index.c \
-	       helper/policy.c helper/blockfile.c helper/tierio.c helper/tier.c \
-	       helper/manifest.c helper/fault.c helper/journal.c helper/log.c
-HELPER_LIBS := -lcrypto -lnl-genl-3 -lnl-3 -luring
-# The daemon's own modules (the unit tests do not link them).
-DAEMON_SRCS := helper/daemon.c helper/daemon_tiers.c helper/server.c \
-	       helper/kdev.c
-UNIT_TESTS := test_uapi test_devinfo test_keys test_proto test_config \
-	      test_metrics test_mpool test_kevents test_index test_policy \
-	      test_blockfile test_tier test_manifest test_model test_fault \
-	      test_journal test_log
-SELFTESTS := kvcache_dev_test bench_test pool_test ioctl_fuzz_test p2p_test \
-	     kvcached_test tiers_test libkvcache_test engine_test soak_test \
-	     crash_test fault_test isolation_test faults_test xfer_async_test \
-	     deploy_test
+# ---- where the sources are -----------------------------------------------
+#
+#   helper/common/      what every program shares: the wire format, keys,
+#                       block files, manifests, the parents journal, the
+#                       configuration, fault points, logging, the client
+#   helper/kvcached/    the daemon: server loop, requests, namespaces,
+#                       index, eviction policy, metrics;
+#                       pool/ the pool behind one interface (kernel, memfd),
+#                       tiers/ g3 and g4 (spill, promotion, scan, recovery)
+#   helper/kvcachectl/  the admin tool
+#   helper/libkvcache/  the client library; include/ is its public header
+#   helper/engine/      the reference engine, a client of the library
+#
+# Each folder sees the headers of the folders below it in that list and no
+# others: common/ sees only itself, the library does not see the daemon.
+COMMON_SRCS := $(sort $(wildcard helper/common/*.c))
+KVCD_SRCS := $(sort $(wildcard helper/kvcached/*.c helper/kvcached/pool/*.c \
+	     helper/kvcached/tiers/*.c))
+KVCD_LIB_SRCS := $(filter-out helper/kvcached/main.c,$(KVCD_SRCS))
+CTL_SRCS := $(sort $(wildcard helper/kvcachectl/*.c))
+LIB_SRCS := $(sort $(wildcard helper/libkvcache/*.c))
+# The parts of common/ the library carries inside it (hidden).
+LIB_COMMON_SRCS := helper/common/keys.c helper/common/proto.c \
+		   helper/common/blockfile.c
+ENGINE_SRCS := helper/engine/model.c helper/engine/engine.c
 
-.PHONY: all deps kernel module helper lib engine install pytest vllm-env vllm-check unit unit-build selftests check demo soak \
-	bench bench-build vm-shell clean
+NL_CFLAGS := $(shell pkg-config --cflags libnl-genl-3.0 2>/dev/null)
+COMMON_INC := -I$(TOP)/uapi -I$(TOP)/helper/common
+KVCD_INC := $(COMMON_INC) -I$(TOP)/helper/kvcached \
+	    -I$(TOP)/helper/kvcached/pool -I$(TOP)/helper/kvcached/tiers
+LIB_INC := $(COMMON_INC) -I$(TOP)/helper/libkvcache/include \
+	   -I$(TOP)/helper/libkvcache
+ENGINE_INC := -I$(TOP)/uapi -I$(TOP)/helper/libkvcache/include \
+	      -I$(TOP)/helper/engine
+# Tests and benchmarks reach into every part.
+TEST_INC := $(KVCD_INC) $(NL_CFLAGS) -I$(TOP)/helper/libkvcache/include \
+	    -I$(TOP)/helper -I$(TOP)/helper/engine -I$(TOP)/tests/unit \
+	    -I$(TOP)/tests/selftests -I$(TOP)/tests/bench
+
+KVCD_LIBS := -lcrypto -lnl-genl-3 -lnl-3 -luring
+LIB_LIBS := -lcrypto -pthread
+
+# Three object trees, one per way of compiling: $(BUILD)/obj (the
+# programs and benchmarks), $(BUILD)/san/obj (ASan/UBSan, the unit tests),
+# $(BUILD)/lib/obj (PIC with hidden visibility, the library). Each has
+# one pattern rule; the folder a source is in picks its include path.
+OBJ := $(BUILD)/obj
+SAN := $(BUILD)/san/obj
+LOBJ := $(BUILD)/lib/obj
+OBJ_TREES := $(OBJ) $(SAN) $(LOBJ)
+
+INC := $(TEST_INC)
+$(addsuffix /helper/common/%.o,$(OBJ_TREES)): INC = $(COMMON_INC)
+$(addsuffix /helper/kvcached/%.o,$(OBJ_TREES)): INC = $(KVCD_INC) $(NL_CFLAGS)
+$(addsuffix /helper/kvcachectl/%.o,$(OBJ_TREES)): INC = $(COMMON_INC)
+$(addsuffix /helper/libkvcache/%.o,$(OBJ_TREES)): INC = $(LIB_INC)
+$(addsuffix /helper/engine/%.o,$(OBJ_TREES)): INC = $(ENGINE_INC)
+# The unit tests know where the key vectors and the example config are.
+$(SAN)/tests/unit/%.o: INC = $(TEST_INC) \
+	-DKVC_KEY_VECTORS='"$(TOP)/tests/unit/key_vectors.txt"' \
+	-DKVC_EXAMPLE_CONF='"$(TOP)/helper/kvcached/kvcached.conf"'
+
+USER_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) $(INC)
+
+$(OBJ)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(USER_CFLAGS) $(DEPFLAGS) -c -o $@ $<
+
+$(SAN)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(USER_CFLAGS) $(SAN_FLAGS) $(DEPFLAGS) -c -o $@ $<
+
+$(LOBJ)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(USER_CFLAGS) -fPIC -fvisibility=hidden $(DEPFLAGS) -c -o $@ $<
+
+# Archives: a binary pulls from them only the objects it needs.
+objs = $(patsubst %.c,$(1)/%.o,$(2))
+
+$(OBJ)/common.a: $(call objs,$(OBJ),$(COMMON_SRCS))
+$(OBJ)/kvcached.a: $(call objs,$(OBJ),$(KVCD_LIB_SRCS))
+$(SAN)/common.a: $(call objs,$(SAN),$(COMMON_SRCS))
+$(SAN)/kvcached.a: $(call objs,$(SAN),$(KVCD_LIB_SRCS))
+%.a:
+	@mkdir -p $(@D)
+	rm -f $@
+	ar rcs $@ $^
+
+.PHONY: all deps kernel module helper lib engine install pytest vllm-env \
+	vllm-check unit unit-build selftests check demo soak bench bench-build \
+	vm-shell clean
 
 all: helper lib engine unit-build
 
@@ -90,53 +164,40 @@ kernel:
 module:
 	$(TOP)/scripts/build-module $(KDIR) $(MODULE_OUT)
 
-# ---- userspace ------------------------------------------------------------
+# ---- the daemon and the admin tool ---------------------------------------
 
 helper: $(BUILD)/helper/kvcachectl $(BUILD)/helper/kvcached
 
-$(BUILD)/helper/kvcached: helper/kvcached.c $(DAEMON_SRCS) $(HELPER_SRCS) \
-			  helper/*.h uapi/linux/kvcache.h
-	@mkdir -p $(dir $@)
-	$(CC) $(USER_CFLAGS) -o $@ helper/kvcached.c $(DAEMON_SRCS) \
-		$(HELPER_SRCS) $(HELPER_LIBS)
+$(BUILD)/helper/kvcached: $(OBJ)/helper/kvcached/main.o $(OBJ)/kvcached.a \
+			  $(OBJ)/common.a
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(KVCD_LIBS)
 
-$(BUILD)/helper/kvcachectl: helper/kvcachectl.c $(HELPER_SRCS) helper/*.h \
-			    uapi/linux/kvcache.h
-	@mkdir -p $(dir $@)
-	$(CC) $(USER_CFLAGS) -o $@ helper/kvcachectl.c $(HELPER_SRCS) \
-		$(HELPER_LIBS)
+$(BUILD)/helper/kvcachectl: $(call objs,$(OBJ),$(CTL_SRCS)) $(OBJ)/common.a
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcrypto
 
 # ---- libkvcache: what engines link -----------------------------------------
 #
-# Built with hidden visibility: only the kvcache_* calls of libkvcache.h
-# are exported, the helper modules it shares (keys, proto, blockfile) stay
-# private. The static library holds the same objects.
-LIB_SRCS := helper/libkvcache/conn.c helper/libkvcache/lib.c \
-	    helper/libkvcache/blocks.c helper/libkvcache/async.c \
-	    helper/libkvcache/region.c helper/keys.c helper/proto.c \
-	    helper/blockfile.c
-LIB_OBJS := $(patsubst %.c,$(BUILD)/lib/obj/%.o,$(LIB_SRCS))
-LIB_LIBS := -lcrypto -pthread
+# Built with hidden visibility and a version script (libkvcache.map): only
+# the kvcache_* calls of include/libkvcache.h are exported, the common
+# modules it carries (keys, proto, blockfile) stay private. The static
+# library holds the same objects.
+LIB_OBJS := $(call objs,$(LOBJ),$(LIB_SRCS) $(LIB_COMMON_SRCS))
+LIB_MAP := helper/libkvcache/libkvcache.map
 LIB_SONAME := libkvcache.so.1
 PREFIX ?= /usr/local
 
 lib: $(BUILD)/lib/libkvcache.so $(BUILD)/lib/libkvcache.a \
      $(BUILD)/lib/libkvcache.pc $(BUILD)/lib/libkvcache-uninstalled.pc
 
-$(BUILD)/lib/obj/%.o: %.c helper/*.h helper/libkvcache/*.h \
-		      uapi/linux/kvcache.h
-	@mkdir -p $(dir $@)
-	$(CC) $(USER_CFLAGS) -I$(TOP)/helper/libkvcache -fPIC \
-		-fvisibility=hidden -c -o $@ $<
-
-$(BUILD)/lib/libkvcache.so: $(LIB_OBJS)
+$(BUILD)/lib/libkvcache.so: $(LIB_OBJS) $(LIB_MAP)
 	$(CC) -shared -Wl,-soname,$(LIB_SONAME) -Wl,--no-undefined \
+		-Wl,--version-script=$(LIB_MAP) $(LDFLAGS) \
 		-o $(BUILD)/lib/$(LIB_SONAME) $(LIB_OBJS) $(LIB_LIBS)
 	ln -sf $(LIB_SONAME) $@
 
 $(BUILD)/lib/libkvcache.a: $(LIB_OBJS)
-	rm -f $@
-	ar rcs $@ $(LIB_OBJS)
 
 # pkg-config: the installed file, and the -uninstalled one pkg-config
 # prefers when PKG_CONFIG_PATH holds build/lib (a build from the tree).
@@ -149,19 +210,16 @@ $(BUILD)/lib/libkvcache-uninstalled.pc: helper/libkvcache/libkvcache.pc.in \
 					Makefile
 	@mkdir -p $(dir $@)
 	sed -e 's|@PREFIX@|$(TOP)|' -e 's|@LIBDIR@|$(BUILD)/lib|' \
-	    -e 's|@INCLUDEDIR@|$(TOP)/helper/libkvcache|' $< >$@
+	    -e 's|@INCLUDEDIR@|$(TOP)/helper/libkvcache/include|' $< >$@
 
 # ---- the reference engine ---------------------------------------------------
 
-ENGINE_SRCS := helper/engine/model.c helper/engine/engine.c
-
 engine: $(BUILD)/engine/kvc-engine
 
-$(BUILD)/engine/kvc-engine: helper/engine/kvc-engine.c $(ENGINE_SRCS) \
-			    helper/engine/*.h $(BUILD)/lib/libkvcache.a
-	@mkdir -p $(dir $@)
-	$(CC) $(USER_CFLAGS) -I$(TOP)/helper/libkvcache -o $@ $< \
-		$(ENGINE_SRCS) $(BUILD)/lib/libkvcache.a $(LIB_LIBS) -lm
+$(BUILD)/engine/kvc-engine: $(call objs,$(OBJ),helper/engine/kvc-engine.c \
+			    $(ENGINE_SRCS)) $(BUILD)/lib/libkvcache.a
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIB_LIBS) -lm
 
 install: helper lib
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
@@ -170,45 +228,43 @@ install: helper lib
 	install -m 0755 $(BUILD)/lib/$(LIB_SONAME) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf $(LIB_SONAME) $(DESTDIR)$(PREFIX)/lib/libkvcache.so
 	install -m 0644 $(BUILD)/lib/libkvcache.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 0644 helper/libkvcache/libkvcache.h $(DESTDIR)$(PREFIX)/include/
+	install -m 0644 helper/libkvcache/include/libkvcache.h \
+		$(DESTDIR)$(PREFIX)/include/
 	install -m 0644 $(BUILD)/lib/libkvcache.pc \
 		$(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	install -m 0755 $(BUILD)/helper/kvcached $(DESTDIR)$(PREFIX)/sbin/
 	install -m 0755 $(BUILD)/helper/kvcachectl $(DESTDIR)$(PREFIX)/bin/
-	# The documentation the unit's Documentation= names, the example
-	# configuration, and the unit with its paths under PREFIX.
+	# The documentation the unit's Documentation= names (its tree kept),
+	# the example configuration, and the unit with its paths under PREFIX.
 	install -d $(DESTDIR)$(PREFIX)/share/doc/kvcache \
 		$(DESTDIR)$(PREFIX)/lib/systemd/system
-	install -m 0644 Documentation/*.md helper/kvcached.conf \
+	cd Documentation && find . -name '*.md' -exec install -D -m 0644 {} \
+		$(DESTDIR)$(PREFIX)/share/doc/kvcache/{} \;
+	install -m 0644 helper/kvcached/kvcached.conf \
 		$(DESTDIR)$(PREFIX)/share/doc/kvcache/
-	sed -e 's|/usr/local/|$(PREFIX)/|g' helper/kvcached.service \
+	sed -e 's|/usr/local/|$(PREFIX)/|g' helper/kvcached/kvcached.service \
 		>$(DESTDIR)$(PREFIX)/lib/systemd/system/kvcached.service
 	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/kvcached.service
 
+# ---- host unit tests (ASan/UBSan) ------------------------------------------
+#
+# tests/unit/test_*.c are the tests; the other .c files there are their
+# shared support, compiled once. Every test links the sanitized archives
+# of common/ and the daemon and takes what it calls.
+UNIT_TESTS := $(notdir $(basename $(wildcard tests/unit/test_*.c)))
+UNIT_SUPPORT := $(call objs,$(SAN),$(filter-out tests/unit/test_%.c, \
+		$(wildcard tests/unit/*.c)))
+
 unit-build: $(addprefix $(BUILD)/unit/,$(UNIT_TESTS))
 
-# The helper's modules are compiled once with the sanitizers and every
-# unit test links them, so adding a test costs one compile, not eleven.
-SAN_OBJS := $(patsubst helper/%.c,$(BUILD)/unit/obj/%.o,$(HELPER_SRCS))
+# The reference engine's model is tested too: its own sources.
+$(BUILD)/unit/test_model: $(SAN)/helper/engine/model.o
 
-$(BUILD)/unit/obj/%.o: helper/%.c helper/*.h uapi/linux/kvcache.h
-	@mkdir -p $(dir $@)
-	$(CC) $(USER_CFLAGS) $(SAN_FLAGS) -c -o $@ $<
-
-# The reference engine's model: its own sources, not the helper's.
-$(BUILD)/unit/test_model: tests/unit/test_model.c tests/unit/tap.h \
-			  helper/engine/model.c helper/engine/model.h
-	@mkdir -p $(dir $@)
-	$(CC) $(USER_CFLAGS) $(SAN_FLAGS) -I$(TOP)/tests/unit -o $@ $< \
-		helper/engine/model.c -pthread -lm
-
-$(BUILD)/unit/%: tests/unit/%.c tests/unit/tap.h tests/unit/scratch.h $(SAN_OBJS) helper/*.h \
-		 uapi/linux/kvcache.h tests/unit/key_vectors.txt helper/kvcached.conf
-	@mkdir -p $(dir $@)
-	$(CC) $(USER_CFLAGS) $(SAN_FLAGS) -I$(TOP)/tests/unit \
-		-DKVC_KEY_VECTORS='"$(TOP)/tests/unit/key_vectors.txt"' \
-		-DKVC_EXAMPLE_CONF='"$(TOP)/helper/kvcached.conf"' -o $@ $< \
-		$(SAN_OBJS) $(HELPER_LIBS)
+$(BUILD)/unit/%: $(SAN)/tests/unit/%.o $(UNIT_SUPPORT) $(SAN)/kvcached.a \
+		 $(SAN)/common.a
+	@mkdir -p $(@D)
+	$(CC) $(SAN_FLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(UNIT_SUPPORT) \
+		$(SAN)/kvcached.a $(SAN)/common.a $(KVCD_LIBS) -pthread -lm
 
 unit: unit-build
 	@for t in $(UNIT_TESTS); do $(BUILD)/unit/$$t || exit 1; done
@@ -226,89 +282,58 @@ vllm-check: helper lib
 	cd $(TOP)/tests/vllm && "$$($(TOP)/scripts/vllm-env | tail -n 1)" \
 		-m pytest -q -p no:cacheprovider test_connector.py
 
+# ---- selftests (in the test VM, and some on the host) ----------------------
+#
 # The selftests use the kernel's kselftest_harness.h (GNU C), from the test
 # kernel's source tree. Its macros compare int constants with unsigned
 # values, leave parameters unused and setjmp around locals, hence the
-# -Wno- flags.
+# -Wno- flags. tests/selftests/*_test.c are the tests; the other .c files
+# there are their shared support, compiled once into support.a. One
+# recipe builds them all: ST_LINK_<test> names what a test links beyond
+# the support and common/, ST_NEEDS_<test> what must be built before it
+# runs (the daemon it starts, the engine).
+SELFTESTS := $(notdir $(basename $(wildcard tests/selftests/*_test.c)))
+ST_CFLAGS = -std=gnu11 $(WARN) -Wno-unused-parameter -Wno-sign-compare \
+	    -Wno-clobbered -Wno-format-truncation -Wno-unused-function \
+	    $(CFLAGS) $(TEST_INC) \
+	    -I$(KSRC)/tools/testing/selftests \
+	    -DKVC_UNIT_FILE='"$(TOP)/helper/kvcached/kvcached.service"'
+ST_OBJ := $(BUILD)/st-obj
+ST_SUPPORT := $(patsubst tests/selftests/%.c,$(ST_OBJ)/%.o, \
+	      $(filter-out %_test.c,$(wildcard tests/selftests/*.c)))
+ST_DAEMON := $(BUILD)/helper/kvcached $(BUILD)/engine/kvc-engine
+ST_WITH_LIB := libkvcache_test isolation_test soak_test
+$(foreach t,$(ST_WITH_LIB),$(eval ST_LINK_$(t) := $(BUILD)/lib/libkvcache.a))
+$(foreach t,kvcached_test tiers_test crash_test faults_test engine_test \
+	deploy_test $(ST_WITH_LIB),$(eval ST_NEEDS_$(t) := $(ST_DAEMON)))
+
 selftests: $(addprefix $(BUILD)/selftests/,$(SELFTESTS))
 
-$(BUILD)/selftests/%: tests/selftests/%.c tests/selftests/*.h \
-		      uapi/linux/kvcache.h
-	@test -f $(KSRC)/tools/testing/selftests/kselftest_harness.h || \
-		{ echo "selftests need the test kernel source: make kernel"; exit 1; }
-	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 $(WARN) -Wno-unused-parameter -Wno-sign-compare -Wno-clobbered \
-		$(CFLAGS) -I$(TOP)/uapi \
-		-I$(KSRC)/tools/testing/selftests -o $@ $< -pthread
+kselftest_harness := $(KSRC)/tools/testing/selftests/kselftest_harness.h
 
-# The daemon's tests speak the real wire format and derive real keys, and
-# start the daemon they test. They share kvcd_fixture.h, of which each uses
-# a part (hence -Wno-unused-function); their paths are built under
-# $TMPDIR and checked where it matters.
-$(BUILD)/selftests/kvcached_test $(BUILD)/selftests/tiers_test \
-$(BUILD)/selftests/crash_test $(BUILD)/selftests/faults_test \
-$(BUILD)/selftests/engine_test $(BUILD)/selftests/deploy_test: \
-		$(BUILD)/selftests/%: tests/selftests/%.c \
-		tests/selftests/*.h helper/proto.c helper/keys.c \
-		helper/blockfile.c helper/*.h uapi/linux/kvcache.h \
-		$(BUILD)/helper/kvcached $(BUILD)/engine/kvc-engine
-	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 $(WARN) -Wno-unused-parameter -Wno-sign-compare -Wno-clobbered \
-		-Wno-unused-function -Wno-format-truncation \
-		-DKVC_UNIT_FILE='"$(TOP)/helper/kvcached.service"' \
-		$(CFLAGS) -I$(TOP)/uapi -I$(TOP)/helper \
-		-I$(KSRC)/tools/testing/selftests -o $@ $< helper/proto.c \
-		helper/keys.c helper/blockfile.c -lcrypto -pthread
+$(kselftest_harness):
+	@echo "selftests need the test kernel source: make kernel"; exit 1
 
-# The library's tests link it statically (it holds proto, keys and
-# blockfile, which the fixture uses too).
-$(BUILD)/selftests/libkvcache_test: tests/selftests/libkvcache_test.c \
-		tests/selftests/*.h helper/*.h helper/libkvcache/libkvcache.h \
-		uapi/linux/kvcache.h $(BUILD)/lib/libkvcache.a \
-		$(BUILD)/helper/kvcached
-	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 $(WARN) -Wno-unused-parameter -Wno-sign-compare -Wno-clobbered \
-		-Wno-unused-function -Wno-format-truncation \
-		$(CFLAGS) -I$(TOP)/uapi -I$(TOP)/helper -I$(TOP)/helper/libkvcache \
-		-I$(KSRC)/tools/testing/selftests -o $@ $< \
-		$(BUILD)/lib/libkvcache.a -lcrypto -pthread
+$(ST_OBJ)/%.o: tests/selftests/%.c | $(kselftest_harness)
+	@mkdir -p $(@D)
+	$(CC) $(ST_CFLAGS) $(DEPFLAGS) -c -o $@ $<
 
-# Tenant isolation (socket, device, tier files, salts) uses the fixture's
-# raw client and the library, linked statically.
-$(BUILD)/selftests/isolation_test: tests/selftests/isolation_test.c \
-		tests/selftests/*.h helper/*.h helper/libkvcache/libkvcache.h \
-		uapi/linux/kvcache.h $(BUILD)/lib/libkvcache.a \
-		$(BUILD)/helper/kvcached
-	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 $(WARN) -Wno-unused-parameter -Wno-sign-compare -Wno-clobbered \
-		-Wno-unused-function -Wno-format-truncation \
-		$(CFLAGS) -I$(TOP)/uapi -I$(TOP)/helper -I$(TOP)/helper/libkvcache \
-		-I$(KSRC)/tools/testing/selftests -o $@ $< \
-		$(BUILD)/lib/libkvcache.a -lcrypto -pthread
+$(ST_OBJ)/support.a: $(ST_SUPPORT)
+
+.SECONDEXPANSION:
+$(BUILD)/selftests/%: $(ST_OBJ)/%.o $(ST_OBJ)/support.a $$(ST_LINK_$$*) \
+		      $(OBJ)/common.a | $$(ST_NEEDS_$$*)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcrypto -pthread
 
 # The guest's client of the whole-VM crash test (tests/vm-crash-test).
 crash-tool: $(BUILD)/crash/vm-crash-tool
 
-$(BUILD)/crash/vm-crash-tool: tests/vm-crash-tool.c tests/selftests/kvc_client.h \
-		tests/selftests/kvc_ioctl.h tests/selftests/crash_pattern.h \
-		helper/proto.c helper/keys.c helper/*.h uapi/linux/kvcache.h
-	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 $(WARN) $(CFLAGS) -I$(TOP)/uapi -I$(TOP)/helper \
-		-I$(TOP)/tests/selftests -o $@ $< helper/proto.c helper/keys.c \
-		-lcrypto
+$(OBJ)/tests/vm-crash-tool.o: CSTD := -std=gnu11
 
-# The soak (64 client processes on one kvcached, tests/selftests/soak_test.c)
-# links the library statically too.
-$(BUILD)/selftests/soak_test: tests/selftests/soak_test.c \
-		tests/selftests/*.h helper/*.h helper/libkvcache/libkvcache.h \
-		uapi/linux/kvcache.h $(BUILD)/lib/libkvcache.a \
-		$(BUILD)/helper/kvcached
-	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 $(WARN) -Wno-unused-parameter -Wno-sign-compare -Wno-clobbered \
-		-Wno-unused-function -Wno-format-truncation \
-		$(CFLAGS) -I$(TOP)/uapi -I$(TOP)/helper -I$(TOP)/helper/libkvcache \
-		-I$(KSRC)/tools/testing/selftests -o $@ $< \
-		$(BUILD)/lib/libkvcache.a -lcrypto -pthread
+$(BUILD)/crash/vm-crash-tool: $(OBJ)/tests/vm-crash-tool.o $(OBJ)/common.a
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcrypto
 
 # A long soak on the host, memfd mode: make soak SOAK_SECONDS=3600
 # (SOAK_CLIENTS, SOAK_SAMPLE and SOAK_CSV are passed on when set).
@@ -316,17 +341,19 @@ SOAK_SECONDS ?= 180
 soak: $(BUILD)/selftests/soak_test
 	KVC_DAEMON_MODE=memfd SOAK_SECONDS=$(SOAK_SECONDS) $<
 
-# The same test on the host under ASan and UBSan, with the library's
+# libkvcache_test on the host under ASan and UBSan, with the library's
 # sources compiled in (scripts/check runs this one in memfd mode).
-$(BUILD)/san/libkvcache_test: tests/selftests/libkvcache_test.c \
-		tests/selftests/*.h helper/*.h helper/libkvcache/*.h \
-		$(LIB_SRCS) uapi/linux/kvcache.h $(BUILD)/helper/kvcached
-	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 $(WARN) -Wno-unused-parameter -Wno-sign-compare -Wno-clobbered \
-		-Wno-unused-function -Wno-format-truncation $(SAN_FLAGS) \
-		$(CFLAGS) -I$(TOP)/uapi -I$(TOP)/helper -I$(TOP)/helper/libkvcache \
-		-I$(KSRC)/tools/testing/selftests -o $@ $< $(LIB_SRCS) \
-		-lcrypto -pthread
+$(BUILD)/san/st/%.o: tests/selftests/%.c | $(kselftest_harness)
+	@mkdir -p $(@D)
+	$(CC) $(ST_CFLAGS) $(SAN_FLAGS) $(DEPFLAGS) -c -o $@ $<
+
+$(BUILD)/san/libkvcache_test: $(BUILD)/san/st/libkvcache_test.o \
+		$(patsubst tests/selftests/%.c,$(BUILD)/san/st/%.o, \
+		$(filter-out %_test.c,$(wildcard tests/selftests/*.c))) \
+		$(call objs,$(SAN),$(LIB_SRCS)) $(SAN)/common.a \
+		| $(BUILD)/helper/kvcached
+	@mkdir -p $(@D)
+	$(CC) $(SAN_FLAGS) $(LDFLAGS) -o $@ $^ -lcrypto -pthread
 
 # ---- the ioctl fuzzer, long runs ------------------------------------------
 #
@@ -366,27 +393,25 @@ fuzz-ioctl: $(BUILD)/selftests/ioctl_fuzz_test
 # encoders (gen_corpus.c), to be committed.
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 20
-FUZZ_FLAGS := $(CSTD) $(WARN) -O1 -g -I$(TOP)/uapi -I$(TOP)/helper \
+FUZZ_FLAGS := $(CSTD) $(WARN) -O1 -g $(COMMON_INC) \
 	      -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	      -fno-omit-frame-pointer
 FUZZ_HARNESSES := proto blockfile manifest config journal
-FUZZ_DEPS_proto := helper/proto.c
-FUZZ_DEPS_blockfile := helper/blockfile.c
+FUZZ_DEPS_proto := helper/common/proto.c
+FUZZ_DEPS_blockfile := helper/common/blockfile.c
 # manifest.c's writes go through the fault injection points (fault.h).
-FUZZ_DEPS_manifest := helper/manifest.c helper/blockfile.c \
-		      $(wildcard helper/fault.c)
-FUZZ_DEPS_config := helper/config.c
-FUZZ_DEPS_journal := helper/journal.c helper/blockfile.c
+FUZZ_DEPS_manifest := helper/common/manifest.c helper/common/blockfile.c \
+		      helper/common/fault.c
+FUZZ_DEPS_config := helper/common/config.c
+FUZZ_DEPS_journal := helper/common/journal.c helper/common/blockfile.c
 
 .PHONY: fuzz-parsers fuzz-parsers-build fuzz-parsers-replay fuzz-corpus
 
 fuzz-parsers-build: $(addprefix $(BUILD)/fuzz/fuzz_,$(FUZZ_HARNESSES))
 
-.SECONDEXPANSION:
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h tests/fuzz/fuzz_files.h \
-		      $$(FUZZ_DEPS_$$*) helper/*.h uapi/linux/kvcache.h
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $$(FUZZ_DEPS_$$*)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_DEPS_$*)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(DEPFLAGS) -o $@ $< $(FUZZ_DEPS_$*)
 
 fuzz-parsers: fuzz-parsers-build
 	$(TOP)/tests/fuzz/run-fuzzers $(BUILD)/fuzz $(FUZZ_SECONDS)
@@ -394,20 +419,17 @@ fuzz-parsers: fuzz-parsers-build
 fuzz-parsers-replay: fuzz-parsers-build
 	$(TOP)/tests/fuzz/run-fuzzers $(BUILD)/fuzz replay
 
-$(BUILD)/fuzz/gen_corpus: tests/fuzz/gen_corpus.c helper/proto.c \
-			  helper/blockfile.c helper/manifest.c helper/config.c \
-			  helper/journal.c helper/*.h uapi/linux/kvcache.h
-	@mkdir -p $(dir $@)
-	$(CC) $(USER_CFLAGS) -o $@ $< helper/proto.c helper/blockfile.c \
-		helper/manifest.c helper/config.c helper/journal.c \
-		$(wildcard helper/fault.c)
+$(BUILD)/fuzz/gen_corpus: $(OBJ)/tests/fuzz/gen_corpus.o $(OBJ)/common.a
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^
 
 # Writes into the repository: run it by hand, then commit the result.
 # The reproducers of fixed bugs (regress-*) are kept, not generated.
 fuzz-corpus: $(BUILD)/fuzz/gen_corpus
 	if [ -d $(TOP)/tests/fuzz/corpus ]; then \
 		find $(TOP)/tests/fuzz/corpus -type f ! -name 'regress-*' -delete; fi
-	$(BUILD)/fuzz/gen_corpus $(TOP)/tests/fuzz/corpus helper/kvcached.conf
+	$(BUILD)/fuzz/gen_corpus $(TOP)/tests/fuzz/corpus \
+		helper/kvcached/kvcached.conf
 
 # ---- the whole thing ------------------------------------------------------
 
@@ -428,58 +450,29 @@ bench-build: $(BUILD)/bench/pool_bench $(BUILD)/bench/p2p_bench \
 	     $(BUILD)/helper/kvcached $(BUILD)/helper/kvcachectl \
 	     $(BUILD)/engine/kvc-engine
 
-# kvcache against its peers (Redis over hiredis, LMDB) and how it scales,
-# through libkvcache as an engine uses it.
-$(BUILD)/bench/peer_bench: tests/bench/peer_bench.c tests/bench/bench.h \
-			   helper/libkvcache/libkvcache.h $(BUILD)/lib/libkvcache.a
-	@mkdir -p $(dir $@)
-	$(CC) $(USER_CFLAGS) -I$(TOP)/helper/libkvcache -o $@ $< \
-		$(BUILD)/lib/libkvcache.a -lhiredis -llmdb $(LIB_LIBS)
+# One recipe: BENCH_LINK_<bench> names the objects a benchmark links,
+# BENCH_LIBS_<bench> its own shared libraries. The
+# persistent tiers' benches link the tier code itself, as kvcached does;
+# peer_bench and scale_bench go through libkvcache as an engine does. No
+# sanitizers: they time it.
+BENCH_LINK_peer_bench := $(BUILD)/lib/libkvcache.a
+BENCH_LIBS_peer_bench := -lhiredis -llmdb
+BENCH_LINK_scale_bench := $(OBJ)/helper/kvcached/index.o \
+			  $(BUILD)/lib/libkvcache.a
+BENCH_LINK_index_bench := $(OBJ)/helper/kvcached/index.o
+BENCH_LINK_socket_bench := $(OBJ)/common.a
+BENCH_LINK_tier_bench := $(OBJ)/kvcached.a $(OBJ)/common.a
+BENCH_LINK_recovery_bench := $(OBJ)/kvcached.a $(OBJ)/common.a
 
-$(BUILD)/bench/scale_bench: tests/bench/scale_bench.c tests/bench/bench.h \
-			    tests/bench/chained.h \
-			    helper/index.c helper/index.h \
-			    helper/libkvcache/libkvcache.h $(BUILD)/lib/libkvcache.a
-	@mkdir -p $(dir $@)
-	$(CC) $(USER_CFLAGS) -I$(TOP)/helper/libkvcache -o $@ $< \
-		helper/index.c $(BUILD)/lib/libkvcache.a $(LIB_LIBS)
-
-$(BUILD)/bench/pool_bench: tests/bench/pool_bench.c uapi/linux/kvcache.h
-	@mkdir -p $(dir $@)
-	$(CC) $(USER_CFLAGS) -o $@ $<
-
-$(BUILD)/bench/p2p_bench: tests/bench/p2p_bench.c tests/selftests/*.h \
-			  uapi/linux/kvcache.h
-	@mkdir -p $(dir $@)
-	$(CC) $(USER_CFLAGS) -Itests/selftests -o $@ $<
-
-$(BUILD)/bench/index_bench: tests/bench/index_bench.c tests/bench/bench.h \
-			    tests/bench/chained.h \
-			    helper/index.c helper/index.h uapi/linux/kvcache.h
-	@mkdir -p $(dir $@)
-	$(CC) $(USER_CFLAGS) -o $@ $< helper/index.c
-
-$(BUILD)/bench/socket_bench: tests/bench/socket_bench.c helper/client.c \
-			     helper/proto.c helper/keys.c helper/*.h \
-			     uapi/linux/kvcache.h
-	@mkdir -p $(dir $@)
-	$(CC) $(USER_CFLAGS) -o $@ $< helper/client.c helper/proto.c \
-		helper/keys.c -lcrypto -pthread
-
-# The persistent tiers' benches link the tier code itself, as kvcached
-# does (no sanitizers: they time it).
-TIER_BENCH_SRCS := helper/blockfile.c helper/tierio.c helper/tier.c \
-		   helper/index.c helper/policy.c helper/manifest.c helper/fault.c \
-		   helper/log.c
-
-$(BUILD)/bench/tier_bench $(BUILD)/bench/recovery_bench: \
-		$(BUILD)/bench/%: tests/bench/%.c tests/bench/bench.h \
-		$(TIER_BENCH_SRCS) helper/*.h uapi/linux/kvcache.h
-	@mkdir -p $(dir $@)
-	$(CC) $(USER_CFLAGS) -o $@ $< $(TIER_BENCH_SRCS) -luring
+$(BUILD)/bench/%: $(OBJ)/tests/bench/%.o $$(BENCH_LINK_$$*)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(BENCH_LIBS_$*) -luring -lcrypto -pthread
 
 vm-shell:
 	$(TOP)/scripts/vm shell
 
 clean:
 	rm -rf $(BUILD)
+
+# The header dependencies every compile wrote.
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * libkvcache: GPU regions, and loads from the local disk tier straight
- * into them (Documentation/p2p.md has the kernel side).
+ * into them (Documentation/design/p2p.md has the kernel side).
  *
  * A G3 block file is a 4096-byte header and the payload padded to 4096
- * bytes (Documentation/blockfile.md), so its payload is one O_DIRECT
+ * bytes (Documentation/design/blockfile.md), so its payload is one O_DIRECT
  * extent the kernel can DMA from the NVMe device into the region (P2P),
  * or bounce through a pool block when the topology does not allow P2P.
  * The payload then never passes through this process, so its checksum is

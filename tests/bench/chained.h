@@ -3,7 +3,7 @@
  * chained: the index benchmarks' baseline, a plain hash table with
  * separate chaining that stores 32-byte keys and nothing else (no parent,
  * no tiers, no locations). It is a lower bound for what kvcached's index
- * (helper/index.c) does per key, not its equal; index_bench.c and
+ * (helper/kvcached/index.c) does per key, not its equal; index_bench.c and
  * scale_bench.c measure the index against it.
  */
 #ifndef KVC_BENCH_CHAINED_H

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Prefix index benchmark (helper/index.c), in process, no device needed.
+ * Prefix index benchmark (helper/kvcached/index.c), in process, no device needed.
  * The index holds N keys in chains of 128 blocks (N = 1M, then 10M), all
  * present in the pool tier. Figures, each against a baseline measured in
  * the same process, interleaved run by run:

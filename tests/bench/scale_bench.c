@@ -60,7 +60,7 @@
  *   10M blocks of 4 KiB would be 40 GB of pool (more than this 23 GB
  *   machine has) and over two minutes of stores (1M take about 15 s), so
  *   10M is measured only as:
- *   (b) The index alone, in this process (helper/index.c, what kvcached
+ *   (b) The index alone, in this process (helper/kvcached/index.c, what kvcached
  *   runs for a LOOKUP), at 1K, 10K, 100K, 1M and 10M blocks in chains of
  *   16, each size in a fresh index sized for it, against a textbook
  *   chained hash table of the same keys (u32 bucket heads, nodes of key
@@ -1021,7 +1021,7 @@ static void index_one(int runs, uint64_t want)
 
 static void section_blocks_index(int runs)
 {
-	fprintf(stderr, "# blocks (b), the index alone (helper/index.c, no "
+	fprintf(stderr, "# blocks (b), the index alone (helper/kvcached/index.c, no "
 		"daemon, no socket): chains of %d keys; baseline a plain "
 		"chained hash table of the same keys\n", BLK_CHAIN);
 	for (size_t s = 0; s < ARRAY_SIZE(blk_index_sizes); s++)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Persistent tier I/O benchmark (helper/tierio.c): spill and promote
+ * Persistent tier I/O benchmark (helper/kvcached/tiers/tierio.c): spill and promote
  * bandwidth of block files, against fio on the same filesystem with the
  * same transfer size and queue depth, measured side by side.
  *

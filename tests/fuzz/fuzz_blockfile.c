@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * libFuzzer harness for the block file format of the persistent tiers
- * (helper/blockfile.c, Documentation/design/blockfile.md): the 4096-byte header
+ * (helper/common/blockfile.c, Documentation/design/blockfile.md): the 4096-byte header
  * decoder, the whole-image check a read goes through, the file name
  * parser of the recovery scan, and the CRC32C they rest on.
  *

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * libFuzzer harness for kvcached's configuration parser (helper/config.c,
+ * libFuzzer harness for kvcached's configuration parser (helper/common/config.c,
  * Documentation/admin-guide/kvcached-config.md). The input is the file's text.
  *
  * Invariants, beyond "no crash, no sanitizer report":

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * libFuzzer harness for kvcached's parents journal (helper/journal.c): the
+ * libFuzzer harness for kvcached's parents journal (helper/common/journal.c): the
  * file of 80-byte records a restart in kernel mode reads to put the pool's
  * blocks back under their parents. The input is the journal file:
  * kvc_journal_parse() is the code under test, and kvc_journal_read() of

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * libFuzzer harness for a tier's manifest (helper/manifest.c): the file
+ * libFuzzer harness for a tier's manifest (helper/common/manifest.c): the file
  * of 96-byte records a restart reads to rebuild the index. The input is
  * the manifest file; kvc_mf_read() is the code under test, through the
  * filesystem as kvcached uses it (a scratch directory under $TMPDIR,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * libFuzzer harness for kvcached's wire format (helper/proto.c): every
+ * libFuzzer harness for kvcached's wire format (helper/common/proto.c): every
  * datagram a client or the daemon may receive goes through
  * kvc_proto_decode(), requests and replies alike.
  *

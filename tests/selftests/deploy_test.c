@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * kvcached as it is deployed: under the sandbox of its own systemd unit
- * (helper/kvcached.service), with its state directory kept and its
+ * (helper/kvcached/kvcached.service), with its state directory kept and its
  * runtime directory wiped as a reboot does, with the file modes the
  * documentation promises, and what a start does when the state is gone.
  *
@@ -62,7 +62,7 @@
 #include "kvcd_fixture.h"
 
 #ifndef KVC_UNIT_FILE
-#define KVC_UNIT_FILE "helper/kvcached.service"
+#define KVC_UNIT_FILE "helper/kvcached/kvcached.service"
 #endif
 
 #define TENANT_UID	1000

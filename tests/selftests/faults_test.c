@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Fault injection in kvcached's tier I/O, end to end: real daemons
- * started with KVCACHED_FAULT (helper/fault.h) set, real files, the real
+ * started with KVCACHED_FAULT (helper/common/fault.h) set, real files, the real
  * wire format (kvcd_fixture.h). Each test checks what the issue asks of
  * an I/O failure: the store still succeeds from DRAM, the failure is
  * counted, no temp file is left, no descriptor leaks (/proc/PID/fd of

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * A minimal kvcached client for the selftests: one SOCK_SEQPACKET
- * connection, one request in flight, the real wire codec (helper/proto.c).
+ * connection, one request in flight, the real wire codec (helper/common/proto.c).
  * Every call returns 0 (or a count), a negative errno that the daemon
  * answered (an ERROR reply), or KVCC_BROKEN when the transport or the
  * reply itself was wrong (no reply, a reply to another seq, a reply that

@@ -3,8 +3,8 @@
  * Integration tests of kvcached, the helper daemon: each test starts its
  * own daemon (the binary next to this one, ../helper/kvcached, or
  * $KVC_KVCACHED) on a socket and state directory of its own, talks to it
- * over the real wire format (helper/proto.c) with real block keys
- * (helper/keys.c), and stops it.
+ * over the real wire format (helper/common/proto.c) with real block keys
+ * (helper/common/keys.c), and stops it.
  *
  * Two modes, from $KVC_DAEMON_MODE ("kernel" or "memfd"); the default is
  * "kernel" when /dev/kvcache exists and we are root, else "memfd":

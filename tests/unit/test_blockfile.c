@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Host tests for helper/blockfile.c: CRC32C against the standard vectors
+ * Host tests for helper/common/blockfile.c: CRC32C against the standard vectors
  * (the check value and RFC 3720's iSCSI vectors), the header's golden
  * bytes (its checksum computed independently, with a bit-at-a-time
  * CRC32C in Python), every decode error, the path scheme, and the file

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Host tests for helper/config.c: the defaults, every value type, every
+ * Host tests for helper/common/config.c: the defaults, every value type, every
  * error (with its file name and line number), that a failed parse leaves
  * the caller's config alone, that the dump parses back to the same values,
- * and that helper/kvcached.conf lists every key at its default.
+ * and that helper/kvcached/kvcached.conf lists every key at its default.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,7 +19,7 @@
  * runs from the top of the tree, as "make unit" does.
  */
 #ifndef KVC_EXAMPLE_CONF
-#define KVC_EXAMPLE_CONF "helper/kvcached.conf"
+#define KVC_EXAMPLE_CONF "helper/kvcached/kvcached.conf"
 #endif
 
 static char err[512];

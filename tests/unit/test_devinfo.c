@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Host tests for helper/devinfo.c: feature names, byte formatting, sysfs
+ * Host tests for helper/common/devinfo.c: feature names, byte formatting, sysfs
  * reads from a fake sysfs directory, and the INFO call's error paths on
  * file descriptors that are not /dev/kvcache.
  */

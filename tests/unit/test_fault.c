@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Host tests for helper/fault.c, kvcached's fault injection, and for how
+ * Host tests for helper/common/fault.c, kvcached's fault injection, and for how
  * the tier I/O handles what it injects, on real files and a real
  * io_uring:
  *

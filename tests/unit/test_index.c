@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Host tests for helper/index.c: the error rules, tier presence and child
+ * Host tests for helper/kvcached/index.c: the error rules, tier presence and child
  * counts, removal, chain lookups, growth with stable ids, keys that collide
  * in the table, and thousands of random operation sequences checked
  * against a model made of plain arrays and linear scans.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Host tests for helper/journal.c, kvcached's parents journal, on real
+ * Host tests for helper/common/journal.c, kvcached's parents journal, on real
  * files in a temporary directory:
  *
  *  - a round trip of links (first and not, every namespace bound), and a

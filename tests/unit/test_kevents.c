@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Host tests for helper/kevents.c: the parser of the "kvcache" generic
+ * Host tests for helper/kvcached/pool/kevents.c: the parser of the "kvcache" generic
  * netlink messages, fed messages built with libnl the way the kernel
  * builds them, and broken ones. (The sockets themselves need kvcache.ko:
  * the VM tests cover them.)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Host tests for helper/keys.c: the vectors in key_vectors.txt (computed by
+ * Host tests for helper/common/keys.c: the vectors in key_vectors.txt (computed by
  * scripts/gen-key-vectors with Python's hashlib, an independent
  * implementation), and the properties the encoding promises: every
  * identity field changes the seed, keys chain (a prefix's keys are the

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Host tests for helper/log.c: a message below the level set is not
+ * Host tests for helper/common/log.c: a message below the level set is not
  * printed, one at or above it is, with its level named; error messages
  * always are; and under journald (JOURNAL_STREAM naming stderr) each line
  * carries its syslog priority.

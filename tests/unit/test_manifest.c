@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Host tests for helper/manifest.c, on real files in a temporary
+ * Host tests for helper/common/manifest.c, on real files in a temporary
  * directory:
  *
  *  - append then read back: every field, first flags, sizes at and above

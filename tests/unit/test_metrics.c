@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Host tests for helper/metrics.c: the exact exposition text of a small
+ * Host tests for helper/kvcached/metrics.c: the exact exposition text of a small
  * registry, escaping, cumulative histogram buckets ending in +Inf, number
  * formatting, the snprintf-like render contract, refused names and
  * arguments, and kvcached's predefined metrics.

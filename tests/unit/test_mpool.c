@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Host tests for helper/mpool.c, the no-module pool: the same state
+ * Host tests for helper/kvcached/pool/mpool.c, the no-module pool: the same state
  * machine and errors as the kernel's pool (kmod/tests/kvcache_pool_kunit.c
  * checks those), zeroing through the memfd a client maps, pins per client,
  * and a closed client's release.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Host tests for helper/policy.c: argument rules, the leaf-first rule,
+ * Host tests for helper/kvcached/policy.c: argument rules, the leaf-first rule,
  * each policy's characteristic behaviour on small cases, the admission
  * filter against exact counts, and thousands of random operation
  * sequences per policy checked victim by victim against reference

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Host tests for helper/proto.c: every message type round trips with its
+ * Host tests for helper/common/proto.c: every message type round trips with its
  * fields intact, golden bytes pin the wire format (written out by hand
  * from Documentation/userspace-api/protocol.md, not produced by the encoder), every
  * malformed case gets its documented errno, the encoders refuse what the

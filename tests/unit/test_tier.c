@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Host tests for helper/tierio.c and helper/tier.c, on real files in a
+ * Host tests for helper/kvcached/tiers/tierio.c and helper/kvcached/tiers/tier.c, on real files in a
  * temporary directory and a real io_uring (no mocks):
  *
  *  - tierio: write then read back at the sizes around the 4 KiB padding

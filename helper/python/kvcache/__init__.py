@@ -984,7 +984,7 @@ class Client:
                   block_bytes: int, ns_salt: bool = True) -> "Namespace":
         """Open namespace ns_id (created by the administrator) for a model
         whose blocks hold block_bytes bytes of KV (kvcache_ns_open()).
-        The identity (Documentation/keys.md) makes the keys: every field
+        The identity (Documentation/userspace-api/keys.md) makes the keys: every field
         must match for KV to be reused. By default the keys also cover
         the namespace's salt, which kvcached gives only to readers of the
         namespace (PermissionError otherwise); ns_salt=False opts out

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
-"""kvcache.vllm: vLLM's KV connector for kvcache (Documentation/vllm.md).
+"""kvcache.vllm: vLLM's KV connector for kvcache (Documentation/userspace-api/vllm.md).
 
     kv_transfer_config={"kv_connector": "KvcacheConnector",
                         "kv_connector_module_path": "kvcache.vllm",

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0
 """The connector's settings: vLLM's kv_connector_extra_config, checked.
 
-Every key is documented in Documentation/vllm.md; an unknown or mistyped
+Every key is documented in Documentation/userspace-api/vllm.md; an unknown or mistyped
 key, or a value of the wrong type or range, is refused when the engine
 starts (ValueError), naming the key and what was meant.
 """

@@ -3,7 +3,7 @@
 kvcache. vLLM makes one per role: the scheduler's (SchedulerSide: what to
 load and save) and each worker's (WorkerSide: the copies). This class
 only checks the configuration, derives the identity and hands each call
-to its side; Documentation/vllm.md is the user's guide.
+to its side; Documentation/userspace-api/vllm.md is the user's guide.
 
 Enable it with vLLM's own flag:
 

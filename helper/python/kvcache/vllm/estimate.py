@@ -2,7 +2,7 @@
 """Load or recompute: which part of a cached prefix is worth loading.
 
 A block of a cached prefix is taken only when loading it is faster than
-recomputing it. The model (Documentation/vllm.md#load-or-recompute):
+recomputing it. The model (Documentation/userspace-api/vllm.md#load-or-recompute):
 
     load(k)      = latency + sum over the k blocks of bytes / bandwidth[tier]
     recompute(k) = k * tokens_per_block / prefill_tokens_per_s

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
 """What makes a vLLM engine's KV reusable by another: the namespace
-identity (Documentation/keys.md) derived from the vLLM configuration.
+identity (Documentation/userspace-api/keys.md) derived from the vLLM configuration.
 
 Two engines share a block only when every field below is equal; any
 difference makes different keys, so a hit is never the KV of another

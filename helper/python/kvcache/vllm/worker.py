@@ -254,7 +254,7 @@ class WorkerSide:
             ld.t1 = time.perf_counter()
 
     def _copy_layer_cuda(self, ld: _Loads, layer: Layer) -> None:
-        # GPU path: untested here (no GPU in CI); Documentation/vllm.md.
+        # GPU path: untested here (no GPU in CI); Documentation/userspace-api/vllm.md.
         cudart = torch.cuda.cudart()
         with torch.cuda.stream(self._stream):
             for mapped, ids in ld.maps:

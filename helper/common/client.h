@@ -4,7 +4,7 @@
  * base the client library builds on).
  *
  * Each call sends one request and waits for the reply with the same seq:
- * the protocol is request/response per message (Documentation/protocol.md).
+ * the protocol is request/response per message (Documentation/userspace-api/protocol.md).
  */
 #ifndef KVC_CLIENT_H
 #define KVC_CLIENT_H

@@ -2,7 +2,7 @@
 /*
  * manifest: a tier's record of the block files a node wrote, so a restart
  * rebuilds the index from one sequential read and a stat() per block
- * instead of opening and reading every file (Documentation/tiers.md has
+ * instead of opening and reading every file (Documentation/design/tiers.md has
  * the measurement at 1M blocks: 7 times faster with a cold cache, 4.5
  * times warm).
  *

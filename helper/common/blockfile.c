@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * blockfile: one KV block per file in the persistent tiers (see
- * blockfile.h and Documentation/blockfile.md).
+ * blockfile.h and Documentation/design/blockfile.md).
  *
  * The header is encoded field by field at fixed little-endian offsets,
  * never by copying a struct, so the format does not depend on the
@@ -29,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Header field offsets (Documentation/blockfile.md has the table). */
+/* Header field offsets (Documentation/design/blockfile.md has the table). */
 enum {
 	OFF_MAGIC = 0,
 	OFF_VERSION = 8,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * log: kvcached's messages, by level ([daemon] log_level,
- * Documentation/kvcached-config.md).
+ * Documentation/admin-guide/kvcached-config.md).
  *
  * One line per message on stderr, "kvcached: " first (and "error: ",
  * "warning: " or "debug: " after it for those levels), so a message is

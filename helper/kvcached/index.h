@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * index: the prefix index of kvcached (Documentation/index.md).
+ * index: the prefix index of kvcached (Documentation/design/eviction.md).
  *
  * Maps a block, identified by (namespace id, 32-byte key), to an entry:
  * its namespace, its parent (the entry of the previous block of its chain),

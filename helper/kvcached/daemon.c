@@ -18,7 +18,7 @@
  * sooner: kvcd_drop_refused() says when.
  */
 #include "daemon.h"
-#include "daemon_priv.h"
+#include "kvcd.h"
 
 #include <ctype.h>
 #include <dirent.h>

@@ -4,7 +4,7 @@
  * the pool follows which. The kernel keeps every sealed block with its
  * namespace and key across a daemon restart, but not the chains; a
  * restart reads this file to put the blocks back under their parents
- * (Documentation/kvcached.md, "parents").
+ * (Documentation/admin-guide/kvcached.md, "parents").
  *
  * File: a sequence of 80-byte records, each checked on its own, so a
  * record torn by a crash mid-append, or damaged later, costs only its own

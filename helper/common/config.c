@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * config: parse, check and dump kvcached.conf (see config.h and
- * Documentation/kvcached-config.md).
+ * Documentation/admin-guide/kvcached-config.md).
  *
  * One table describes every key: its section, value type, where it lives
  * in struct kvc_config and its range. The parser, the duplicate check and
@@ -33,7 +33,7 @@ _Static_assert(KVC_CONFIG_SOCK_PATH_MAX == sizeof(((struct sockaddr_un *)0)->sun
  * StateDirectory=kvcache/state). */
 #define DEF_STATE_DIR		"/var/lib/kvcache/state"
 
-/* The kernel module's limits for the same pool settings (admin-guide.md). */
+/* The kernel module's limits for the same pool settings (Documentation/admin-guide/index.md). */
 #define MIN_BLOCK_SIZE		4096ULL
 #define MAX_BLOCK_SIZE		(64ULL << 20)
 #define MAX_POOL_BLOCKS		16777216ULL

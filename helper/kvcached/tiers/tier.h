@@ -2,7 +2,7 @@
 /*
  * tier: one persistent tier of kvcached, G3 (a directory on local NVMe)
  * or G4 (a directory on a filesystem several nodes share), described in
- * Documentation/tiers.md.
+ * Documentation/design/tiers.md.
  *
  * A tier owns its directory: one sub-directory per namespace, ns<id>/,
  * holding block files (blockfile.h); .gc/ for blocks a shared tier has

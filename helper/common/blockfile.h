@@ -2,7 +2,7 @@
 /*
  * blockfile: the on-disk format of one KV block in the persistent tiers
  * (G3: a local NVMe directory, G4: a directory shared by several nodes),
- * described in Documentation/blockfile.md.
+ * described in Documentation/design/blockfile.md.
  *
  * One file per block: a 4096-byte header, then the payload padded with
  * zeros to a multiple of 4096, so every read and write of a whole file

@@ -6,7 +6,7 @@
  * namespaces and the pool backend: the kernel's pool (kernel mode, as
  * /dev/kvcache's helper) or its own memfd pool (memfd mode, without the
  * module). The server hands it each client's datagrams; it answers them
- * (Documentation/protocol.md), evicts when the pool runs low (the
+ * (Documentation/userspace-api/protocol.md), evicts when the pool runs low (the
  * kernel's pressure events, and a periodic check), and keeps enough in
  * its state directory to rebuild after a restart:
  *   namespaces   one line per namespace: id uid gid mode

@@ -7,7 +7,7 @@
  * its driver): one memfd, hugetlb-backed when the host has huge pages,
  * cut into fixed-size blocks, passed to clients with SCM_RIGHTS. The
  * daemon keeps the state machine the kernel keeps in kernel mode, with
- * the same rules and errors (Documentation/pool.md):
+ * the same rules and errors (Documentation/design/pool.md):
  *
  *   FREE --alloc--> WRITABLE (one client) --seal--> SEALED --evict--> FREE
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * config: kvcached's configuration file (Documentation/kvcached-config.md).
+ * config: kvcached's configuration file (Documentation/admin-guide/kvcached-config.md).
  *
  * The file is INI-like: "[section]" headers, "key = value" lines, whole-line
  * "#" comments and blank lines. Every key has a default, so an empty file

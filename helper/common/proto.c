@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * proto: encode, decode and validate kvcached's client messages (see
- * proto.h and Documentation/protocol.md).
+ * proto.h and Documentation/userspace-api/protocol.md).
  *
  * Every field is read and written byte by byte in little-endian order.
  * Messages have exactly one valid encoding (reserved fields zero, unused

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * policy: which blocks a tier evicts, and which it admits
- * (Documentation/index.md).
+ * (Documentation/design/eviction.md).
  *
  * A policy object serves one tier of one index and tracks the index ids
  * present in that tier, as the caller reports them:

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * keys: block keys for KV-cache prefixes (Documentation/keys.md).
+ * keys: block keys for KV-cache prefixes (Documentation/userspace-api/keys.md).
  *
  * A namespace identity (model, weights revision, tokenizer, KV layout and
  * dtype, tokens per block, parallel ranks and sizes, LoRA adapter, tenant

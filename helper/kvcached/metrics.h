@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * metrics: counters, gauges and histograms rendered in the Prometheus text
- * exposition format, version 0.0.4 (Documentation/kvcached-config.md lists
+ * exposition format, version 0.0.4 (Documentation/admin-guide/kvcached-config.md lists
  * what kvcached exports).
  *
  * A registry (struct kvc_metrics) holds metric families; a family has a

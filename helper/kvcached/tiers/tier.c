@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * tier: a persistent tier's directory, accounting, GC and rescans (see
- * tier.h and Documentation/tiers.md).
+ * tier.h and Documentation/design/tiers.md).
  *
  * Per-entry state lives in arrays indexed by index id, grown on demand:
  *   mark[id]      the rescan pass that last saw (or wrote) the file

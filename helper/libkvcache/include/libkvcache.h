@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * libkvcache: the library inference engines link to use kvcache
- * (Documentation/libkvcache.md has the guide and examples).
+ * (Documentation/userspace-api/libkvcache.md has the guide and examples).
  *
  * An engine opens a client (a few connections to kvcached, and
  * /dev/kvcache when the module is loaded), opens a namespace with the
@@ -101,7 +101,7 @@ int kvcache_get_info(struct kvcache *c, struct kvcache_client_info *info);
 const char *kvcache_strerror(int err);
 
 /*
- * A namespace's identity: what makes KV reusable (Documentation/keys.md).
+ * A namespace's identity: what makes KV reusable (Documentation/userspace-api/keys.md).
  * Every string is required ("" is allowed for lora); salt may be NULL
  * with salt_len 0.
  */
@@ -121,13 +121,13 @@ struct kvcache_identity {
 
 /*
  * Open namespace ns_id (created by the administrator, see
- * Documentation/admin-guide.md) for the model of *id, whose blocks hold
+ * Documentation/admin-guide/index.md) for the model of *id, whose blocks hold
  * block_bytes bytes of KV each (1..the pool's block size). The client
  * keeps the namespace; kvcache_close() frees it if the caller did not.
  *
  * By default the keys also cover the namespace's salt, which kvcached
  * keeps for each namespace and hands only to peers that may read it
- * (Documentation/keys.md): two tenants with the same model and prompts
+ * (Documentation/userspace-api/keys.md): two tenants with the same model and prompts
  * get different keys, so neither can learn from a cache hit what the
  * other has cached. id->salt, if any, is hashed in as well, as its own
  * field. kvcache_ns_open() asks the daemon for the salt once, here.
@@ -228,7 +228,7 @@ int kvcache_store(struct kvcache_namespace *ns, const uint8_t *parent,
 		  size_t stride);
 
 /*
- * GPU memory (kernel mode with a P2P provider: Documentation/p2p.md).
+ * GPU memory (kernel mode with a P2P provider: Documentation/design/p2p.md).
  * Register length bytes at offset of provider as a region of this client,
  * then load blocks straight from the local disk tier (G3, whose directory
  * kvcache_options.g3_directory names) into it by peer-to-peer DMA, or

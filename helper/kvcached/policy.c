@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Eviction policies and the admission filter (policy.h,
- * Documentation/index.md).
+ * Documentation/design/eviction.md).
  *
  * Leaf first is kept cheap by never letting a non-leaf be a candidate:
  * "lru" and "cost" keep only leaves in their heap (a parent leaves the heap

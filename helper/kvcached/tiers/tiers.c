@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * daemon_tiers: kvcached's persistent tiers, g3 and g4 (tier.h), and how
- * blocks move between them and the DRAM pool (Documentation/tiers.md).
+ * blocks move between them and the DRAM pool (Documentation/design/tiers.md).
  *
  * Spill. A tier with write = through gets a copy of each block as it is
  * stored; with write = back, when the pool evicts the block. Either way
@@ -61,7 +61,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon_priv.h"
+#include "kvcd.h"
 #include "fault.h"
 #include "log.h"
 

@@ -15,7 +15,7 @@
  * with a fault exercises is the daemon's handling of the real error.
  *
  * Off unless armed: kvcached arms it only from the KVCACHED_FAULT
- * environment variable, read once at start (Documentation/
+ * environment variable, read once at start (Documentation/admin-guide/
  * kvcached-config.md). Disarmed, every point costs one load of a global
  * and a branch not taken: kvc_fault_armed is false and nothing else runs.
  *

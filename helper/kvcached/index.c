@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The prefix index (index.h, Documentation/index.md).
+ * The prefix index (index.h, Documentation/design/eviction.md).
  *
  * Two structures:
  *  - the slab: entries in chunks of CHUNK entries that never move, found by

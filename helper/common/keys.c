@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * keys: namespace seeds and chained block keys (see keys.h and
- * Documentation/keys.md for the exact encoding).
+ * Documentation/userspace-api/keys.md for the exact encoding).
  */
 #include "keys.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * proto: the wire format between kvcached and its clients
- * (Documentation/protocol.md has the byte layout and the rules).
+ * (Documentation/userspace-api/protocol.md has the byte layout and the rules).
  *
  * Clients talk to kvcached over a SOCK_SEQPACKET Unix socket: one message
  * per datagram, at most KVC_PROTO_MSG_MAX bytes. Every integer is
@@ -329,7 +329,7 @@ struct kvc_ns_list_reply {
 /*
  * NS_SALT (version 2): get a namespace's salt (read permission needed),
  * or with KVC_PROTO_NS_SALT_SET replace it (privileged peers only). The
- * reply carries the salt now in force. Documentation/keys.md says how
+ * reply carries the salt now in force. Documentation/userspace-api/keys.md says how
  * libkvcache mixes it into the namespace seed.
  */
 struct kvc_ns_salt {

@@ -8,7 +8,7 @@
  * Runs in the foreground (systemd's Type=simple; helper/kvcached.service),
  * logs to stderr ([daemon] log_level; log.h), stops cleanly on SIGINT or SIGTERM. Ready when the
  * socket accepts connections. Settings: helper/kvcached.conf and
- * Documentation/kvcached-config.md; the options override the file.
+ * Documentation/admin-guide/kvcached-config.md; the options override the file.
  */
 #include <errno.h>
 #include <getopt.h>
