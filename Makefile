@@ -263,7 +263,7 @@ $(BUILD)/unit/test_model: $(SAN)/helper/engine/model.o
 $(BUILD)/unit/%: $(SAN)/tests/unit/%.o $(UNIT_SUPPORT) $(SAN)/kvcached.a \
 		 $(SAN)/common.a
 	@mkdir -p $(@D)
-	$(CC) $(SAN_FLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(UNIT_SUPPORT) \
+	$(CC) $(SAN_FLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) \
 		$(SAN)/kvcached.a $(SAN)/common.a $(KVCD_LIBS) -pthread -lm
 
 unit: unit-build

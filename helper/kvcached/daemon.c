@@ -44,11 +44,8 @@
 #include "fault.h"
 #include "index.h"
 #include "journal.h"
-#include "kdev.h"
-#include "kevents.h"
 #include "log.h"
 #include "metrics.h"
-#include "mpool.h"
 #include "policy.h"
 #include "proto.h"
 
@@ -274,7 +271,7 @@ static int kvcd_ns_load(struct kvcd *d)
 	unsigned int id, uid, gid, mode;
 	bool salted = false;
 	FILE *f;
-	int lineno = 0, n, ret = 0;
+	int lineno = 0, n, ret = 0, err;
 
 	kvcd_path(d, "namespaces", path);
 	f = fopen(path, "re");
@@ -308,14 +305,9 @@ static int kvcd_ns_load(struct kvcd *d)
 		ns.mode = mode;
 		d->ns[id] = ns;
 		/* A reloaded module lost them: the kernel learns them again. */
-		if (d->mode == KVC_PROTO_MODE_KERNEL) {
-			int err = kvc_kdev_ns_create(&d->kdev, id, uid, gid,
-						     mode);
-
-			if (err && err != -EEXIST)
-				kvc_err("namespace %u: %s",
-					id, strerror(-err));
-		}
+		err = kvc_pool_ns_create(d->pool, id, uid, gid, mode);
+		if (err && err != -EEXIST)
+			kvc_err("namespace %u: %s", id, strerror(-err));
 	}
 	ret = ferror(f) ? -EIO : 0;
 	if (ret)
@@ -562,7 +554,7 @@ static int kvcd_journal_add(struct kvcd *d, uint32_t id)
 	double now;
 	int ret;
 
-	if (d->mode != KVC_PROTO_MODE_KERNEL)
+	if (!kvc_pool_has(d->pool, KVC_POOL_PERSISTENT))
 		return 0;	/* memfd mode: the pool dies with us */
 	if (d->journal_fd < 0) {
 		now = kvcd_now();
@@ -620,17 +612,7 @@ static struct kvc_link *kvcd_journal_read(struct kvcd *d, size_t *n)
 
 static int kvcd_pool_free(struct kvcd *d, uint32_t *free_blocks)
 {
-	char buf[32];
-	int ret;
-
-	if (d->mode == KVC_PROTO_MODE_MEMFD) {
-		*free_blocks = kvc_mpool_nr_free(d->mpool);
-		return 0;
-	}
-	ret = kvc_sysfs_read(NULL, "pool/free_blocks", buf, sizeof(buf));
-	if (!ret)
-		*free_blocks = (uint32_t)strtoul(buf, NULL, 10);
-	return ret;
+	return kvc_pool_nr_free(d->pool, free_blocks);
 }
 
 /* Record that entry id has its pool copy in block h. */
@@ -668,24 +650,7 @@ static void kvcd_clear_pool(struct kvcd *d, uint32_t id)
 
 static int kvcd_evict_block(struct kvcd *d, struct kvcache_handle h)
 {
-	uint32_t done, ns;
-
-	if (d->mode == KVC_PROTO_MODE_MEMFD)
-		return kvc_mpool_evict(d->mpool, h, &ns);
-	return kvc_kdev_evict(&d->kdev, &h, 1, &done);
-}
-
-/* The sealed blocks of the pool from index start on, in either mode. */
-static int kvcd_query(struct kvcd *d, uint32_t start,
-		      struct kvcache_block_info *info, uint32_t max,
-		      uint32_t *count, uint32_t *next)
-{
-	if (d->mode == KVC_PROTO_MODE_KERNEL)
-		return kvc_kdev_query(&d->kdev, start, KVCACHE_NS_ANY, info,
-				      max, count, next);
-	*count = kvc_mpool_query(d->mpool, start, KVCACHE_NS_ANY, info, max,
-				 next);
-	return 0;
+	return kvc_pool_evict(d->pool, h);
 }
 
 /*
@@ -712,7 +677,7 @@ static uint32_t kvcd_reap_orphans(struct kvcd *d)
 	d->orphan_at = now + KVCD_ORPHAN_GAP_S;
 
 	while (start < d->nr_blocks &&
-	       !kvcd_query(d, start, info, 64, &count, &next)) {
+	       !kvc_pool_query(d->pool, start, info, 64, &count, &next)) {
 		for (uint32_t i = 0; i < count; i++) {
 			uint32_t idx = info[i].handle.index, id;
 			const struct kvc_entry *e;
@@ -880,8 +845,7 @@ static int kvcd_rebuild(struct kvcd *d)
 
 	links = kvcd_journal_read(d, &nlinks);
 	while (start < d->nr_blocks &&
-	       !kvc_kdev_query(&d->kdev, start, KVCACHE_NS_ANY, info, 64,
-			       &count, &next)) {
+	       !kvc_pool_query(d->pool, start, info, 64, &count, &next)) {
 		for (uint32_t i = 0; i < count; i++) {
 			if (n == cap) {
 				cap = cap ? cap * 2 : 256;
@@ -943,31 +907,29 @@ static int kvcd_hello(struct kvcd *d, struct kvc_peer *p,
 		      const struct kvc_msg *m, uint8_t *reply, int *pass_fd)
 {
 	struct kvc_hello_reply r = {
-		.mode = (uint16_t)d->mode,
+		.mode = d->pool->ops->proto_mode,
 		.max_batch = KVC_PROTO_MAX_STORE,
 		.block_size = d->block_size,
 		.nr_blocks = d->nr_blocks,
 	};
 	int v = kvc_proto_choose_version(m->hello.min_version,
 					 m->hello.max_version);
-	uint64_t need = d->mode == KVC_PROTO_MODE_MEMFD ?
-			KVC_PROTO_CAP_MEMFD : KVC_PROTO_CAP_DEVICE;
+	uint64_t need = d->pool->ops->client_caps;
+	bool shared = kvc_pool_has(d->pool, KVC_POOL_SHARED_MAP);
 
 	if (v < 0)
 		return kvcd_error(reply, m, v, "no common protocol version");
 	/* The reply's caps are a subset of the client's; this mode needs one. */
 	if (!(m->hello.caps & need))
 		return kvcd_error(reply, m, -EOPNOTSUPP,
-				  d->mode == KVC_PROTO_MODE_MEMFD ?
-				  "no module here: the client must take the pool memfd" :
-				  "kernel mode: the client must use /dev/kvcache");
-	if (d->mode == KVC_PROTO_MODE_MEMFD && !kvcd_may_every_ns(d, p))
+				  d->pool->ops->client_hint);
+	if (shared && !kvcd_may_every_ns(d, p))
 		return kvcd_error(reply, m, -EACCES,
 				  "memfd mode shares the whole pool: this peer may not read and write every namespace; use kernel mode or one kvcached per tenant");
 	r.version = (uint16_t)v;
 	r.caps = need;
-	if (d->mode == KVC_PROTO_MODE_MEMFD) {
-		*pass_fd = kvc_mpool_fd(d->mpool);
+	if (shared) {
+		*pass_fd = kvc_pool_client_fd(d->pool);
 		kvcd_holder_add(d, p);
 	}
 	d->clients[p->id].hello = true;
@@ -1108,19 +1070,11 @@ static int kvcd_check_sealed(struct kvcd *d, uint32_t ns,
 			     uint32_t *pins)
 {
 	struct kvcache_block_info info;
-	uint32_t count = 0, next;
 	int ret;
 
 	if (h.index >= d->nr_blocks)
 		return -EINVAL;
-	if (d->mode == KVC_PROTO_MODE_KERNEL) {
-		ret = kvc_kdev_block(&d->kdev, h, &info);
-	} else {
-		count = kvc_mpool_query(d->mpool, h.index, KVCACHE_NS_ANY,
-					&info, 1, &next);
-		ret = !count || info.handle.index != h.index ? -ENOENT :
-		      info.handle.gen != h.gen ? -ESTALE : 0;
-	}
+	ret = kvc_pool_block(d->pool, h, &info);
 	if (ret)
 		return ret;
 	if (info.ns_id != ns || memcmp(info.key, key, KVCACHE_KEY_SIZE))
@@ -1246,9 +1200,8 @@ static int kvcd_load(struct kvcd *d, struct kvc_peer *p,
 		 * mode: the client pins with its own file (the kernel checks
 		 * its permission); -ESTALE there means evicted meanwhile.
 		 */
-		if (d->mode == KVC_PROTO_MODE_MEMFD)
-			res[i].status = kvc_mpool_pin(d->mpool, p->id,
-						      e->loc[KVC_TIER_POOL].pool);
+		res[i].status = kvc_pool_pin(d->pool, p->id,
+					     e->loc[KVC_TIER_POOL].pool);
 		if (!res[i].status) {
 			res[i].handle = e->loc[KVC_TIER_POOL].pool;
 			kvc_policy_on_access(d->policy, id);
@@ -1271,12 +1224,12 @@ static int kvcd_release(struct kvcd *d, struct kvc_peer *p,
 	static int32_t status[KVC_PROTO_MAX_BATCH];
 	struct kvcache_handle h;
 
-	if (d->mode != KVC_PROTO_MODE_MEMFD)
+	if (!kvc_pool_has(d->pool, KVC_POOL_SHARED_MAP))
 		return kvcd_error(reply, m, -EOPNOTSUPP,
 				  "kernel mode: unpin with the ioctl");
 	for (uint32_t i = 0; i < m->release.count; i++) {
 		kvc_proto_release_handle(&m->release, i, &h);
-		status[i] = kvc_mpool_unpin(d->mpool, p->id, h);
+		status[i] = kvc_pool_unpin(d->pool, p->id, h);
 		/* The last pin of a block a STORE refused: it goes now. */
 		if (!status[i] && h.index < d->nr_blocks &&
 		    (d->orphan_seen[h.index] & KVCD_ORPHAN_REFUSED) &&
@@ -1304,19 +1257,17 @@ static int kvcd_ns_create(struct kvcd *d, struct kvc_peer *p,
 	 * kvcd_may_every_ns()), even after it hung up, so it is refused
 	 * while the pool lives (until kvcached restarts with a new one).
 	 */
-	if (d->mode == KVC_PROTO_MODE_MEMFD && !kvcd_holders_allow(d, &ns))
+	if (kvc_pool_has(d->pool, KVC_POOL_SHARED_MAP) &&
+	    !kvcd_holders_allow(d, &ns))
 		return kvcd_error(reply, m, -EACCES,
 				  "memfd mode: a process given the pool may not read and write this namespace; restart kvcached first");
 	/* Never a namespace with a guessable salt. */
 	ret = kvcd_new_salt(ns.salt);
 	if (ret)
 		return kvcd_error(reply, m, ret, "no random salt");
-	if (d->mode == KVC_PROTO_MODE_KERNEL) {
-		ret = kvc_kdev_ns_create(&d->kdev, c->ns_id, c->uid, c->gid,
-					 c->mode);
-		if (ret)
-			return kvcd_error(reply, m, ret, "kernel refused it");
-	}
+	ret = kvc_pool_ns_create(d->pool, c->ns_id, c->uid, c->gid, c->mode);
+	if (ret)
+		return kvcd_error(reply, m, ret, "kernel refused it");
 	/*
 	 * Saved before it is answered: a namespace whose salt is not in the
 	 * table would lose its g3/g4 blocks at the next start. Refused when
@@ -1329,8 +1280,7 @@ static int kvcd_ns_create(struct kvcd *d, struct kvc_peer *p,
 		d->state_errors++;
 		kvc_err("saving %s/namespaces: %s: namespace %" PRIu32 " not created",
 			d->state_dir, strerror(-ret), c->ns_id);
-		if (d->mode == KVC_PROTO_MODE_KERNEL)
-			kvc_kdev_ns_destroy(&d->kdev, c->ns_id);
+		kvc_pool_ns_destroy(d->pool, c->ns_id);
 		return kvcd_error(reply, m, ret, "saving the namespace table");
 	}
 	kvc_info("namespace %" PRIu32 " created: uid %" PRIu32 " gid %" PRIu32
@@ -1393,13 +1343,13 @@ static int kvcd_alloc(struct kvcd *d, struct kvc_peer *p,
 	static struct kvcache_handle h[KVC_PROTO_MAX_BATCH];
 	int ret;
 
-	if (d->mode != KVC_PROTO_MODE_MEMFD)
+	if (!kvc_pool_has(d->pool, KVC_POOL_SHARED_MAP))
 		return kvcd_error(reply, m, -EOPNOTSUPP,
 				  "kernel mode: allocate with the ioctl");
 	if (!kvcd_may(d, p, m->alloc.ns_id, 2))
 		return kvcd_error(reply, m, -EACCES, "namespace not writable");
-	ret = kvc_mpool_alloc(d->mpool, p->id, m->alloc.ns_id, m->alloc.count,
-			      h);
+	ret = kvc_pool_alloc(d->pool, p->id, m->alloc.ns_id, m->alloc.count,
+			     h);
 	if (ret == -ENOSPC) {
 		/* Make room for the whole batch (and the high watermark, as
 		 * the kernel's pressure events would), and retry. */
@@ -1408,8 +1358,8 @@ static int kvcd_alloc(struct kvcd *d, struct kvc_peer *p,
 
 		kvcd_evict_to_wait(d, (uint32_t)(high > m->alloc.count ?
 						 high : m->alloc.count));
-		ret = kvc_mpool_alloc(d->mpool, p->id, m->alloc.ns_id,
-				      m->alloc.count, h);
+		ret = kvc_pool_alloc(d->pool, p->id, m->alloc.ns_id,
+				     m->alloc.count, h);
 	}
 	if (ret)
 		return kvcd_error(reply, m, ret, "no free blocks");
@@ -1423,15 +1373,15 @@ static int kvcd_seal(struct kvcd *d, struct kvc_peer *p,
 	static int32_t status[KVC_PROTO_MAX_SEAL];
 	struct kvc_seal_entry e;
 
-	if (d->mode != KVC_PROTO_MODE_MEMFD)
+	if (!kvc_pool_has(d->pool, KVC_POOL_SHARED_MAP))
 		return kvcd_error(reply, m, -EOPNOTSUPP,
 				  "kernel mode: seal with the ioctl");
 	for (uint32_t i = 0; i < m->seal.count; i++) {
 		kvc_proto_seal_entry(&m->seal, i, &e);
-		status[i] = kvc_mpool_seal(d->mpool, p->id, e.handle,
-					   e.payload_len, e.key);
+		status[i] = kvc_pool_seal(d->pool, p->id, e.handle,
+					  e.payload_len, e.key);
 		if (!status[i] && (e.flags & KVC_PROTO_SEAL_KEEP_PIN))
-			status[i] = kvc_mpool_pin(d->mpool, p->id, e.handle);
+			status[i] = kvc_pool_pin(d->pool, p->id, e.handle);
 	}
 	return kvc_proto_encode_seal_reply(reply, KVC_PROTO_MSG_MAX, m->seq,
 					   status, m->seal.count);
@@ -1725,8 +1675,7 @@ static void kvcd_closed(void *ctx, struct kvc_peer *p)
 	struct kvcd *d = ctx;
 
 	/* memfd mode: its pins and unsealed blocks go, as at close(2). */
-	if (d->mode == KVC_PROTO_MODE_MEMFD)
-		kvc_mpool_release_client(d->mpool, p->id);
+	kvc_pool_release(d->pool, p->id);
 	kvcd_tiers_closed(d, p);
 	kvc_debug("client %" PRIu32 " closed: pid %d", p->id, (int)p->pid);
 	d->clients[p->id].hello = false;
@@ -1790,8 +1739,8 @@ static void kvcd_readable(void *ctx, int fd)
 
 	if (kvcd_tiers_readable(d, fd))
 		return;
-	if (d->ev && fd == kvc_kevents_fd(d->ev))
-		kvc_kevents_read(d->ev, kvcd_pressure, d);
+	if (fd >= 0 && fd == kvc_pool_events_fd(d->pool))
+		kvc_pool_events_read(d->pool, kvcd_pressure, d);
 	else if (fd == d->metrics_fd)
 		kvcd_scrape(d);
 }
@@ -1870,62 +1819,25 @@ const struct kvc_server_ops kvcd_server_ops = {
 
 static int kvcd_open_pool(struct kvcd *d, const char *device)
 {
-	struct kvc_mpool_config mc = {
+	struct kvc_pool_config pc = {
+		.want = d->cfg.daemon.mode == KVC_CONFIG_MODE_MEMFD ?
+			KVC_POOL_WANT_MEMFD :
+			d->cfg.daemon.mode == KVC_CONFIG_MODE_KERNEL ?
+			KVC_POOL_WANT_KERNEL : KVC_POOL_WANT_AUTO,
+		.device = device,
 		.block_size = d->cfg.pool.block_size,
 		.pool_size = d->cfg.pool.memfd_size,
 		.hugetlb = d->cfg.pool.hugetlb == KVC_CONFIG_HUGETLB_YES ? 1 :
 			   d->cfg.pool.hugetlb == KVC_CONFIG_HUGETLB_NO ? 0 : -1,
 		.mlock = d->cfg.pool.mlock,
 	};
-	int mode = d->cfg.daemon.mode, ret = -ENOENT;
+	int ret;
 
-	if (mode != KVC_CONFIG_MODE_MEMFD) {
-		ret = kvc_kdev_open(&d->kdev, device);
-		if (!ret) {
-			d->mode = KVC_PROTO_MODE_KERNEL;
-			d->block_size = d->kdev.info.block_size;
-			d->nr_blocks = (uint32_t)d->kdev.info.nr_blocks;
-			/* Without the events the periodic check still runs. */
-			if (kvc_kevents_open(&d->ev))
-				d->ev = NULL;
-			return 0;
-		}
-		if (mode == KVC_CONFIG_MODE_KERNEL || ret != -ENOENT) {
-			kvc_err("%s: %s", device,
-				strerror(-ret));
-			return ret;
-		}
-	}
-	ret = kvc_mpool_create(&mc, &d->mpool);
-	/*
-	 * Locking needs CAP_IPC_LOCK or a large RLIMIT_MEMLOCK (the unit
-	 * file gives both). Without them the pool still works, unlocked:
-	 * say so, rather than refuse to start over a tuning knob.
-	 */
-	if (mc.mlock && (ret == -EPERM || ret == -ENOMEM || ret == -EAGAIN)) {
-		kvc_warn("cannot lock the memfd pool in "
-			"memory (%s): running it unlocked (give kvcached "
-			"CAP_IPC_LOCK or a larger RLIMIT_MEMLOCK, or set "
-			"[pool] mlock = no)", strerror(-ret));
-		mc.mlock = false;
-		ret = kvc_mpool_create(&mc, &d->mpool);
-	}
-	if (ret) {
-		kvc_err("memfd pool of %" PRIu64 " bytes: %s",
-			mc.pool_size, strerror(-ret));
+	ret = kvc_pool_open(&pc, &d->pool);
+	if (ret)
 		return ret;
-	}
-	d->mode = KVC_PROTO_MODE_MEMFD;
-	d->block_size = kvc_mpool_block_size(d->mpool);
-	d->nr_blocks = kvc_mpool_nr_blocks(d->mpool);
-	/* The daemon copies blocks to and from g3/g4 through this. */
-	d->pool_map = mmap(NULL, d->block_size * d->nr_blocks,
-			   PROT_READ | PROT_WRITE, MAP_SHARED,
-			   kvc_mpool_fd(d->mpool), 0);
-	if (d->pool_map == MAP_FAILED) {
-		d->pool_map = NULL;
-		return -errno;
-	}
+	d->block_size = d->pool->block_size;
+	d->nr_blocks = d->pool->nr_blocks;
 	return 0;
 }
 
@@ -1955,7 +1867,6 @@ int kvcd_create(struct kvcd **out, const struct kvcd_options *opt)
 	d->cfg = *opt->cfg;
 	d->journal_fd = -1;
 	d->metrics_fd = -1;
-	d->kdev.fd = -1;
 	/* Room for the longest file name in it, "namespaces.new". */
 	if (strlen(opt->state_dir) + 16 > sizeof(d->state_dir)) {
 		ret = -ENAMETOOLONG;
@@ -2023,7 +1934,7 @@ int kvcd_create(struct kvcd **out, const struct kvcd_options *opt)
 	env = getenv("KVCACHED_JOURNAL_MIN");
 	if (env && strtoull(env, NULL, 10) >= KVC_JOURNAL_REC)
 		d->journal_min = strtoull(env, NULL, 10);
-	if (d->mode == KVC_PROTO_MODE_KERNEL) {
+	if (kvc_pool_has(d->pool, KVC_POOL_PERSISTENT)) {
 		kvcd_rebuild(d);
 		if (kvcd_journal_compact(d))
 			kvc_err("%s: no journal (restarts will lose chains)",
@@ -2069,11 +1980,7 @@ void kvcd_destroy(struct kvcd *d)
 	kvc_policy_destroy(d->policy);
 	kvc_index_destroy(d->index);
 	kvc_metrics_free(d->metrics);
-	kvc_kevents_close(d->ev);
-	kvc_kdev_close(&d->kdev);
-	if (d->pool_map)
-		munmap(d->pool_map, d->block_size * d->nr_blocks);
-	kvc_mpool_destroy(d->mpool);
+	kvc_pool_close(d->pool);
 	free(d->by_block);
 	free(d->orphan_seen);
 	free(d->orphan_gen);
@@ -2089,8 +1996,8 @@ size_t kvcd_watch_fds(const struct kvcd *d, int *fds, size_t max)
 {
 	size_t n = 0;
 
-	if (d->ev && n < max)
-		fds[n++] = kvc_kevents_fd(d->ev);
+	if (kvc_pool_events_fd(d->pool) >= 0 && n < max)
+		fds[n++] = kvc_pool_events_fd(d->pool);
 	if (d->metrics_fd >= 0 && n < max)
 		fds[n++] = d->metrics_fd;
 	return n + kvcd_tiers_fds(d, fds + n, max - n);
@@ -2098,5 +2005,5 @@ size_t kvcd_watch_fds(const struct kvcd *d, int *fds, size_t max)
 
 const char *kvcd_mode_name(const struct kvcd *d)
 {
-	return d->mode == KVC_PROTO_MODE_KERNEL ? "kernel" : "memfd";
+	return kvc_pool_name(d->pool);
 }

@@ -15,11 +15,9 @@
 
 #include "config.h"
 #include "index.h"
-#include "kdev.h"
-#include "kevents.h"
 #include "metrics.h"
-#include "mpool.h"
 #include "policy.h"
+#include "pool.h"
 #include "proto.h"
 #include "server.h"
 #include "tier.h"
@@ -72,11 +70,7 @@ struct kvcd_holder {
 struct kvcd {
 	struct kvc_config cfg;
 	char state_dir[PATH_MAX];
-	int mode;			/* KVC_PROTO_MODE_* */
-	struct kvc_kdev kdev;		/* kernel mode */
-	struct kvc_kevents *ev;		/* kernel mode, may be NULL */
-	struct kvc_mpool *mpool;	/* memfd mode */
-	uint8_t *pool_map;		/* memfd mode: the whole pool */
+	struct kvc_pool *pool;		/* the DRAM tier's blocks (pool.h) */
 	struct kvcd_holder holders[KVCD_MAX_HOLDERS];	/* memfd mode */
 	uint32_t nholders;
 	bool holders_unknown;		/* some holder is not recorded */

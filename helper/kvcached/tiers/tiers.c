@@ -105,53 +105,6 @@ static bool present(const struct kvcd *d, uint32_t id, unsigned int tier)
 
 /* ---- pool blocks ---------------------------------------------------------- */
 
-/* Copy sealed pool block h's payload to dst; its length in *len. */
-static int copy_out(struct kvcd *d, struct kvcache_handle h, uint8_t *dst,
-		    uint64_t *len)
-{
-	struct kvcache_block_info info;
-	uint32_t count, next;
-	void *map;
-	int ret;
-
-	if (d->mode == KVC_PROTO_MODE_MEMFD) {
-		count = kvc_mpool_query(d->mpool, h.index, KVCACHE_NS_ANY,
-					&info, 1, &next);
-		if (!count || info.handle.index != h.index ||
-		    info.handle.gen != h.gen)
-			return -ESTALE;
-		*len = info.payload_len;
-		memcpy(dst, d->pool_map + (uint64_t)h.index * d->block_size,
-		       info.payload_len);
-		return 0;
-	}
-	/* Kernel mode: a pin of our own makes the block mappable and keeps
-	 * it from being evicted while it is copied. */
-	ret = kvc_kdev_block(&d->kdev, h, &info);
-	if (!ret)
-		ret = kvc_kdev_pin(&d->kdev, h);
-	if (ret)
-		return ret;
-	map = mmap(NULL, d->block_size, PROT_READ, MAP_SHARED, d->kdev.fd,
-		   (off_t)((uint64_t)h.index * d->block_size));
-	if (map == MAP_FAILED) {
-		ret = -errno;
-	} else {
-		*len = info.payload_len;
-		memcpy(dst, map, info.payload_len);
-		munmap(map, d->block_size);
-	}
-	kvc_kdev_unpin(&d->kdev, h);
-	return ret;
-}
-
-static int alloc_block(struct kvcd *d, uint32_t ns, struct kvcache_handle *h)
-{
-	if (d->mode == KVC_PROTO_MODE_MEMFD)
-		return kvc_mpool_alloc(d->mpool, KVC_MPOOL_SELF, ns, 1, h);
-	return kvc_kdev_alloc(&d->kdev, ns, h);
-}
-
 /* Put a payload read from a tier into a new sealed pool block. */
 static int promote(struct kvcd *d, uint32_t id, const uint8_t *payload,
 		   uint64_t len)
@@ -159,36 +112,18 @@ static int promote(struct kvcd *d, uint32_t id, const uint8_t *payload,
 	const struct kvc_entry *e = kvc_index_entry(d->index, id);
 	uint8_t key[KVCACHE_KEY_SIZE];
 	struct kvcache_handle h;
-	void *map;
+	uint32_t ns = e->ns;
 	int ret;
 
 	if (len > d->block_size)
 		return -EFBIG;
 	memcpy(key, e->key, KVCACHE_KEY_SIZE);
-	ret = alloc_block(d, e->ns, &h);
+	ret = kvc_pool_write(d->pool, ns, payload, (uint32_t)len, key, &h);
 	if (ret == -ENOSPC) {
 		/* Inside a reap this cannot wait: tier_done() defers. */
 		kvcd_evict_to_wait(d, 1);
-		ret = alloc_block(d, e->ns, &h);
-	}
-	if (ret)
-		return ret;
-	if (d->mode == KVC_PROTO_MODE_MEMFD) {
-		memcpy(d->pool_map + (uint64_t)h.index * d->block_size, payload,
-		       len);
-		ret = kvc_mpool_seal(d->mpool, KVC_MPOOL_SELF, h,
-				     (uint32_t)len, key);
-		if (ret)
-			kvc_mpool_release_client(d->mpool, KVC_MPOOL_SELF);
-	} else {
-		map = mmap(NULL, d->block_size, PROT_READ | PROT_WRITE,
-			   MAP_SHARED, d->kdev.fd,
-			   (off_t)((uint64_t)h.index * d->block_size));
-		if (map == MAP_FAILED)
-			return -errno;	/* unsealed: reclaimed at close */
-		memcpy(map, payload, len);
-		munmap(map, d->block_size);
-		ret = kvc_kdev_seal(&d->kdev, h, (uint32_t)len, key);
+		ret = kvc_pool_write(d->pool, ns, payload, (uint32_t)len, key,
+				     &h);
 	}
 	if (!ret)
 		ret = kvcd_set_pool(d, id, h);
@@ -255,7 +190,7 @@ static int spill_one(struct kvcd *d, unsigned int tier, uint32_t id)
 	slot = kvc_tier_spill_begin(t, &buf);
 	if (slot < 0)
 		return slot;
-	ret = copy_out(d, e->loc[KVC_TIER_POOL].pool, buf, &len);
+	ret = kvc_pool_read(d->pool, e->loc[KVC_TIER_POOL].pool, buf, &len);
 	if (ret) {
 		kvc_tier_spill_cancel(t, slot);
 		return ret;
@@ -742,9 +677,8 @@ static void settle(struct kvcd *d)
 			} else if ((e = kvc_index_entry(d->index, id))->tiers &
 				   (1u << KVC_TIER_POOL)) {
 				r->handle = e->loc[KVC_TIER_POOL].pool;
-				r->status = d->mode == KVC_PROTO_MODE_MEMFD ?
-					kvc_mpool_pin(d->mpool, w->peer,
-						      r->handle) : 0;
+				r->status = kvc_pool_pin(d->pool, w->peer,
+							 r->handle);
 				if (r->status)
 					memset(&r->handle, 0,
 					       sizeof(r->handle));
@@ -767,11 +701,10 @@ static void settle(struct kvcd *d)
 					    d->clients[w->peer].version);
 		if (len > 0 &&
 		    kvc_server_reply(d->srv, w->peer, w->serial, reply,
-				     (size_t)len, -1) == -ENOTCONN &&
-		    d->mode == KVC_PROTO_MODE_MEMFD)
+				     (size_t)len, -1) == -ENOTCONN)
 			/* Gone: closed() already dropped its pins, except
-			 * the ones given just now. */
-			kvc_mpool_release_client(d->mpool, w->peer);
+			 * the ones given just now (memfd mode). */
+			kvc_pool_release(d->pool, w->peer);
 		wait_free(w);
 	}
 }
@@ -1159,7 +1092,7 @@ void kvcd_tiers_close(struct kvcd *d)
 		unwritten += d->held[id] && !on_a_tier(d, (uint32_t)id);
 	if (unwritten)
 		kvc_err("%" PRIu64 " dirty blocks (written back at eviction, every write failed) reached no tier%s",
-			unwritten, d->mode == KVC_PROTO_MODE_KERNEL ?
+			unwritten, kvc_pool_has(d->pool, KVC_POOL_PERSISTENT) ?
 			"; they stay in kvcache.ko's pool" : "");
 	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++) {
 		kvc_tier_close(d->tier[t]);

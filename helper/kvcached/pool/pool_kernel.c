@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * pool_kernel: the pool of kvcache.ko, as the daemon sees it (pool.h).
+ *
+ * kvcached holds /dev/kvcache in the helper role (kdev.h): it may query,
+ * evict and pin any block, and it creates the namespaces the kernel
+ * enforces. Clients do everything else with their own file descriptor,
+ * and the kernel checks each of them, so the client entries here are
+ * refusals (pin: nothing to do). Pressure comes as generic netlink
+ * events (kevents.h); without them the daemon's periodic check still
+ * runs, so a failure to subscribe is not fatal.
+ *
+ * The daemon's own copies (spill out, promotion in) go through a pin of
+ * its own and a mapping of one block, held only for the copy.
+ */
+#include "pool.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "devinfo.h"
+#include "kdev.h"
+#include "kevents.h"
+#include "proto.h"
+
+struct kvc_pool_kernel {
+	struct kvc_pool pool;
+	struct kvc_kdev kdev;
+	struct kvc_kevents *ev;		/* NULL: no events, polling only */
+};
+
+static struct kvc_pool_kernel *to_kernel(struct kvc_pool *p)
+{
+	return (struct kvc_pool_kernel *)p;
+}
+
+static void kernel_close(struct kvc_pool *p)
+{
+	struct kvc_pool_kernel *k = to_kernel(p);
+
+	kvc_kevents_close(k->ev);
+	kvc_kdev_close(&k->kdev);
+	free(k);
+}
+
+/* The module says how many are free; the helper role has no ioctl for it. */
+static int kernel_nr_free(struct kvc_pool *p, uint32_t *n)
+{
+	char buf[32];
+	int ret;
+
+	(void)p;
+	ret = kvc_sysfs_read(NULL, "pool/free_blocks", buf, sizeof(buf));
+	if (!ret)
+		*n = (uint32_t)strtoul(buf, NULL, 10);
+	return ret;
+}
+
+static int kernel_query(struct kvc_pool *p, uint32_t start,
+			struct kvcache_block_info *out, uint32_t max,
+			uint32_t *count, uint32_t *next)
+{
+	return kvc_kdev_query(&to_kernel(p)->kdev, start, KVCACHE_NS_ANY, out,
+			      max, count, next);
+}
+
+static int kernel_block(struct kvc_pool *p, struct kvcache_handle h,
+			struct kvcache_block_info *out)
+{
+	return kvc_kdev_block(&to_kernel(p)->kdev, h, out);
+}
+
+static int kernel_evict(struct kvc_pool *p, struct kvcache_handle h)
+{
+	uint32_t done;
+
+	return kvc_kdev_evict(&to_kernel(p)->kdev, &h, 1, &done);
+}
+
+/* A pin of our own makes the block mappable and keeps it while copied. */
+static int kernel_read(struct kvc_pool *p, struct kvcache_handle h, void *dst,
+		       uint64_t *len)
+{
+	struct kvc_pool_kernel *k = to_kernel(p);
+	struct kvcache_block_info info;
+	void *map;
+	int ret;
+
+	ret = kvc_kdev_block(&k->kdev, h, &info);
+	if (!ret)
+		ret = kvc_kdev_pin(&k->kdev, h);
+	if (ret)
+		return ret;
+	map = mmap(NULL, p->block_size, PROT_READ, MAP_SHARED, k->kdev.fd,
+		   (off_t)((uint64_t)h.index * p->block_size));
+	if (map == MAP_FAILED) {
+		ret = -errno;
+	} else {
+		*len = info.payload_len;
+		memcpy(dst, map, info.payload_len);
+		munmap(map, p->block_size);
+	}
+	kvc_kdev_unpin(&k->kdev, h);
+	return ret;
+}
+
+static int kernel_write(struct kvc_pool *p, uint32_t ns, const void *payload,
+			uint32_t len, const uint8_t key[KVCACHE_KEY_SIZE],
+			struct kvcache_handle *h)
+{
+	struct kvc_pool_kernel *k = to_kernel(p);
+	void *map;
+	int ret;
+
+	ret = kvc_kdev_alloc(&k->kdev, ns, h);
+	if (ret)
+		return ret;
+	map = mmap(NULL, p->block_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		   k->kdev.fd, (off_t)((uint64_t)h->index * p->block_size));
+	if (map == MAP_FAILED)
+		return -errno;	/* unsealed: reclaimed at close */
+	memcpy(map, payload, len);
+	munmap(map, p->block_size);
+	return kvc_kdev_seal(&k->kdev, *h, len, key);
+}
+
+static int kernel_ns_create(struct kvc_pool *p, uint32_t ns, uint32_t uid,
+			    uint32_t gid, uint32_t mode)
+{
+	return kvc_kdev_ns_create(&to_kernel(p)->kdev, ns, uid, gid, mode);
+}
+
+static void kernel_ns_destroy(struct kvc_pool *p, uint32_t ns)
+{
+	kvc_kdev_ns_destroy(&to_kernel(p)->kdev, ns);
+}
+
+static int kernel_client_fd(struct kvc_pool *p)
+{
+	(void)p;
+	return -1;	/* clients open /dev/kvcache themselves */
+}
+
+static int kernel_alloc(struct kvc_pool *p, uint32_t client, uint32_t ns,
+			uint32_t count, struct kvcache_handle *out)
+{
+	(void)p, (void)client, (void)ns, (void)count, (void)out;
+	return -EOPNOTSUPP;	/* KVCACHE_IOC_ALLOC on the client's file */
+}
+
+static int kernel_seal(struct kvc_pool *p, uint32_t client,
+		       struct kvcache_handle h, uint32_t payload_len,
+		       const uint8_t key[KVCACHE_KEY_SIZE])
+{
+	(void)p, (void)client, (void)h, (void)payload_len, (void)key;
+	return -EOPNOTSUPP;	/* KVCACHE_IOC_SEAL on the client's file */
+}
+
+/* The client pins with its own file, where the kernel checks it. */
+static int kernel_pin(struct kvc_pool *p, uint32_t client,
+		      struct kvcache_handle h)
+{
+	(void)p, (void)client, (void)h;
+	return 0;
+}
+
+static int kernel_unpin(struct kvc_pool *p, uint32_t client,
+			struct kvcache_handle h)
+{
+	(void)p, (void)client, (void)h;
+	return -EOPNOTSUPP;	/* KVCACHE_IOC_UNPIN on the client's file */
+}
+
+/* Its file's release does it in the kernel. */
+static void kernel_release(struct kvc_pool *p, uint32_t client)
+{
+	(void)p, (void)client;
+}
+
+static int kernel_events_fd(const struct kvc_pool *p)
+{
+	const struct kvc_pool_kernel *k = (const struct kvc_pool_kernel *)p;
+
+	return k->ev ? kvc_kevents_fd(k->ev) : -1;
+}
+
+static void kernel_events_read(struct kvc_pool *p,
+			       void (*cb)(const struct kvc_pool_state *st,
+					  void *arg),
+			       void *arg)
+{
+	struct kvc_pool_kernel *k = to_kernel(p);
+
+	if (k->ev)
+		kvc_kevents_read(k->ev, cb, arg);
+}
+
+static const struct kvc_pool_ops kernel_ops = {
+	.name		= "kernel",
+	.flags		= KVC_POOL_PERSISTENT,
+	.proto_mode	= KVC_PROTO_MODE_KERNEL,
+	.client_caps	= KVC_PROTO_CAP_DEVICE,
+	.client_hint	= "kernel mode: the client must use /dev/kvcache",
+	.close		= kernel_close,
+	.nr_free	= kernel_nr_free,
+	.query		= kernel_query,
+	.block		= kernel_block,
+	.evict		= kernel_evict,
+	.read		= kernel_read,
+	.write		= kernel_write,
+	.ns_create	= kernel_ns_create,
+	.ns_destroy	= kernel_ns_destroy,
+	.client_fd	= kernel_client_fd,
+	.alloc		= kernel_alloc,
+	.seal		= kernel_seal,
+	.pin		= kernel_pin,
+	.unpin		= kernel_unpin,
+	.release	= kernel_release,
+	.events_fd	= kernel_events_fd,
+	.events_read	= kernel_events_read,
+};
+
+int kvc_pool_kernel_open(const char *device, struct kvc_pool **out)
+{
+	struct kvc_pool_kernel *k = calloc(1, sizeof(*k));
+	int ret;
+
+	if (!k)
+		return -ENOMEM;
+	ret = kvc_kdev_open(&k->kdev, device);
+	if (ret) {
+		free(k);
+		return ret;
+	}
+	k->pool.ops = &kernel_ops;
+	k->pool.block_size = k->kdev.info.block_size;
+	k->pool.nr_blocks = (uint32_t)k->kdev.info.nr_blocks;
+	/* Without the events the periodic check still runs. */
+	if (kvc_kevents_open(&k->ev))
+		k->ev = NULL;
+	*out = &k->pool;
+	return 0;
+}
