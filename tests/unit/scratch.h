@@ -3,76 +3,28 @@
  * Scratch directories for the host unit tests that touch the filesystem,
  * and running a check as an unprivileged user (root ignores directory
  * permissions, so permission tests drop to nobody in a child).
- * Include after tap.h.
+ * scratch.c has the code, compiled once.
  */
 #ifndef KVC_SCRATCH_H
 #define KVC_SCRATCH_H
 
-#include <ftw.h>
-#include <grp.h>
-#include <stdio.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <stddef.h>
 
 #define SCRATCH_NOBODY	65534
 
 /* A fresh directory /tmp/<prefix>-XXXXXX in buf: 0, or -1 (perror'd). */
-static inline int scratch_make(char *buf, size_t len, const char *prefix)
-{
-	snprintf(buf, len, "/tmp/%s-XXXXXX", prefix);
-	if (!mkdtemp(buf)) {
-		perror("mkdtemp");
-		return -1;
-	}
-	return 0;
-}
+int scratch_make(char *buf, size_t len, const char *prefix);
 
-static inline int scratch_rm_one(const char *path, const struct stat *st,
-				 int type, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	return type == FTW_DP ? rmdir(path) : unlink(path);
-}
-
-static inline void scratch_remove(const char *dir)
-{
-	if (nftw(dir, scratch_rm_one, 16, FTW_DEPTH | FTW_PHYS))
-		perror("cleanup");
-}
+/* Remove dir and everything under it. */
+void scratch_remove(const char *dir);
 
 /*
  * Run body(arg) as nobody in a child (when root; else right here), with
  * pass (the scratch directory) opened to others for the duration. The
- * child's TAP_CHECK failures make it exit 1, which fails the caller's
- * check.
+ * child's check failures (and a TAP_ASSERT_*() that stops it) make it
+ * exit 1, which fails the caller's check.
  */
-static inline void scratch_as_nobody(const char *pass,
-				     void (*body)(const char *arg),
-				     const char *arg)
-{
-	pid_t pid;
-	int st;
-
-	if (geteuid() != 0) {
-		body(arg);
-		return;
-	}
-	TAP_CHECK(chmod(pass, 0711) == 0);	/* nobody may pass through */
-	fflush(stdout);
-	pid = fork();
-	if (pid == 0) {
-		if (setgroups(0, NULL) || setgid(SCRATCH_NOBODY) ||
-		    setuid(SCRATCH_NOBODY))
-			_exit(2);
-		body(arg);
-		fflush(stdout);
-		_exit(tap_cur_failed ? 1 : 0);
-	}
-	TAP_CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
-		  WEXITSTATUS(st) == 0);
-	TAP_CHECK(chmod(pass, 0700) == 0);
-}
+void scratch_as_nobody(const char *pass, void (*body)(const char *arg),
+		       const char *arg);
 
 #endif /* KVC_SCRATCH_H */
