@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * daemon_priv: the daemon's state, shared by daemon.c (requests, the
- * pool tier, namespaces) and daemon_tiers.c (the persistent tiers: spill,
- * promotion, prefetch). Nothing else includes it.
+ * kvcd: the daemon's state, shared by the daemon's files (daemon.c
+ * lists them) and the tiers' glue (tiers/tiers.c: spill, promotion,
+ * prefetch). Nothing else includes it.
  *
  * Single-threaded, as the whole daemon: the server loop's thread.
  */
-#ifndef KVC_DAEMON_PRIV_H
-#define KVC_DAEMON_PRIV_H
+#ifndef KVC_KVCD_H
+#define KVC_KVCD_H
 
 #include <limits.h>
 #include <stdbool.h>
@@ -133,8 +133,53 @@ struct kvcd {
 	uint64_t lookups, lookup_keys, hit_keys, stores, evictions, errors;
 };
 
-/* daemon.c */
+/* orphan_seen[]: a STORE refused the block (kvcd_drop_refused()). */
+#define KVCD_ORPHAN_REFUSED	0x80
+
+/* namespaces.c */
+/* May peer p do want (4: read, 2: write) in namespace ns? */
+bool kvcd_may(const struct kvcd *d, const struct kvc_peer *p, uint32_t ns,
+	      unsigned int want);
+/* memfd mode: may p read and write every namespace there is? */
+bool kvcd_may_every_ns(const struct kvcd *d, const struct kvc_peer *p);
+/* memfd mode: p was given the pool; remember who it is. */
+void kvcd_holder_add(struct kvcd *d, const struct kvc_peer *p);
+/* memfd mode: may every holder of the pool read and write n? */
+bool kvcd_holders_allow(const struct kvcd *d, const struct kvcd_ns *n);
+/* The state directory's file name, in out (PATH_MAX). */
+void kvcd_path(const struct kvcd *d, const char *name, char *out);
+int kvcd_new_salt(uint8_t salt[KVC_PROTO_SALT_SIZE]);
+/* The namespace table: written whole, synced, renamed; read at start. */
+int kvcd_ns_save(const struct kvcd *d);
+int kvcd_ns_load(struct kvcd *d);
+/* Namespace ns's directories in g3 and g4, with its owner and mode. */
+void kvcd_ns_dirs(const struct kvcd *d, uint32_t ns);
+/* At start: blocks in g3 of namespaces the table does not know. */
+int kvcd_check_state(struct kvcd *d);
+
+/* parents.c */
+/* Journal entry id's link before its STORE is answered: 0 or -errno. */
+int kvcd_journal_add(struct kvcd *d, uint32_t id);
+/* Rewrite the journal with the links the index has now. */
+int kvcd_journal_compact(struct kvcd *d);
+/* Kernel mode, at start: index the sealed blocks the journal places. */
+int kvcd_rebuild(struct kvcd *d);
+
+/* requests.c: the server's request callback (server.h). */
+int kvcd_request(void *ctx, struct kvc_peer *p, const uint8_t *msg,
+		 size_t len, bool truncated, uint8_t *reply, int *pass_fd);
+
+/* metrics_http.c */
+int kvcd_metrics_open(struct kvcd *d);
+/* The endpoint is readable: answer one scraper. */
+void kvcd_scrape(struct kvcd *d);
+
+/* reclaim.c */
 int kvcd_set_pool(struct kvcd *d, uint32_t id, struct kvcache_handle h);
+/* Forget entry id's pool copy; drop the entry if nothing is left of it. */
+void kvcd_clear_pool(struct kvcd *d, uint32_t id);
+/* Count an eviction of the pool. */
+void kvcd_evicted(struct kvcd *d);
 void kvcd_check_pool(struct kvcd *d);
 int kvcd_evict_to(struct kvcd *d, uint32_t want);
 /* The same, waiting for write-back spills of victims (not while reaping). */
@@ -203,4 +248,4 @@ size_t kvcd_tiers_stats(struct kvcd *d, struct kvc_stat *st, size_t max);
 /* The server's descriptors to watch (up to max); returns how many. */
 size_t kvcd_tiers_fds(const struct kvcd *d, int *fds, size_t max);
 
-#endif /* KVC_DAEMON_PRIV_H */
+#endif /* KVC_KVCD_H */

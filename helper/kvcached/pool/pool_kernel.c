@@ -22,7 +22,6 @@
 
 #include "devinfo.h"
 #include "kdev.h"
-#include "kevents.h"
 #include "proto.h"
 
 struct kvc_pool_kernel {
