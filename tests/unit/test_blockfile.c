@@ -113,7 +113,7 @@ static void names_parse(void)
 	TAP_CHECK(kvc_bf_parse_name(".tmp.a.1.2.f0f1", back) == -EINVAL);
 	TAP_CHECK(kvc_bf_parse_name("quarantine", back) == -EINVAL);
 	path[strlen(path) - 5] = 'G';	/* not hex */
-	TAP_CHECK(kvc_bf_parse_name(strrchr(path, '/') + 1, back) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_bf_parse_name(strrchr(path, '/') + 1, back), -EINVAL);
 	TAP_CHECK(kvc_bf_parse_name("", back) == -EINVAL);
 	TAP_CHECK(kvc_bf_file_size(1) == 8192);
 	TAP_CHECK(kvc_bf_file_size(4096) == 8192);
@@ -190,21 +190,21 @@ static void encode_errors(void)
 
 	fixed_header(&h);
 	h.flags = 2;
-	TAP_CHECK(kvc_bf_encode_header(&h, b) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_bf_encode_header(&h, b), -EINVAL);
 	fixed_header(&h);
 	h.payload_len = 0;
-	TAP_CHECK(kvc_bf_encode_header(&h, b) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_bf_encode_header(&h, b), -EINVAL);
 	h.payload_len = KVC_BF_MAX_PAYLOAD + 1;
-	TAP_CHECK(kvc_bf_encode_header(&h, b) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_bf_encode_header(&h, b), -EINVAL);
 	fixed_header(&h);
 	h.flags = KVC_BF_F_FIRST;	/* with a parent */
-	TAP_CHECK(kvc_bf_encode_header(&h, b) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_bf_encode_header(&h, b), -EINVAL);
 	fixed_header(&h);
 	memset(h.parent, 0, sizeof(h.parent));	/* later block, no parent */
-	TAP_CHECK(kvc_bf_encode_header(&h, b) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_bf_encode_header(&h, b), -EINVAL);
 	fixed_header(&h);
 	memset(h.node_id, 'n', sizeof(h.node_id));	/* no NUL */
-	TAP_CHECK(kvc_bf_encode_header(&h, b) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_bf_encode_header(&h, b), -EINVAL);
 }
 
 static void decode_errors(void)
@@ -217,18 +217,18 @@ static void decode_errors(void)
 
 	memcpy(b, good, sizeof(b));
 	b[0] = 'X';
-	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EPROTO);
+	TAP_EXPECT_EQ(kvc_bf_decode_header(b, &h), -EPROTO);
 	memcpy(b, good, sizeof(b));
 	b[7] = 2;		/* the magic's last byte is part of it */
-	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EPROTO);
+	TAP_EXPECT_EQ(kvc_bf_decode_header(b, &h), -EPROTO);
 
 	memcpy(b, good, sizeof(b));
 	b[8] = 2;
 	reseal(b);
-	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EPROTONOSUPPORT);
+	TAP_EXPECT_EQ(kvc_bf_decode_header(b, &h), -EPROTONOSUPPORT);
 	b[8] = 2;		/* even without a valid checksum */
 	b[30] ^= 1;
-	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EPROTONOSUPPORT);
+	TAP_EXPECT_EQ(kvc_bf_decode_header(b, &h), -EPROTONOSUPPORT);
 
 	/* Any bit of the checked range, and the checksum itself. */
 	for (int i = 8 * 8 + 32; i < 204 * 8; i += 37) {
@@ -242,40 +242,40 @@ static void decode_errors(void)
 	}
 	memcpy(b, good, sizeof(b));
 	b[207] ^= 0x80;
-	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EBADMSG);
+	TAP_EXPECT_EQ(kvc_bf_decode_header(b, &h), -EBADMSG);
 
 	memcpy(b, good, sizeof(b));
 	b[13] = 0x20;		/* header size 8192 */
 	reseal(b);
-	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_bf_decode_header(b, &h), -EINVAL);
 	memcpy(b, good, sizeof(b));
 	b[20] = 1;		/* reserved */
 	reseal(b);
-	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_bf_decode_header(b, &h), -EINVAL);
 	memcpy(b, good, sizeof(b));
 	b[100] = 1;		/* reserved, after the namespace id */
 	reseal(b);
-	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_bf_decode_header(b, &h), -EINVAL);
 	memcpy(b, good, sizeof(b));
 	b[16] = 2;		/* unknown flag */
 	reseal(b);
-	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_bf_decode_header(b, &h), -EINVAL);
 	memcpy(b, good, sizeof(b));
 	b[19] = 0x80;
 	reseal(b);
-	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_bf_decode_header(b, &h), -EINVAL);
 	memcpy(b, good, sizeof(b));
 	b[16] = 1;		/* first block, parent not zero */
 	reseal(b);
-	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_bf_decode_header(b, &h), -EINVAL);
 	memcpy(b, good, sizeof(b));
 	memset(b + 56, 0, 32);	/* later block, parent zero */
 	reseal(b);
-	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_bf_decode_header(b, &h), -EINVAL);
 	memcpy(b, good, sizeof(b));
 	memset(b + 120, 0, 8);	/* payload length 0 */
 	reseal(b);
-	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_bf_decode_header(b, &h), -EINVAL);
 	memcpy(b, good, sizeof(b));
 	memset(b + 120, 0, 8);
 	b[124] = 1;		/* 2^32 is the largest */
@@ -283,22 +283,22 @@ static void decode_errors(void)
 	TAP_CHECK(kvc_bf_decode_header(b, &h) == 0);
 	b[120] = 1;		/* 2^32 + 1 */
 	reseal(b);
-	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_bf_decode_header(b, &h), -EINVAL);
 	memcpy(b, good, sizeof(b));
 	b[127] = 0x80;
 	reseal(b);
-	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_bf_decode_header(b, &h), -EINVAL);
 	memcpy(b, good, sizeof(b));
 	b[150] = 'x';		/* after the node id's NUL */
 	reseal(b);
-	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_bf_decode_header(b, &h), -EINVAL);
 	/* The tail is outside the checksum but must be zero. */
 	memcpy(b, good, sizeof(b));
 	b[208] = 1;
-	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_bf_decode_header(b, &h), -EINVAL);
 	memcpy(b, good, sizeof(b));
 	b[KVC_BF_HEADER_SIZE - 1] = 0x40;
-	TAP_CHECK(kvc_bf_decode_header(b, &h) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_bf_decode_header(b, &h), -EINVAL);
 }
 
 static void path_format(void)
@@ -393,12 +393,7 @@ static void publish_then_read(void)
 		char path[512];
 		struct stat st;
 
-		TAP_CHECK(p && q);
-		if (!p || !q) {
-			free(p);
-			free(q);
-			return;
-		}
+		TAP_ASSERT_TRUE(p && q);
 		make_header(&h, (uint8_t)(0x10 * i), len);
 		if (i == 3) {	/* a later block of a chain */
 			h.flags = 0;
@@ -498,7 +493,7 @@ static void publish_is_idempotent(void)
 
 	/* Bad arguments. */
 	TAP_CHECK(kvc_bf_publish(tmpdir, &h, p, "") == -EINVAL);
-	TAP_CHECK(kvc_bf_publish(tmpdir, &h, p, NULL) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_bf_publish(tmpdir, &h, p, NULL), -EINVAL);
 	TAP_CHECK(kvc_bf_publish(tmpdir, &h, p, "a/b") == -EINVAL);
 	h.payload_len = 0;
 	TAP_CHECK(kvc_bf_publish(tmpdir, &h, p, "node-a") == -EINVAL);
@@ -531,9 +526,7 @@ static void flip(const char *path, off_t off)
 	int fd = open(path, O_RDWR);
 	uint8_t c = 0;
 
-	TAP_CHECK(fd >= 0);
-	if (fd < 0)
-		return;
+	TAP_ASSERT_GE(fd, 0);
 	TAP_CHECK(pread(fd, &c, 1, off) == 1);
 	c ^= 0x10;
 	TAP_CHECK(pwrite(fd, &c, 1, off) == 1);
@@ -551,35 +544,35 @@ static void corruption_is_detected(void)
 	TAP_CHECK(put(0xc0, len, path, sizeof(path)) == 0);
 	TAP_CHECK(truncate(path, (off_t)kvc_bf_file_size(len) - 1) == 0);
 	fill_key(key, 0xc0);
-	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -EBADMSG);
+	TAP_EXPECT_EQ(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)), -EBADMSG);
 	/* Cut to the end of the payload, before the padding. */
 	TAP_CHECK(truncate(path, KVC_BF_HEADER_SIZE + len) == 0);
-	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -EBADMSG);
+	TAP_EXPECT_EQ(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)), -EBADMSG);
 	/* Longer than its header says. */
 	TAP_CHECK(truncate(path, (off_t)kvc_bf_file_size(len) + 4096) == 0);
-	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -EBADMSG);
+	TAP_EXPECT_EQ(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)), -EBADMSG);
 	/* Shorter than a header. */
 	TAP_CHECK(truncate(path, 100) == 0);
-	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -EBADMSG);
+	TAP_EXPECT_EQ(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)), -EBADMSG);
 
 	/* A bit flip in the payload, then in the header. */
 	TAP_CHECK(put(0xc1, len, path, sizeof(path)) == 0);
 	fill_key(key, 0xc1);
 	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == 0);
 	flip(path, KVC_BF_HEADER_SIZE + 1234);
-	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -EBADMSG);
+	TAP_EXPECT_EQ(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)), -EBADMSG);
 	/* In the padding, which the CRC does not cover. */
 	TAP_CHECK(put(0xc5, len, path, sizeof(path)) == 0);
 	fill_key(key, 0xc5);
 	flip(path, KVC_BF_HEADER_SIZE + len + 7);
-	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -EBADMSG);
+	TAP_EXPECT_EQ(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)), -EBADMSG);
 	TAP_CHECK(put(0xc2, len, path, sizeof(path)) == 0);
 	fill_key(key, 0xc2);
 	flip(path, 100);	/* in the reserved bytes */
-	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -EBADMSG);
+	TAP_EXPECT_EQ(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)), -EBADMSG);
 	/* Not a block file at all. */
 	flip(path, 0);
-	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -EPROTO);
+	TAP_EXPECT_EQ(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)), -EPROTO);
 
 	/* A valid file under another key's name. */
 	TAP_CHECK(put(0xc3, len, path, sizeof(path)) == 0);
@@ -591,22 +584,22 @@ static void corruption_is_detected(void)
 	snprintf(qdir, sizeof(qdir), "%s/%02x/%02x", tmpdir, key[0], key[1]);
 	mkdir(qdir, 0755);
 	TAP_CHECK(rename(path, other) == 0);
-	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -EBADMSG);
+	TAP_EXPECT_EQ(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)), -EBADMSG);
 
 	/* Quarantine: moved aside, then a miss. */
 	TAP_CHECK(kvc_bf_quarantine(tmpdir, key) == 0);
 	TAP_CHECK(access(other, F_OK) == -1 && errno == ENOENT);
-	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -ENOENT);
+	TAP_EXPECT_EQ(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)), -ENOENT);
 	snprintf(qdir, sizeof(qdir), "%s/quarantine", tmpdir);
 	TAP_CHECK(count_entries(qdir) == 1);
-	TAP_CHECK(kvc_bf_quarantine(tmpdir, key) == -ENOENT);
+	TAP_EXPECT_EQ(kvc_bf_quarantine(tmpdir, key), -ENOENT);
 	/* The slot is free again: a good copy can be published. */
 	TAP_CHECK(put(0xc4, len, path, sizeof(path)) == 0);
 	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == 0);
 
 	/* Never published. */
 	fill_key(key, 0xee);
-	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == -ENOENT);
+	TAP_EXPECT_EQ(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)), -ENOENT);
 }
 
 /* The checks of read_only_directory(), as the owner of the directory ro. */

@@ -424,10 +424,10 @@ static void test_error_edge_cases(void)
 	path[0] = '/';
 	path[108] = '\0';
 	snprintf(text, sizeof(text), "[daemon]\nsocket = %s\n", path);
-	TAP_CHECK(parse(&c, text) == -EINVAL);
+	TAP_EXPECT_EQ(parse(&c, text), -EINVAL);
 	TAP_CHECK(!strcmp(err, "test.conf:2: socket: value too long (at most 107 bytes)"));
 	snprintf(text, sizeof(text), "[daemon]\nmetrics = %s\n", path);
-	TAP_CHECK(parse(&c, text) == -EINVAL);
+	TAP_EXPECT_EQ(parse(&c, text), -EINVAL);
 	TAP_CHECK(strstr(err, "test.conf:2: metrics: ") == err);
 	TAP_CHECK(strstr(err, "socket path too long") != NULL);
 
@@ -489,9 +489,7 @@ static void test_dump_round_trip(void)
 	TAP_CHECK(!cfg_equal(&a, &d));
 
 	t1 = dump(&a);
-	TAP_CHECK(t1 != NULL);
-	if (!t1)
-		return;
+	TAP_ASSERT_TRUE(t1 != NULL);
 	TAP_CHECK(strstr(t1, "\nmemfd_size = 1537M\n") != NULL);
 	TAP_CHECK(strstr(t1, "\ncapacity = 1000000\n") != NULL);
 	TAP_CHECK(strstr(t1, "\ncapacity = 2T\n") != NULL);
@@ -568,9 +566,7 @@ static void test_example_file(void)
 
 	example = read_all(KVC_EXAMPLE_CONF);
 	text = dump(&d);
-	TAP_CHECK(example && text);
-	if (!example || !text)
-		goto out;
+	TAP_ASSERT_TRUE(example && text);
 	TAP_CHECK(!strncmp(example, "# SPDX-License-Identifier: GPL-2.0\n", 35));
 	at = example;
 	for (line = strtok_r(text, "\n", &save); line;
@@ -589,7 +585,6 @@ static void test_example_file(void)
 		if (found)
 			at = found + 1;
 	}
-out:
 	free(example);
 	free(text);
 }
@@ -608,20 +603,13 @@ static void test_load_errors(void)
 	TAP_CHECK(kvc_config_load(&c, "/", err, sizeof(err)) == -EISDIR);
 
 	fd = mkstemp(path);
-	TAP_CHECK(fd >= 0);
-	if (fd < 0)
-		return;
+	TAP_ASSERT_GE(fd, 0);
 	f = fdopen(fd, "w");
-	TAP_CHECK(f != NULL);
-	if (!f) {
-		close(fd);
-		unlink(path);
-		return;
-	}
+	TAP_ASSERT_TRUE(f != NULL);
 	/* A parse error names the file as given. */
 	fputs("[pool]\nlow_watermark = 50\n", f);
 	fflush(f);
-	TAP_CHECK(kvc_config_load(&c, path, err, sizeof(err)) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_config_load(&c, path, err, sizeof(err)), -EINVAL);
 	TAP_CHECK(strstr(err, path) == err);
 	TAP_CHECK(strstr(err, ":2: low_watermark must be below high_watermark"));
 
@@ -633,7 +621,7 @@ static void test_load_errors(void)
 	TAP_CHECK(kvc_config_load(&c, path, err, sizeof(err)) == 0);
 	fputc('\n', f);
 	fclose(f);
-	TAP_CHECK(kvc_config_load(&c, path, err, sizeof(err)) == -EFBIG);
+	TAP_EXPECT_EQ(kvc_config_load(&c, path, err, sizeof(err)), -EFBIG);
 	TAP_CHECK(strstr(err, "larger than") != NULL);
 	unlink(path);
 }

@@ -78,13 +78,7 @@ static void sysfs_read_strips_newline_and_reports_errors(void)
 	TAP_CHECK(mkdir(path, 0755) == 0);
 	snprintf(path, sizeof(path), "%s/pool/block_size", dir);
 	f = fopen(path, "w");
-	TAP_CHECK(f != NULL);
-	if (!f) {
-		snprintf(path, sizeof(path), "%s/pool", dir);
-		rmdir(path);
-		rmdir(dir);
-		return;
-	}
+	TAP_ASSERT_TRUE(f != NULL);
 	fputs("2097152\n", f);
 	fclose(f);
 
@@ -109,9 +103,9 @@ static void info_on_wrong_files_fails_cleanly(void)
 	int fd = open("/dev/null", O_RDWR);
 
 	TAP_CHECK(fd >= 0);
-	TAP_CHECK(kvc_dev_info(fd, &info) == -ENOTTY);
+	TAP_EXPECT_EQ(kvc_dev_info(fd, &info), -ENOTTY);
 	close(fd);
-	TAP_CHECK(kvc_dev_info(-1, &info) == -EBADF);
+	TAP_EXPECT_EQ(kvc_dev_info(-1, &info), -EBADF);
 }
 
 int main(void)

@@ -227,8 +227,8 @@ static void counting(void)
 
 	/* Transfers: errors replace a success, never a failure or EOF. */
 	arm("tier_write=enospc");
-	TAP_CHECK(kvc_fault_xfer(KVC_FAULT_TIER_WRITE, 12288) == -ENOSPC);
-	TAP_CHECK(kvc_fault_xfer(KVC_FAULT_TIER_WRITE, -EIO) == -EIO);
+	TAP_EXPECT_EQ(kvc_fault_xfer(KVC_FAULT_TIER_WRITE, 12288), -ENOSPC);
+	TAP_EXPECT_EQ(kvc_fault_xfer(KVC_FAULT_TIER_WRITE, -EIO), -EIO);
 	TAP_CHECK(kvc_fault_xfer(KVC_FAULT_TIER_WRITE, 0) == 0);
 	arm("tier_read=short");
 	TAP_CHECK(kvc_fault_xfer(KVC_FAULT_TIER_READ, 16384) == 8192);
@@ -426,7 +426,7 @@ static void tio_spill_faults(void)
 				printf("# %s (fsync %d): %d\n", spec, fs, ret);
 			TAP_CHECK(kvc_fault_injected_total() == 1);
 			nothing_left(t, dir, fds, spec);
-			TAP_CHECK(get(t, dir, key) == -ENOENT);
+			TAP_EXPECT_EQ(get(t, dir, key), -ENOENT);
 			/* Spent (times=1): the same block goes through. */
 			TAP_CHECK(put(t, dir, key, MAXP, 100 + (unsigned int)i)
 				  == 0);
@@ -497,13 +497,13 @@ static void tio_read_faults(void)
 	fds = nfds();
 
 	arm("tier_open=eio,times=1");
-	TAP_CHECK(get(t, dir, key) == -EIO);
+	TAP_EXPECT_EQ(get(t, dir, key), -EIO);
 	TAP_CHECK(seen.payload_len == 0);
 	TAP_CHECK(nfds() == fds);	/* the opened file was closed */
 	TAP_CHECK(get(t, dir, key) == 0 && same(seen.payload, MAXP, 9));
 
 	arm("tier_read=eio,times=1");
-	TAP_CHECK(get(t, dir, key) == -EIO);
+	TAP_EXPECT_EQ(get(t, dir, key), -EIO);
 	TAP_CHECK(seen.payload_len == 0);
 	TAP_CHECK(nfds() == fds);
 
@@ -612,16 +612,10 @@ static void g3_faults(void)
 	pathf(dir, sizeof(dir), "%s/g3", tmpdir);
 	TAP_CHECK(mkdir(dir, 0755) == 0);
 	c.dir = dir;
-	TAP_CHECK(kvc_index_create(&idx, 64, 5) == 0);
-	if (!idx)
-		return;
+	TAP_ASSERT_EQ(kvc_index_create(&idx, 64, 5), 0);
 	fill_key(key, 0x60);
 	TAP_CHECK(kvc_index_insert(idx, 1, key, NULL, &id) == 0);
-	TAP_CHECK(kvc_tier_open(&t, &c, idx) == 0);
-	if (!t) {
-		kvc_index_destroy(idx);
-		return;
-	}
+	TAP_ASSERT_EQ(kvc_tier_open(&t, &c, idx), 0);
 	TAP_CHECK(kvc_tier_recover(t, ns1, NULL) == 0);
 	/* The pool's copy, which keeps the entry through failed spills. */
 	TAP_CHECK(kvc_index_set(idx, id, KVC_TIER_POOL,
@@ -655,13 +649,13 @@ static void g3_faults(void)
 
 	/* A failed read: a read error, not a miss; the block stays. */
 	arm("tier_read=eio,times=1");
-	TAP_CHECK(tier_fetch(t, id) == -EIO);
+	TAP_EXPECT_EQ(tier_fetch(t, id), -EIO);
 	TAP_CHECK(st->read_errors == 1 && st->misses == 0);
 	TAP_CHECK(st->corrupt == 0);
 	TAP_CHECK(in_g3(idx, id));
 	TAP_CHECK(st->usage == kvc_bf_file_size(MAXP));
 	arm("tier_open=enospc,times=1");
-	TAP_CHECK(tier_fetch(t, id) == -ENOSPC);
+	TAP_EXPECT_EQ(tier_fetch(t, id), -ENOSPC);
 	TAP_CHECK(st->read_errors == 2 && in_g3(idx, id));
 	/* Short reads: completed, exact. */
 	arm("tier_read=short");
@@ -695,17 +689,15 @@ static void manifest_faults(void)
 		fill_key(r[i].key, (uint8_t)(0x70 + i));
 	}
 	fd = kvc_mf_open(path);
-	TAP_CHECK(fd >= 0);
-	if (fd < 0)
-		return;
+	TAP_ASSERT_GE(fd, 0);
 	TAP_CHECK(kvc_mf_append(fd, &r[0]) == 0);
 	/* A short append is cut off: the file keeps whole records only. */
 	arm("manifest_write=short,times=1");
-	TAP_CHECK(kvc_mf_append(fd, &r[1]) == -EIO);
+	TAP_EXPECT_EQ(kvc_mf_append(fd, &r[1]), -EIO);
 	TAP_CHECK(kvc_fault_injected(KVC_FAULT_MANIFEST_WRITE) == 1);
 	TAP_CHECK(size_of(path) == KVC_MF_REC_SIZE);
 	arm("manifest_write=enospc,times=1");
-	TAP_CHECK(kvc_mf_append(fd, &r[1]) == -ENOSPC);
+	TAP_EXPECT_EQ(kvc_mf_append(fd, &r[1]), -ENOSPC);
 	TAP_CHECK(size_of(path) == KVC_MF_REC_SIZE);
 	arm(NULL);
 	TAP_CHECK(kvc_mf_append(fd, &r[2]) == 0);
@@ -718,11 +710,11 @@ static void manifest_faults(void)
 
 	/* A rewrite that cannot be made durable, or named: the old stays. */
 	arm("manifest_fsync=eio,times=1");
-	TAP_CHECK(kvc_mf_rewrite(path, r, 1) == -EIO);
+	TAP_EXPECT_EQ(kvc_mf_rewrite(path, r, 1), -EIO);
 	TAP_CHECK(size_of(path) == 2 * KVC_MF_REC_SIZE);
 	TAP_CHECK(access(tmp, F_OK) == -1 && errno == ENOENT);
 	arm("manifest_rename=enospc,times=1");
-	TAP_CHECK(kvc_mf_rewrite(path, r, 1) == -ENOSPC);
+	TAP_EXPECT_EQ(kvc_mf_rewrite(path, r, 1), -ENOSPC);
 	TAP_CHECK(size_of(path) == 2 * KVC_MF_REC_SIZE);
 	TAP_CHECK(access(tmp, F_OK) == -1 && errno == ENOENT);
 	arm(NULL);

@@ -207,7 +207,7 @@ static void test_fields(void)
 	put32(bad + 4, 3);
 	memcpy(bad + 8, l.key, KEY);
 	memcpy(bad + 40, l.parent, KEY);
-	TAP_CHECK(kvc_journal_decode(bad, &out) == -EBADMSG);
+	TAP_EXPECT_EQ(kvc_journal_decode(bad, &out), -EBADMSG);
 }
 
 static void test_parse(void)
@@ -257,7 +257,7 @@ static void test_files(void)
 	int fd;
 
 	path_of(path, sizeof(path), "parents");
-	TAP_CHECK(kvc_journal_read(path, &out, &n, &bad) == -ENOENT);
+	TAP_EXPECT_EQ(kvc_journal_read(path, &out, &n, &bad), -ENOENT);
 
 	for (int i = 0; i < 4; i++)
 		make_link(&l[i], 9, (unsigned int)i + 40, i == 0);
@@ -280,7 +280,7 @@ static void test_files(void)
 	/* Not followed: the file is the daemon's own. */
 	path_of(lnk, sizeof(lnk), "link");
 	TAP_CHECK(symlink(path, lnk) == 0);
-	TAP_CHECK(kvc_journal_read(lnk, &out, &n, &bad) == -ELOOP);
+	TAP_EXPECT_EQ(kvc_journal_read(lnk, &out, &n, &bad), -ELOOP);
 	unlink(lnk);
 	unlink(path);
 }
@@ -379,7 +379,7 @@ static void test_compaction(void)
 
 	/* A rewrite that fails (.new cannot be made) keeps the old file. */
 	TAP_CHECK(mkdir(tmp, 0700) == 0);
-	TAP_CHECK(kvc_journal_rewrite(path, all, 100, &fd) == -EISDIR);
+	TAP_EXPECT_EQ(kvc_journal_rewrite(path, all, 100, &fd), -EISDIR);
 	TAP_CHECK(stat(path, &sb) == 0 &&
 		  sb.st_size == (off_t)(nlive * REC));
 	rmdir(tmp);

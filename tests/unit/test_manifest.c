@@ -111,9 +111,7 @@ static void write_recs(const char *path, const struct kvc_mf_rec *r,
 
 	unlink(path);
 	fd = kvc_mf_open(path);
-	TAP_CHECK(fd >= 0);
-	if (fd < 0)
-		return;
+	TAP_ASSERT_GE(fd, 0);
 	for (size_t i = 0; i < n; i++)
 		TAP_CHECK(kvc_mf_append(fd, &r[i]) == 0);
 	close(fd);
@@ -124,9 +122,7 @@ static void append_raw(const char *path, const void *buf, size_t len)
 {
 	int fd = open(path, O_WRONLY | O_APPEND);
 
-	TAP_CHECK(fd >= 0);
-	if (fd < 0)
-		return;
+	TAP_ASSERT_GE(fd, 0);
 	TAP_CHECK(write(fd, buf, len) == (ssize_t)len);
 	close(fd);
 }
@@ -135,9 +131,7 @@ static void read_raw(const char *path, off_t off, uint8_t *buf, size_t len)
 {
 	int fd = open(path, O_RDONLY);
 
-	TAP_CHECK(fd >= 0);
-	if (fd < 0)
-		return;
+	TAP_ASSERT_GE(fd, 0);
 	TAP_CHECK(pread(fd, buf, len, off) == (ssize_t)len);
 	close(fd);
 }
@@ -147,9 +141,7 @@ static void write_raw(const char *path, off_t off, const uint8_t *buf,
 {
 	int fd = open(path, O_WRONLY);
 
-	TAP_CHECK(fd >= 0);
-	if (fd < 0)
-		return;
+	TAP_ASSERT_GE(fd, 0);
 	TAP_CHECK(pwrite(fd, buf, len, off) == (ssize_t)len);
 	close(fd);
 }
@@ -241,9 +233,7 @@ static void golden_record(void)
 
 	path_of(path, sizeof(path), "golden");
 	fd = kvc_mf_open(path);
-	TAP_CHECK(fd >= 0);
-	if (fd < 0)
-		return;
+	TAP_ASSERT_GE(fd, 0);
 	TAP_CHECK(kvc_mf_append(fd, &r) == 0);
 	r.first = true;
 	memset(r.parent, 0, KEY);
@@ -291,9 +281,7 @@ static void append_read_round_trip(void)
 			r[i].size = sizes[i];
 	}
 	fd = kvc_mf_open(path);
-	TAP_CHECK(fd >= 0);
-	if (fd < 0)
-		return;
+	TAP_ASSERT_GE(fd, 0);
 	TAP_CHECK(stat(path, &st) == 0 && S_ISREG(st.st_mode));
 	/* 0600: a manifest lists every tenant's keys and namespaces. */
 	TAP_CHECK((st.st_mode & 0777) == (0600 & ~mask));
@@ -314,10 +302,10 @@ static void append_read_round_trip(void)
 	/* A descriptor that cannot write: the error, nothing appended. */
 	fd = open(path, O_RDONLY);
 	TAP_CHECK(fd >= 0);
-	TAP_CHECK(kvc_mf_append(fd, &r[0]) == -EBADF);
+	TAP_EXPECT_EQ(kvc_mf_append(fd, &r[0]), -EBADF);
 	close(fd);
 	TAP_CHECK(size_of(path) == 6 * REC);
-	TAP_CHECK(kvc_mf_open(tmpdir) == -EISDIR);
+	TAP_EXPECT_EQ(kvc_mf_open(tmpdir), -EISDIR);
 }
 
 /*
@@ -352,7 +340,7 @@ static void not_a_manifest(void)
 	int fd;
 
 	path_of(path, sizeof(path), "missing");
-	TAP_CHECK(kvc_mf_read(path, &got, &n, &bad) == -ENOENT);
+	TAP_EXPECT_EQ(kvc_mf_read(path, &got, &n, &bad), -ENOENT);
 	TAP_CHECK(got == NULL && n == 0 && bad == 0);
 
 	/* Empty: a node that has written nothing yet. */
@@ -364,13 +352,13 @@ static void not_a_manifest(void)
 
 	/* A directory under the name: an error, not an empty manifest. */
 	n = bad = 99;
-	TAP_CHECK(kvc_mf_read(tmpdir, &got, &n, &bad) == -EISDIR);
+	TAP_EXPECT_EQ(kvc_mf_read(tmpdir, &got, &n, &bad), -EISDIR);
 	TAP_CHECK(got == NULL && n == 0);
 
 	/* A link is not followed (the directory may be shared). */
 	path_of(link, sizeof(link), "link");
 	TAP_CHECK(symlink(path, link) == 0);
-	TAP_CHECK(kvc_mf_read(link, &got, &n, &bad) == -ELOOP);
+	TAP_EXPECT_EQ(kvc_mf_read(link, &got, &n, &bad), -ELOOP);
 	TAP_CHECK(got == NULL && n == 0);
 }
 
@@ -586,7 +574,7 @@ static void rewrite_replaces(void)
 		memset(longp, 'a', sizeof(longp) - 1);
 		longp[0] = '/';
 		longp[sizeof(longp) - 1] = '\0';
-		TAP_CHECK(kvc_mf_rewrite(longp, s, 2) == -ENAMETOOLONG);
+		TAP_EXPECT_EQ(kvc_mf_rewrite(longp, s, 2), -ENAMETOOLONG);
 	}
 }
 
@@ -601,7 +589,7 @@ static void rewrite_read_only_body(const char *path)
 
 	for (unsigned int i = 0; i < 2; i++)
 		make_rec(&s[i], 80 + i);
-	TAP_CHECK(kvc_mf_rewrite(path, s, 2) == -EACCES);
+	TAP_EXPECT_EQ(kvc_mf_rewrite(path, s, 2), -EACCES);
 	expect(path, ro_old, 3, 0);
 	TAP_CHECK((size_t)snprintf(tmp, sizeof(tmp), "%s.new", path) <
 		  sizeof(tmp));

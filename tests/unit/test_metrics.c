@@ -61,9 +61,7 @@ static void test_golden(void)
 	struct kvc_metric *m;
 	char *text;
 
-	TAP_CHECK(reg != NULL);
-	if (!reg)
-		return;
+	TAP_ASSERT_TRUE(reg != NULL);
 	c = kvc_metrics_register(reg, KVC_METRIC_COUNTER, "t_requests_total",
 				 "Requests served.", two, NULL, 0);
 	g = kvc_metrics_register(reg, KVC_METRIC_GAUGE, "t_temperature",
@@ -74,9 +72,7 @@ static void test_golden(void)
 				 "Sizes.", NULL, NULL, 0);
 	e = kvc_metrics_register(reg, KVC_METRIC_COUNTER, "t_empty_total",
 				 "Never used.", tier, NULL, 0);
-	TAP_CHECK(c && g && h && s && e);
-	if (!c || !g || !h || !s || !e)
-		goto out;
+	TAP_ASSERT_TRUE(c && g && h && s && e);
 
 	m = kvc_metric_get(c, (const char *[]){ "pool", "get" });
 	TAP_CHECK(m && kvc_metric_add(m, 2) == 0);
@@ -104,7 +100,6 @@ static void test_golden(void)
 	if (text && strcmp(text, expected))
 		printf("# got:\n%s# wanted:\n%s", text, expected);
 	free(text);
-out:
 	kvc_metrics_free(reg);
 }
 
@@ -120,9 +115,7 @@ static void test_escaping(void)
 	struct kvc_metric *m;
 	char *text;
 
-	TAP_CHECK(reg != NULL);
-	if (!reg)
-		return;
+	TAP_ASSERT_TRUE(reg != NULL);
 	f = kvc_metrics_register(reg, KVC_METRIC_COUNTER, "t_esc_total",
 				 "A \\ B \n C \"quoted\".", tier, NULL, 0);
 	TAP_CHECK(f != NULL);
@@ -165,16 +158,12 @@ static void test_histogram_buckets(void)
 	size_t i, count = 0;
 	unsigned int seed = 1;
 
-	TAP_CHECK(reg != NULL);
-	if (!reg)
-		return;
+	TAP_ASSERT_TRUE(reg != NULL);
 	f = kvc_metrics_register(reg, KVC_METRIC_HISTOGRAM, "t_lat_seconds",
 				 "Latency.", NULL, kvc_metrics_latency_buckets,
 				 KVC_METRICS_LATENCY_BUCKETS);
 	m = f ? kvc_metric_get(f, NULL) : NULL;
-	TAP_CHECK(m != NULL);
-	if (!m)
-		goto out;
+	TAP_ASSERT_TRUE(m != NULL);
 	/* Values spread over all buckets, below the first and above the
 	 * last, a negative one and an infinite one. */
 	for (i = 0; i < 1000; i++) {
@@ -191,9 +180,7 @@ static void test_histogram_buckets(void)
 	count += 3;
 
 	text = render(reg);
-	TAP_CHECK(text != NULL);
-	if (!text)
-		goto out;
+	TAP_ASSERT_TRUE(text != NULL);
 	TAP_CHECK(strstr(text, "t_lat_seconds_bucket{le=\"1e-06\"} ") != NULL);
 	TAP_CHECK(strstr(text, "t_lat_seconds_bucket{le=\"1.6e-05\"} ") != NULL);
 	TAP_CHECK(strstr(text, "t_lat_seconds_bucket{le=\"0.00025\"} ") != NULL);
@@ -226,7 +213,6 @@ static void test_histogram_buckets(void)
 	TAP_CHECK(strstr(text, "\nt_lat_seconds_sum +Inf\n") != NULL);
 	TAP_CHECK(prev < (double)count);
 	free(text);
-out:
 	kvc_metrics_free(reg);
 }
 
@@ -259,9 +245,7 @@ static void test_number_format(void)
 	f = m ? kvc_metrics_register(reg, KVC_METRIC_COUNTER, "t_c", "C.",
 				     NULL, NULL, 0) : NULL;
 	c = f ? kvc_metric_get(f, NULL) : NULL;
-	TAP_CHECK(c != NULL);
-	if (!c)
-		goto out;
+	TAP_ASSERT_TRUE(c != NULL);
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		TAP_CHECK(kvc_metric_set(m, cases[i].v) == 0);
 		text = render(reg);
@@ -276,7 +260,6 @@ static void test_number_format(void)
 	text = render(reg);
 	TAP_CHECK(text && strstr(text, "\nt_c 18446744073709551615\n"));
 	free(text);
-out:
 	kvc_metrics_free(reg);
 }
 
@@ -288,13 +271,9 @@ static void test_small_buffer(void)
 	size_t n, len, got;
 	char *full, *buf;
 
-	TAP_CHECK(reg && kvc_metrics_register_daemon(reg, &dm) == 0);
-	if (!reg)
-		return;
+	TAP_ASSERT_TRUE(reg && kvc_metrics_register_daemon(reg, &dm) == 0);
 	full = render(reg);
-	TAP_CHECK(full != NULL);
-	if (!full)
-		goto out;
+	TAP_ASSERT_TRUE(full != NULL);
 	n = strlen(full);
 	TAP_CHECK(n > 1000);
 	TAP_CHECK(kvc_metrics_render(reg, NULL, 0) == n);
@@ -323,7 +302,6 @@ static void test_small_buffer(void)
 	TAP_CHECK(buf && !strcmp(buf, full));
 	free(buf);
 	free(full);
-out:
 	kvc_metrics_free(reg);
 }
 
@@ -345,9 +323,7 @@ static void test_invalid(void)
 	struct kvc_metric *m;
 	size_t i;
 
-	TAP_CHECK(reg != NULL);
-	if (!reg)
-		return;
+	TAP_ASSERT_TRUE(reg != NULL);
 	for (i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
 		errno = 0;
 		TAP_CHECK(!kvc_metrics_register(reg, KVC_METRIC_COUNTER,
@@ -451,9 +427,7 @@ static void test_daemon_metrics(void)
 	char *text;
 	int t;
 
-	TAP_CHECK(reg && kvc_metrics_register_daemon(reg, &dm) == 0);
-	if (!reg)
-		return;
+	TAP_ASSERT_TRUE(reg && kvc_metrics_register_daemon(reg, &dm) == 0);
 	for (t = 0; t < KVC_METRICS_TIERS; t++) {
 		TAP_CHECK(dm.hits[t] && dm.misses[t] && dm.evictions[t]);
 		TAP_CHECK(dm.read_bytes[t] && dm.written_bytes[t]);

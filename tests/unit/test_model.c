@@ -78,9 +78,7 @@ static void weights_are_deterministic(void)
 	float la[256], lb[256];
 	struct kv_cache *ka = NULL, *kb = NULL;
 
-	TAP_CHECK(a && b);
-	if (!a || !b)
-		goto out;
+	TAP_ASSERT_TRUE(a && b);
 	TAP_CHECK(model_weights_hash(a) == model_weights_hash(b));
 	TAP_CHECK(model_weight_bytes(a) == model_weight_bytes(b));
 	TAP_CHECK(model_weight_bytes(a) > 0);
@@ -94,16 +92,14 @@ static void weights_are_deterministic(void)
 
 	/* Two instances, the same logits. */
 	prompt(tok, 40, 256, 1);
-	TAP_CHECK(kv_create(a, 64, &ka) == 0 && kv_create(b, 64, &kb) == 0);
-	if (!ka || !kb)
-		goto out;
+	TAP_ASSERT_TRUE(kv_create(a, 64, &ka) == 0 &&
+			kv_create(b, 64, &kb) == 0);
 	TAP_CHECK(model_prefill(a, ka, tok, 0, 40, la, 1) == 0);
 	TAP_CHECK(model_prefill(b, kb, tok, 0, 40, lb, 1) == 0);
 	TAP_CHECK(!memcmp(la, lb, sizeof(la)));
 	TAP_CHECK(kv_len(ka) == 40);
 	for (int i = 0; i < 256; i++)
 		TAP_CHECK(isfinite(la[i]));
-out:
 	kv_free(ka);
 	kv_free(kb);
 	model_free(a);
@@ -119,13 +115,9 @@ static void reuse_is_bit_exact_at_every_split(void)
 	uint32_t tok[N_TOKENS], bad = 0, p;
 	float ref[256], got[256];
 
-	TAP_CHECK(m);
-	if (!m)
-		return;
-	TAP_CHECK(kv_create(m, N_TOKENS, &full) == 0);
-	TAP_CHECK(kv_create(m, N_TOKENS, &kv) == 0);
-	if (!full || !kv)
-		goto out;
+	TAP_ASSERT_TRUE(m);
+	TAP_ASSERT_EQ(kv_create(m, N_TOKENS, &full), 0);
+	TAP_ASSERT_EQ(kv_create(m, N_TOKENS, &kv), 0);
 	prompt(tok, N_TOKENS, 256, 2);
 	TAP_CHECK(model_prefill(m, full, tok, 0, N_TOKENS, ref, 1) == 0);
 
@@ -169,7 +161,6 @@ static void reuse_is_bit_exact_at_every_split(void)
 	for (p = 0; p < N_TOKENS; p++)
 		TAP_CHECK(model_prefill(m, kv, tok + p, p, 1, got, 1) == 0);
 	TAP_CHECK(!memcmp(ref, got, sizeof(ref)));
-out:
 	kv_free(full);
 	kv_free(kv);
 	model_free(m);
@@ -184,13 +175,9 @@ static void imported_and_computed_kv_match(void)
 	uint8_t *ea = malloc(bytes), *eb = malloc(bytes);
 	uint32_t tok[N_TOKENS];
 
-	TAP_CHECK(m && ea && eb);
-	if (!m || !ea || !eb)
-		goto out;
-	TAP_CHECK(kv_create(m, N_TOKENS, &a) == 0);
-	TAP_CHECK(kv_create(m, N_TOKENS, &b) == 0);
-	if (!a || !b)
-		goto out;
+	TAP_ASSERT_TRUE(m && ea && eb);
+	TAP_ASSERT_EQ(kv_create(m, N_TOKENS, &a), 0);
+	TAP_ASSERT_EQ(kv_create(m, N_TOKENS, &b), 0);
 	prompt(tok, N_TOKENS, 256, 3);
 	TAP_CHECK(model_prefill(m, a, tok, 0, N_TOKENS, NULL, 1) == 0);
 	TAP_CHECK(import_prefix(m, a, b, 48) == 0);
@@ -199,7 +186,6 @@ static void imported_and_computed_kv_match(void)
 	TAP_CHECK(kv_export(a, 0, N_TOKENS, ea) == 0);
 	TAP_CHECK(kv_export(b, 0, N_TOKENS, eb) == 0);
 	TAP_CHECK(!memcmp(ea, eb, bytes));
-out:
 	free(ea);
 	free(eb);
 	kv_free(a);
@@ -362,9 +348,7 @@ static void export_layout_is_token_major(void)
 	float *whole = NULL, *again = NULL, *part = NULL;
 	size_t row;
 
-	TAP_CHECK(m);
-	if (!m)
-		return;
+	TAP_ASSERT_TRUE(m);
 	c = model_get_config(m);
 	row = (size_t)c->n_kv_heads * c->head_dim;	/* floats a token */
 	TAP_CHECK(kv_block_bytes(m, T) ==
@@ -677,14 +661,10 @@ static void bad_configs_and_arguments_are_refused(void)
 	c.n_kv_heads = 1;
 	TAP_CHECK(model_config_check(&c) == -EINVAL);
 
-	TAP_CHECK(model_create(&base, &m) == 0);
-	if (!m)
-		return;
+	TAP_ASSERT_EQ(model_create(&base, &m), 0);
 	TAP_CHECK(kv_create(m, 0, &kv) == -EINVAL && !kv);
 	TAP_CHECK(kv_create(m, base.max_ctx + 1, &kv) == -EINVAL && !kv);
-	TAP_CHECK(kv_create(m, 16, &kv) == 0);
-	if (!kv)
-		goto out;
+	TAP_ASSERT_EQ(kv_create(m, 16, &kv), 0);
 	TAP_CHECK(model_prefill(m, kv, tok, 0, 0, l, 1) == -EINVAL);
 	TAP_CHECK(model_prefill(m, kv, tok, 1, 4, l, 1) == -EINVAL);
 	TAP_CHECK(model_prefill(m, kv, tok, 0, 17, l, 1) == -EINVAL);
@@ -713,7 +693,6 @@ static void bad_configs_and_arguments_are_refused(void)
 	TAP_CHECK(model_create(&c, &other) == 0);
 	if (other && kv_create(other, 16, &okv) == 0)
 		TAP_CHECK(model_prefill(m, okv, tok, 0, 8, l, 1) == -EINVAL);
-out:
 	kv_free(kv);
 	kv_free(okv);
 	model_free(m);

@@ -34,16 +34,16 @@ static void geometry_is_checked(void)
 	struct kvc_mpool_config cfg = { .block_size = 3000, .pool_size = 6000 };
 	struct kvc_mpool *p = NULL;
 
-	TAP_CHECK(kvc_mpool_create(&cfg, &p) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_mpool_create(&cfg, &p), -EINVAL);
 	cfg.block_size = BS;
 	cfg.pool_size = BS + 1;
-	TAP_CHECK(kvc_mpool_create(&cfg, &p) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_mpool_create(&cfg, &p), -EINVAL);
 	cfg.pool_size = 0;
-	TAP_CHECK(kvc_mpool_create(&cfg, &p) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_mpool_create(&cfg, &p), -EINVAL);
 	/* Huge pages required, but a block is smaller than one. */
 	cfg.pool_size = BS * NR;
 	cfg.hugetlb = 1;
-	TAP_CHECK(kvc_mpool_create(&cfg, &p) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_mpool_create(&cfg, &p), -EINVAL);
 	p = pool();
 	TAP_CHECK(kvc_mpool_nr_blocks(p) == NR);
 	TAP_CHECK(kvc_mpool_block_size(p) == BS);
@@ -59,42 +59,42 @@ static void lifecycle_and_errors_match_the_kernel(void)
 	struct kvcache_handle h[NR + 1], stale;
 	uint32_t ns = 0;
 
-	TAP_CHECK(kvc_mpool_alloc(p, 0, 5, 0, h) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_mpool_alloc(p, 0, 5, 0, h), -EINVAL);
 	TAP_CHECK(kvc_mpool_alloc(p, KVC_MPOOL_MAX_CLIENTS, 5, 1, h) == -EINVAL);
-	TAP_CHECK(kvc_mpool_alloc(p, 0, 5, NR + 1, h) == -ENOSPC);
+	TAP_EXPECT_EQ(kvc_mpool_alloc(p, 0, 5, NR + 1, h), -ENOSPC);
 	TAP_CHECK(kvc_mpool_nr_free(p) == NR);	/* all or nothing */
 	TAP_CHECK(kvc_mpool_alloc(p, 1, 5, 2, h) == 0);
 	TAP_CHECK(h[0].index != h[1].index);
 
 	/* Seal: owner only, once, bounded length. */
-	TAP_CHECK(kvc_mpool_seal(p, 2, h[0], 10, key) == -EPERM);
-	TAP_CHECK(kvc_mpool_seal(p, 1, h[0], 0, key) == -EINVAL);
-	TAP_CHECK(kvc_mpool_seal(p, 1, h[0], BS + 1, key) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_mpool_seal(p, 2, h[0], 10, key), -EPERM);
+	TAP_EXPECT_EQ(kvc_mpool_seal(p, 1, h[0], 0, key), -EINVAL);
+	TAP_EXPECT_EQ(kvc_mpool_seal(p, 1, h[0], BS + 1, key), -EINVAL);
 	TAP_CHECK(kvc_mpool_pin(p, 1, h[0]) == -EBUSY);	/* not sealed */
-	TAP_CHECK(kvc_mpool_evict(p, h[0], &ns) == -EBUSY);
+	TAP_EXPECT_EQ(kvc_mpool_evict(p, h[0], &ns), -EBUSY);
 	TAP_CHECK(kvc_mpool_seal(p, 1, h[0], 10, key) == 0);
-	TAP_CHECK(kvc_mpool_seal(p, 1, h[0], 10, key) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_mpool_seal(p, 1, h[0], 10, key), -EINVAL);
 
 	/* Pins per client; evict waits for every one. */
 	TAP_CHECK(kvc_mpool_pin(p, 2, h[0]) == 0);
 	TAP_CHECK(kvc_mpool_pin(p, 3, h[0]) == 0);
-	TAP_CHECK(kvc_mpool_unpin(p, 4, h[0]) == -EINVAL);
-	TAP_CHECK(kvc_mpool_evict(p, h[0], &ns) == -EBUSY);
+	TAP_EXPECT_EQ(kvc_mpool_unpin(p, 4, h[0]), -EINVAL);
+	TAP_EXPECT_EQ(kvc_mpool_evict(p, h[0], &ns), -EBUSY);
 	TAP_CHECK(kvc_mpool_unpin(p, 2, h[0]) == 0);
-	TAP_CHECK(kvc_mpool_unpin(p, 2, h[0]) == -EINVAL);
-	TAP_CHECK(kvc_mpool_evict(p, h[0], &ns) == -EBUSY);
+	TAP_EXPECT_EQ(kvc_mpool_unpin(p, 2, h[0]), -EINVAL);
+	TAP_EXPECT_EQ(kvc_mpool_evict(p, h[0], &ns), -EBUSY);
 	TAP_CHECK(kvc_mpool_unpin(p, 3, h[0]) == 0);
 	TAP_CHECK(kvc_mpool_evict(p, h[0], &ns) == 0);
 	TAP_CHECK(ns == 5);
 
 	/* The old handle is stale now, even once the block is reused. */
 	stale = h[0];
-	TAP_CHECK(kvc_mpool_pin(p, 2, stale) == -ESTALE);
+	TAP_EXPECT_EQ(kvc_mpool_pin(p, 2, stale), -ESTALE);
 	TAP_CHECK(kvc_mpool_alloc(p, 1, 5, 1, &h[2]) == 0);
 	TAP_CHECK(h[2].index == stale.index && h[2].gen != stale.gen);
-	TAP_CHECK(kvc_mpool_seal(p, 1, stale, 10, key) == -ESTALE);
+	TAP_EXPECT_EQ(kvc_mpool_seal(p, 1, stale, 10, key), -ESTALE);
 	stale.index = NR;
-	TAP_CHECK(kvc_mpool_evict(p, stale, &ns) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_mpool_evict(p, stale, &ns), -EINVAL);
 	kvc_mpool_destroy(p);
 }
 
@@ -107,9 +107,7 @@ static void blocks_come_back_zeroed(void)
 
 	m = mmap(NULL, BS * NR, PROT_READ | PROT_WRITE, MAP_SHARED,
 		 kvc_mpool_fd(p), 0);
-	TAP_CHECK(m != MAP_FAILED);
-	if (m == MAP_FAILED)
-		return;
+	TAP_ASSERT_TRUE(m != MAP_FAILED);
 	TAP_CHECK(kvc_mpool_alloc(p, 0, 1, 1, &h) == 0);
 	memset(m + (size_t)h.index * BS, 0xa5, BS);
 	TAP_CHECK(kvc_mpool_seal(p, 0, h, BS, key) == 0);
@@ -155,9 +153,7 @@ static void a_locked_pool_zeroes_in_place(void)
 	uint32_t ns;
 
 	/* 512 KiB fits the default RLIMIT_MEMLOCK (8 MiB) even unprivileged. */
-	TAP_CHECK(kvc_mpool_create(&cfg, &p) == 0);
-	if (!p)
-		return;
+	TAP_ASSERT_EQ(kvc_mpool_create(&cfg, &p), 0);
 	TAP_CHECK(kvc_mpool_locked(p));
 	m = mmap(NULL, BS * NR, PROT_READ | PROT_WRITE, MAP_SHARED,
 		 kvc_mpool_fd(p), 0);
@@ -198,7 +194,7 @@ static void closing_a_client_releases_what_it_held(void)
 
 	kvc_mpool_release_client(p, 7);
 	/* Its unsealed block is gone, its sealed one stays, its pins drop. */
-	TAP_CHECK(kvc_mpool_seal(p, 7, mine[1], 1, key) == -ESTALE);
+	TAP_EXPECT_EQ(kvc_mpool_seal(p, 7, mine[1], 1, key), -ESTALE);
 	TAP_CHECK(kvc_mpool_nr_free(p) == NR - 2);
 	TAP_CHECK(kvc_mpool_evict(p, theirs, &ns) == 0);
 	TAP_CHECK(kvc_mpool_query(p, 0, KVCACHE_NS_ANY, info, NR, &next) == 1);

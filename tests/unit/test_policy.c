@@ -96,26 +96,26 @@ static void arguments(void)
 	TAP_CHECK(kvc_policy_create(&p, "lfu", idx, T, 10) == -EINVAL);
 	TAP_CHECK(p == NULL);
 	TAP_CHECK(kvc_policy_create(&p, "lru", idx, KVC_NR_TIERS, 10) == -EINVAL);
-	TAP_CHECK(kvc_policy_create(&p, NULL, idx, T, 10) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_policy_create(&p, NULL, idx, T, 10), -EINVAL);
 	for (int i = 0; i < 3; i++) {
 		p = new_policy(names[i], idx, 0);
 		TAP_CHECK(!strcmp(kvc_policy_name(p), names[i]));
 		/* Not present in T (only in the pool): refused. */
 		kvc_index_set(idx, a, KVC_TIER_POOL, loc1);
-		TAP_CHECK(kvc_policy_on_insert(p, a) == -ENOENT);
-		TAP_CHECK(kvc_policy_on_insert(p, 999) == -ENOENT);
-		TAP_CHECK(kvc_policy_on_access(p, a) == -ENOENT);
-		TAP_CHECK(kvc_policy_on_remove(p, a) == -ENOENT);
+		TAP_EXPECT_EQ(kvc_policy_on_insert(p, a), -ENOENT);
+		TAP_EXPECT_EQ(kvc_policy_on_insert(p, 999), -ENOENT);
+		TAP_EXPECT_EQ(kvc_policy_on_access(p, a), -ENOENT);
+		TAP_EXPECT_EQ(kvc_policy_on_remove(p, a), -ENOENT);
 		TAP_CHECK(arrive(idx, p, a) == 0);
-		TAP_CHECK(kvc_policy_on_insert(p, a) == -EEXIST);
+		TAP_EXPECT_EQ(kvc_policy_on_insert(p, a), -EEXIST);
 		TAP_CHECK(kvc_policy_count(p) == 1);
 		TAP_CHECK(kvc_policy_pick(p, out, 2) == 1 && out[0] == a);
 		TAP_CHECK(kvc_policy_count(p) == 0);
 		/* Picked: no longer accessible, still removable, once. */
-		TAP_CHECK(kvc_policy_on_access(p, a) == -ENOENT);
+		TAP_EXPECT_EQ(kvc_policy_on_access(p, a), -ENOENT);
 		TAP_CHECK(kvc_policy_pick(p, out, 2) == 0);
 		TAP_CHECK(leave(idx, p, a) == 0);
-		TAP_CHECK(kvc_policy_on_remove(p, a) == -ENOENT);
+		TAP_EXPECT_EQ(kvc_policy_on_remove(p, a), -ENOENT);
 		kvc_policy_destroy(p);
 	}
 	kvc_index_destroy(idx);
@@ -261,14 +261,14 @@ static void s3fifo_small_share(void)
 	TAP_CHECK(second_victim(10, &old0, &new1) == new1);
 	TAP_CHECK(second_victim(50, &old0, &new1) == old0);
 	/* Out of range, another policy, or too late: refused. */
-	TAP_CHECK(kvc_policy_set_small(p, 0) == -EINVAL);
-	TAP_CHECK(kvc_policy_set_small(p, 100) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_policy_set_small(p, 0), -EINVAL);
+	TAP_EXPECT_EQ(kvc_policy_set_small(p, 100), -EINVAL);
 	TAP_CHECK(kvc_policy_set_small(p, 25) == 0);
 	arrive(idx, p, a);
-	TAP_CHECK(kvc_policy_set_small(p, 30) == -EBUSY);
+	TAP_EXPECT_EQ(kvc_policy_set_small(p, 30), -EBUSY);
 	kvc_policy_destroy(p);
 	p = new_policy("lru", idx, 20);
-	TAP_CHECK(kvc_policy_set_small(p, 25) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_policy_set_small(p, 25), -EINVAL);
 	kvc_policy_destroy(p);
 	kvc_index_destroy(idx);
 }
@@ -308,7 +308,7 @@ static void admission(void)
 	int fneg = 0, fpos = 0, decided = 0;
 
 	TAP_CHECK(kvc_admit_create(&a, 0, 10) == -EINVAL && !a);
-	TAP_CHECK(kvc_admit_create(&a, 256, 10) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_admit_create(&a, 256, 10), -EINVAL);
 	TAP_CHECK(kvc_admit_create(&a, 1, 1 << 20) == 0);
 	TAP_CHECK(kvc_admit_access(a, 5) && kvc_admit_bytes(a) < 256);
 	kvc_admit_destroy(a);

@@ -189,9 +189,7 @@ static void flip(const char *path, off_t off)
 	int fd = open(path, O_RDWR);
 	uint8_t c = 0;
 
-	TAP_CHECK(fd >= 0);
-	if (fd < 0)
-		return;
+	TAP_ASSERT_GE(fd, 0);
 	TAP_CHECK(pread(fd, &c, 1, off) == 1);
 	c ^= 0x10;
 	TAP_CHECK(pwrite(fd, &c, 1, off) == 1);
@@ -319,21 +317,21 @@ static void tio_config_errors(void)
 	struct kvc_tio *t;
 
 	c.depth = 0;
-	TAP_CHECK(kvc_tio_create(&t, &c) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_tio_create(&t, &c), -EINVAL);
 	c.depth = KVC_TIO_MAX_DEPTH + 1;
-	TAP_CHECK(kvc_tio_create(&t, &c) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_tio_create(&t, &c), -EINVAL);
 	c.depth = 1;
 	c.max_payload = 0;
-	TAP_CHECK(kvc_tio_create(&t, &c) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_tio_create(&t, &c), -EINVAL);
 	c.max_payload = KVC_BF_MAX_PAYLOAD + 1;
-	TAP_CHECK(kvc_tio_create(&t, &c) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_tio_create(&t, &c), -EINVAL);
 	c.max_payload = 4096;
 	c.tag = "";
-	TAP_CHECK(kvc_tio_create(&t, &c) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_tio_create(&t, &c), -EINVAL);
 	c.tag = "a/b";		/* the tag is part of a file name */
-	TAP_CHECK(kvc_tio_create(&t, &c) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_tio_create(&t, &c), -EINVAL);
 	c.tag = NULL;
-	TAP_CHECK(kvc_tio_create(&t, &c) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_tio_create(&t, &c), -EINVAL);
 }
 
 /* Write and read back at every interesting size, fsync on or off. */
@@ -348,9 +346,7 @@ static void tio_round_trip(bool fsync, const char *name)
 	subdir(dir, sizeof(dir), name);
 	TAP_CHECK(mkdir(dir, 0755) == 0);
 	t = tio_new(4, fsync);
-	TAP_CHECK(t != NULL);
-	if (!t)
-		return;
+	TAP_ASSERT_TRUE(t != NULL);
 	TAP_CHECK(kvc_tio_fd(t) >= 0);
 	TAP_CHECK(kvc_tio_idle_slots(t) == 4 && kvc_tio_in_flight(t) == 0);
 	fill_key(parent, 0xf0);
@@ -433,16 +429,14 @@ static void tio_publish_twice(void)
 	struct kvc_tio *t = tio_new(2, true);
 	uint8_t key[KEY];
 
-	TAP_CHECK(t != NULL);
-	if (!t)
-		return;
+	TAP_ASSERT_TRUE(t != NULL);
 	subdir(dir, sizeof(dir), "tio-twice");
 	TAP_CHECK(mkdir(dir, 0755) == 0);
 	fill_key(key, 0x20);
 	make_header(&h, key, NULL, 7, 5000);
 	TAP_CHECK(tio_put(t, dir, &h, 1) == 0);
 	seen.n = 0;
-	TAP_CHECK(tio_put(t, dir, &h, 2) == -EEXIST);
+	TAP_EXPECT_EQ(tio_put(t, dir, &h, 2), -EEXIST);
 	TAP_CHECK(seen.n == 0);		/* no callback for it */
 	TAP_CHECK(kvc_tio_idle_slots(t) == 2);
 	TAP_CHECK(tio_get(t, dir, key, 3) == 0);
@@ -462,18 +456,16 @@ static void tio_queue_depth(void)
 	uint8_t k0[KEY], k2[KEY];
 	int s0, s1, s2;
 
-	TAP_CHECK(t != NULL);
-	if (!t)
-		return;
+	TAP_ASSERT_TRUE(t != NULL);
 	subdir(dir, sizeof(dir), "tio-depth");
 	TAP_CHECK(mkdir(dir, 0755) == 0);
 	s0 = kvc_tio_write_begin(t, &p0);
 	s1 = kvc_tio_write_begin(t, &p1);
 	TAP_CHECK(s0 >= 0 && s1 >= 0 && s0 != s1 && p0 != p1);
 	TAP_CHECK(kvc_tio_idle_slots(t) == 0);
-	TAP_CHECK(kvc_tio_write_begin(t, &px) == -EBUSY);
+	TAP_EXPECT_EQ(kvc_tio_write_begin(t, &px), -EBUSY);
 	fill_key(k0, 0x30);
-	TAP_CHECK(kvc_tio_read(t, dir, k0, 9) == -EBUSY);
+	TAP_EXPECT_EQ(kvc_tio_read(t, dir, k0, 9), -EBUSY);
 
 	/* A cancelled slot is free again; cancelling twice is harmless. */
 	kvc_tio_write_cancel(t, s1);
@@ -481,11 +473,11 @@ static void tio_queue_depth(void)
 	TAP_CHECK(kvc_tio_idle_slots(t) == 1);
 	s2 = kvc_tio_write_begin(t, &p2);
 	TAP_CHECK(s2 >= 0 && s2 != s0);
-	TAP_CHECK(kvc_tio_write_begin(t, &px) == -EBUSY);
+	TAP_EXPECT_EQ(kvc_tio_write_begin(t, &px), -EBUSY);
 	/* Submitting a slot that was not begun is refused. */
 	make_header(&h, k0, NULL, 7, 100);
-	TAP_CHECK(kvc_tio_write_submit(t, 2, dir, &h, 0) == -EINVAL);
-	TAP_CHECK(kvc_tio_write_submit(t, -1, dir, &h, 0) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_tio_write_submit(t, 2, dir, &h, 0), -EINVAL);
+	TAP_EXPECT_EQ(kvc_tio_write_submit(t, -1, dir, &h, 0), -EINVAL);
 
 	/* Both in flight at once; the queue stays full until reaped. */
 	fill_pattern(p0, 100, 10);
@@ -494,8 +486,8 @@ static void tio_queue_depth(void)
 	make_header(&h, k2, NULL, 7, 9000);
 	fill_pattern(p2, 9000, 12);
 	TAP_CHECK(kvc_tio_write_submit(t, s2, dir, &h, 12) == 0);
-	TAP_CHECK(kvc_tio_write_submit(t, s2, dir, &h, 12) == -EINVAL);
-	TAP_CHECK(kvc_tio_write_begin(t, &px) == -EBUSY);
+	TAP_EXPECT_EQ(kvc_tio_write_submit(t, s2, dir, &h, 12), -EINVAL);
+	TAP_EXPECT_EQ(kvc_tio_write_begin(t, &px), -EBUSY);
 	TAP_CHECK(kvc_tio_in_flight(t) == 2);
 
 	/* The eventfd says when there is something to reap. */
@@ -516,7 +508,7 @@ static void tio_queue_depth(void)
 	/* A read in flight holds its slot too. */
 	TAP_CHECK(kvc_tio_read(t, dir, k0, 1) == 0);
 	TAP_CHECK(kvc_tio_read(t, dir, k2, 2) == 0);
-	TAP_CHECK(kvc_tio_read(t, dir, k2, 3) == -EBUSY);
+	TAP_EXPECT_EQ(kvc_tio_read(t, dir, k2, 3), -EBUSY);
 	seen.n = 0;
 	TAP_CHECK(tio_wait(t, 2) == 0);
 	TAP_CHECK(seen.status == 0 && kvc_tio_idle_slots(t) == 2);
@@ -545,14 +537,12 @@ static void tio_read_errors(void)
 	const off_t size = (off_t)kvc_bf_file_size(len);
 	int ret;
 
-	TAP_CHECK(t != NULL);
-	if (!t)
-		return;
+	TAP_ASSERT_TRUE(t != NULL);
 	subdir(dir, sizeof(dir), "tio-errors");
 	TAP_CHECK(mkdir(dir, 0755) == 0);
 
 	fill_key(key, 0x40);
-	TAP_CHECK(tio_get(t, dir, key, 1) == -ENOENT);
+	TAP_EXPECT_EQ(tio_get(t, dir, key, 1), -ENOENT);
 	TAP_CHECK(kvc_tio_idle_slots(t) == 2);
 
 	/* Cut by a byte: no block file has that size. */
@@ -560,10 +550,10 @@ static void tio_read_errors(void)
 	TAP_CHECK(tio_put(t, dir, &h, 1) == 0);
 	TAP_CHECK(kvc_bf_path(dir, key, path, sizeof(path)) == 0);
 	TAP_CHECK(truncate(path, size - 1) == 0);
-	TAP_CHECK(tio_get(t, dir, key, 2) == -EBADMSG);
+	TAP_EXPECT_EQ(tio_get(t, dir, key, 2), -EBADMSG);
 	/* Shorter than a header. */
 	TAP_CHECK(truncate(path, 100) == 0);
-	TAP_CHECK(tio_get(t, dir, key, 2) == -EBADMSG);
+	TAP_EXPECT_EQ(tio_get(t, dir, key, 2), -EBADMSG);
 	/* A whole page shorter: a plausible size, caught on reading. */
 	TAP_CHECK(truncate(path, size - 4096) == 0);
 	seen.n = 0;
@@ -575,11 +565,11 @@ static void tio_read_errors(void)
 	}
 	/* Longer than its header says. */
 	TAP_CHECK(truncate(path, size + 4096) == 0);
-	TAP_CHECK(tio_get(t, dir, key, 4) == -EBADMSG);
+	TAP_EXPECT_EQ(tio_get(t, dir, key, 4), -EBADMSG);
 	/* Larger than any block this engine was made for. */
 	TAP_CHECK(truncate(path, (off_t)kvc_bf_file_size(TIO_MAX) + 4096) ==
 		  0);
-	TAP_CHECK(tio_get(t, dir, key, 4) == -EFBIG);
+	TAP_EXPECT_EQ(tio_get(t, dir, key, 4), -EFBIG);
 	TAP_CHECK(kvc_tio_idle_slots(t) == 2);
 
 	/* A bit flip in the payload: found by the CRC, in the callback. */
@@ -601,11 +591,11 @@ static void tio_read_errors(void)
 	flip(path, KVC_BF_HEADER_SIZE + 1234);
 	TAP_CHECK(tio_get(t, dir, key, 7) == 0);
 	flip(path, KVC_BF_HEADER_SIZE + (off_t)len + 3);
-	TAP_CHECK(tio_get(t, dir, key, 8) == -EBADMSG);
+	TAP_EXPECT_EQ(tio_get(t, dir, key, 8), -EBADMSG);
 	/* In the header. */
 	flip(path, KVC_BF_HEADER_SIZE + (off_t)len + 3);
 	flip(path, 30);
-	TAP_CHECK(tio_get(t, dir, key, 9) == -EBADMSG);
+	TAP_EXPECT_EQ(tio_get(t, dir, key, 9), -EBADMSG);
 	/* A valid file under another key's name. */
 	flip(path, 30);
 	TAP_CHECK(tio_get(t, dir, key, 10) == 0);
@@ -617,7 +607,7 @@ static void tio_read_errors(void)
 		okey[31] ^= 1;		/* same fan-out directory */
 		TAP_CHECK(kvc_bf_path(dir, okey, other, sizeof(other)) == 0);
 		TAP_CHECK(link(path, other) == 0);
-		TAP_CHECK(tio_get(t, dir, okey, 11) == -EBADMSG);
+		TAP_EXPECT_EQ(tio_get(t, dir, okey, 11), -EBADMSG);
 	}
 	TAP_CHECK(kvc_tio_idle_slots(t) == 2);
 	kvc_tio_destroy(t);
@@ -641,9 +631,7 @@ static void tio_write_failure(void)
 	TAP_CHECK(mkdir(dir, 0755) == 0);
 	for (int with_fsync = 0; with_fsync < 2; with_fsync++) {
 		t = tio_new(2, with_fsync);
-		TAP_CHECK(t != NULL);
-		if (!t)
-			return;
+		TAP_ASSERT_TRUE(t != NULL);
 		TAP_CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
 		lim = old;
 		lim.rlim_cur = 8192;
@@ -651,7 +639,7 @@ static void tio_write_failure(void)
 		TAP_CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
 		fill_key(key, (uint8_t)(0x50 + with_fsync));
 		make_header(&h, key, NULL, 7, 3 * 4096);
-		TAP_CHECK(tio_put(t, dir, &h, 1) == -EFBIG);
+		TAP_EXPECT_EQ(tio_put(t, dir, &h, 1), -EFBIG);
 		TAP_CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
 		signal(SIGXFSZ, SIG_DFL);
 		TAP_CHECK(kvc_bf_path(dir, key, path, sizeof(path)) == 0);
@@ -868,27 +856,27 @@ static void tier_open_errors(void)
 		return;
 	c = tier_cfg(KVC_TIER_G3, tmpdir, 1 << 20, "node-a", 1000);
 	c.dir = "/nonexistent-kvc-tier";
-	TAP_CHECK(kvc_tier_open(&t, &c, idx) == -ENOENT);
+	TAP_EXPECT_EQ(kvc_tier_open(&t, &c, idx), -ENOENT);
 	subdir(file, sizeof(file), "a-file");
 	fd = open(file, O_CREAT | O_WRONLY, 0644);
 	TAP_CHECK(fd >= 0);
 	close(fd);
 	c.dir = file;
-	TAP_CHECK(kvc_tier_open(&t, &c, idx) == -ENOTDIR);
+	TAP_EXPECT_EQ(kvc_tier_open(&t, &c, idx), -ENOTDIR);
 	TAP_CHECK(unlink(file) == 0);
 	c.dir = "relative";
-	TAP_CHECK(kvc_tier_open(&t, &c, idx) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_tier_open(&t, &c, idx), -EINVAL);
 	c.dir = tmpdir;
 	c.tier = KVC_TIER_POOL;
-	TAP_CHECK(kvc_tier_open(&t, &c, idx) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_tier_open(&t, &c, idx), -EINVAL);
 	c.tier = KVC_TIER_G3;
 	c.node = NULL;
-	TAP_CHECK(kvc_tier_open(&t, &c, idx) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_tier_open(&t, &c, idx), -EINVAL);
 	c.node = "a/b";
-	TAP_CHECK(kvc_tier_open(&t, &c, idx) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_tier_open(&t, &c, idx), -EINVAL);
 	c.node = "node-a";
 	c.depth = 0;
-	TAP_CHECK(kvc_tier_open(&t, &c, idx) == -EINVAL);
+	TAP_EXPECT_EQ(kvc_tier_open(&t, &c, idx), -EINVAL);
 	kvc_index_destroy(idx);
 }
 
@@ -913,18 +901,14 @@ static void g3_spill_and_fetch(void)
 	chain_keys(keys);
 	c = tier_cfg(KVC_TIER_G3, g3dir, 1 << 20, "node-a", 1000);
 	t = tier_new(&c, idx);
-	TAP_CHECK(t != NULL);
-	if (!t) {
-		kvc_index_destroy(idx);
-		return;
-	}
+	TAP_ASSERT_TRUE(t != NULL);
 	TAP_CHECK(kvc_tier_writable(t));
 	TAP_CHECK(kvc_tier_index(t) == KVC_TIER_G3);
 	TAP_CHECK(kvc_tier_capacity(t) == 1 << 20);
 	TAP_CHECK(kvc_tier_fd(t) >= 0);
 
 	/* Not present yet: nothing to read. */
-	TAP_CHECK(kvc_tier_fetch(t, ids[0], 1) == -ENOENT);
+	TAP_EXPECT_EQ(kvc_tier_fetch(t, ids[0], 1), -ENOENT);
 
 	for (int i = 0; i < CHAIN_LEN; i++) {
 		TAP_CHECK(spill(t, ids[i], chain_len[i], 10 + i) == 0);
@@ -955,7 +939,7 @@ static void g3_spill_and_fetch(void)
 	TAP_CHECK(kvc_tier_stats(t)->blocks == CHAIN_LEN);
 
 	/* Already there: -EEXIST, counted, nothing written. */
-	TAP_CHECK(spill(t, ids[1], chain_len[1], 99) == -EEXIST);
+	TAP_EXPECT_EQ(spill(t, ids[1], chain_len[1], 99), -EEXIST);
 	TAP_CHECK(kvc_tier_stats(t)->spill_exists == 1);
 	TAP_CHECK(kvc_tier_stats(t)->spill_errors == 0);
 
@@ -998,7 +982,7 @@ static void g3_spill_and_fetch(void)
 				sl[i] = kvc_tier_spill_begin(t, &p);
 				TAP_CHECK(sl[i] >= 0);
 			}
-			TAP_CHECK(kvc_tier_spill_begin(t, &p) == -EBUSY);
+			TAP_EXPECT_EQ(kvc_tier_spill_begin(t, &p), -EBUSY);
 			for (int i = 0; i < 4; i++)
 				kvc_tier_spill_cancel(t, sl[i]);
 		}
@@ -1010,7 +994,7 @@ static void g3_spill_and_fetch(void)
 		tier_path(g3dir, 1, k, path, sizeof(path));
 		TAP_CHECK(!exists(path));
 		TAP_CHECK(!key_in(idx, k, G3_BIT));
-		TAP_CHECK(kvc_tier_drop(t, id) == -ENOENT);
+		TAP_EXPECT_EQ(kvc_tier_drop(t, id), -ENOENT);
 	}
 	/* No payload, or more than a slot holds: refused (not filled). */
 	{
@@ -1025,7 +1009,7 @@ static void g3_spill_and_fetch(void)
 			  -EINVAL);
 		s1 = kvc_tier_spill_begin(t, &p);
 		TAP_CHECK(s1 >= 0);
-		TAP_CHECK(kvc_tier_spill_submit(t, s1, id, 0) == -EINVAL);
+		TAP_EXPECT_EQ(kvc_tier_spill_submit(t, s1, id, 0), -EINVAL);
 		TAP_CHECK(kvc_tier_stats(t)->spill_errors == 2);
 		TAP_CHECK(!has_tier(idx, id, G3_BIT));
 		tier_path(g3dir, 1, k, path, sizeof(path));
@@ -1142,11 +1126,7 @@ static void g3_recovery(void)
 	/* A minute's grace: "recent" must hold however slow the fsyncs. */
 	c = tier_cfg(KVC_TIER_G3, g3dir, 1 << 20, "node-a", 60000);
 	t = tier_new(&c, idx);
-	TAP_CHECK(t != NULL);
-	if (!t) {
-		kvc_index_destroy(idx);
-		return;
-	}
+	TAP_ASSERT_TRUE(t != NULL);
 	TAP_CHECK(kvc_tier_scan(t, ns1_only, NULL) == CHAIN_LEN);
 	TAP_CHECK(kvc_index_count(idx) == CHAIN_LEN);
 	TAP_CHECK(chain_present(idx, G3_BIT) == CHAIN_LEN);
@@ -1208,11 +1188,7 @@ static void g3_corrupt_quarantine(void)
 	q0 = count_entries(qdir);
 	c = tier_cfg(KVC_TIER_G3, g3dir, 1 << 20, "node-a", 1000);
 	t = tier_new(&c, idx);
-	TAP_CHECK(t != NULL);
-	if (!t) {
-		kvc_index_destroy(idx);
-		return;
-	}
+	TAP_ASSERT_TRUE(t != NULL);
 	TAP_CHECK(kvc_tier_scan(t, ns1_only, NULL) == CHAIN_LEN);
 	TAP_CHECK(chain_find(idx, ids) == 0);
 
@@ -1236,7 +1212,7 @@ static void g3_corrupt_quarantine(void)
 	/* Cut short: refused, quarantined the same way. */
 	tier_path(g3dir, 1, keys[1], path, sizeof(path));
 	TAP_CHECK(truncate(path, file_size(path) - 1) == 0);
-	TAP_CHECK(fetch(t, ids[1], 2) == -EBADMSG);
+	TAP_EXPECT_EQ(fetch(t, ids[1], 2), -EBADMSG);
 	TAP_CHECK(!exists(path));
 	TAP_CHECK(count_entries(qdir) == q0 + 2);
 	TAP_CHECK(kvc_tier_stats(t)->corrupt == 2);
@@ -1249,7 +1225,7 @@ static void g3_corrupt_quarantine(void)
 	/* Gone behind the tier's back: a miss, and the bit goes. */
 	tier_path(g3dir, 1, keys[0], path, sizeof(path));
 	TAP_CHECK(unlink(path) == 0);
-	TAP_CHECK(fetch(t, ids[0], 3) == -ENOENT);
+	TAP_EXPECT_EQ(fetch(t, ids[0], 3), -ENOENT);
 	TAP_CHECK(kvc_tier_stats(t)->misses == 1);
 	TAP_CHECK(!key_in(idx, keys[0], G3_BIT));
 	TAP_CHECK(kvc_tier_stats(t)->usage == 0);
@@ -1281,11 +1257,7 @@ static void g3_capacity_lru(void)
 	TAP_CHECK(mkdir(dir, 0755) == 0);
 	c = tier_cfg(KVC_TIER_G3, dir, 3 * fs + fs / 2, "node-a", 1000);
 	t = tier_new(&c, idx);
-	TAP_CHECK(t != NULL);
-	if (!t) {
-		kvc_index_destroy(idx);
-		return;
-	}
+	TAP_ASSERT_TRUE(t != NULL);
 	for (int i = 0; i < 5; i++) {
 		fill_key(keys[i], (uint8_t)(0x60 + 0x10 * i));
 		TAP_CHECK(kvc_index_insert(idx, 1, keys[i], NULL, &ids[i]) ==
@@ -1314,7 +1286,7 @@ static void g3_capacity_lru(void)
 
 		fill_key(k, 0xe0);
 		TAP_CHECK(kvc_index_insert(idx, 1, k, NULL, &id) == 0);
-		TAP_CHECK(spill(t, id, TIER_MAX, 1) == -ENOSPC);
+		TAP_EXPECT_EQ(spill(t, id, TIER_MAX, 1), -ENOSPC);
 		TAP_CHECK(kvc_tier_stats(t)->spill_errors == 1);
 		TAP_CHECK(kvc_tier_stats(t)->last_error == -ENOSPC);
 		TAP_CHECK(kvc_tier_stats(t)->evictions == 2);
@@ -1601,7 +1573,7 @@ static void g4_gc(void)
 	TAP_CHECK(count_entries(gcdir) == 1);
 
 	/* Node A finds it gone: a miss, and A forgets it. */
-	TAP_CHECK(fetch(a, aids[2], 1) == -ENOENT);
+	TAP_EXPECT_EQ(fetch(a, aids[2], 1), -ENOENT);
 	TAP_CHECK(chain_present(ia, G4_BIT) == 2);
 
 	/* Deleted by a tick after the grace (in whole seconds: 1 to 2 s). */
@@ -2108,11 +2080,7 @@ static void g3_manifest_compaction(void)
 	c = tier_cfg(KVC_TIER_G3, dir, 1 << 20, "node-a", 60000);
 	c.fsync = false;	/* thousands of files: keep it quick */
 	t = tier_new(&c, idx);
-	TAP_CHECK(t != NULL);
-	if (!t) {
-		kvc_index_destroy(idx);
-		return;
-	}
+	TAP_ASSERT_TRUE(t != NULL);
 	TAP_CHECK(kvc_tier_recover(t, ns1_only, NULL) == 0);
 	/* One block spilled and dropped again and again: a record each. */
 	fill_key(k, 0x20);
@@ -2253,20 +2221,16 @@ static void read_only_body(const char *ro)
 	chain_keys(keys);
 	c = tier_cfg(KVC_TIER_G3, ro, 1 << 20, "node-a", 1000);
 	t = tier_new(&c, idx);
-	TAP_CHECK(t != NULL);
-	if (!t) {
-		kvc_index_destroy(idx);
-		return;
-	}
+	TAP_ASSERT_TRUE(t != NULL);
 	TAP_CHECK(!kvc_tier_writable(t));
-	TAP_CHECK(kvc_tier_spill_begin(t, &p) == -EACCES);
+	TAP_EXPECT_EQ(kvc_tier_spill_begin(t, &p), -EACCES);
 	TAP_CHECK(kvc_tier_scan(t, ns1_only, NULL) == CHAIN_LEN);
 	TAP_CHECK(chain_find(idx, ids) == 0);
 	for (int i = 0; i < CHAIN_LEN; i++) {
 		TAP_CHECK(fetch(t, ids[i], 60 + i) == 0);
 		TAP_CHECK(same_pattern(seen.payload, chain_len[i], 30 + i));
 	}
-	TAP_CHECK(kvc_tier_drop(t, ids[2]) == -EACCES);
+	TAP_EXPECT_EQ(kvc_tier_drop(t, ids[2]), -EACCES);
 	kvc_tier_close(t);
 	kvc_index_destroy(idx);
 }
