@@ -138,6 +138,11 @@ int kvcd_create(struct kvcd **out, const struct kvcd_options *opt)
 	if (!d)
 		return -ENOMEM;
 	d->cfg = *opt->cfg;
+	d->tiers = kvcd_tiers_new();
+	if (!d->tiers) {
+		free(d);
+		return -ENOMEM;
+	}
 	d->journal_fd = -1;
 	d->metrics_fd = -1;
 	/* Room for the longest file name in it, "namespaces.new". */
@@ -219,7 +224,7 @@ int kvcd_create(struct kvcd **out, const struct kvcd_options *opt)
 		if ((unlink(path) && errno != ENOENT) ||
 		    (unlink(tmp) && errno != ENOENT))
 			kvc_warn("stale %s: %s", path,
-				strerror(errno));
+				 strerror(errno));
 	}
 	/* After the pool: blocks found in both get both presence bits. */
 	ret = kvcd_tiers_open(d);

@@ -34,21 +34,7 @@ struct kvcd_client {
 	uint16_t version;	/* negotiated by HELLO: replies carry it */
 };
 
-/*
- * A LOAD waiting for blocks to come up from g3/g4: its reply goes out
- * (kvc_server_reply) when the last one is in the pool or has failed.
- */
-struct kvcd_wait {
-	bool used;
-	uint32_t peer;			/* server peer id ... */
-	uint64_t serial;		/* ... and which connection it was */
-	uint64_t seq;			/* the request's */
-	uint32_t ns;
-	uint32_t count, outstanding;
-	uint8_t (*keys)[KVCACHE_KEY_SIZE];
-	struct kvc_load_result *res;	/* status 1: still coming */
-};
-
+/* A LOAD result still coming up from g3/g4 (kvcd_tiers_want()). */
 #define KVCD_WAIT_PENDING	1
 
 /*
@@ -86,28 +72,9 @@ struct kvcd {
 	double orphan_at;		/* the next orphan pass, monotonic */
 	uint32_t orphans_seen;		/* the last pass saw and left them */
 
-	/* The persistent tiers (daemon_tiers.c); NULL when off. */
-	struct kvc_tier *tier[KVC_NR_TIERS];
-	struct kvc_admit *tier_admit[KVC_NR_TIERS];
+	/* The persistent tiers' state, private to tiers/ (tiers_priv.h). */
+	struct kvcd_tiers *tiers;
 	struct kvc_server *srv;		/* for deferred LOAD replies */
-	struct kvcd_wait *waits;	/* KVC_SERVER_MAX_CLIENTS */
-	uint32_t *fetchq;		/* ids waiting for a read slot */
-	size_t fetchq_len, fetchq_cap;
-	uint32_t *spillq;		/* ids waiting for a write slot */
-	size_t spillq_len, spillq_cap;
-	uint32_t *retryq;		/* spills that failed, to retry */
-	size_t retryq_len, retryq_cap;
-	uint8_t *held;			/* by id: KVCD_WB_*, write-back */
-	size_t nheld;
-	size_t held_writing, held_dirty;	/* how many of each in held[] */
-	bool reaping;			/* in kvc_tier_reap: do not wait */
-	struct kvcd_promo *promo;	/* reads done, waiting for room */
-	size_t npromo, promo_cap;
-	bool promoting;			/* in run_promotions() */
-	double retry_at;		/* when retryq is tried again */
-	uint8_t *fetching;		/* by id: a read is in flight */
-	size_t nfetching;
-	uint64_t promotions, promote_errors, prefetches, spill_retries;
 
 	struct kvc_metrics *metrics;
 	struct kvc_daemon_metrics dm;
@@ -182,7 +149,10 @@ void kvcd_clear_pool(struct kvcd *d, uint32_t id);
 void kvcd_evicted(struct kvcd *d);
 void kvcd_check_pool(struct kvcd *d);
 int kvcd_evict_to(struct kvcd *d, uint32_t want);
-/* The same, waiting for write-back spills of victims (not while reaping). */
+/*
+ * The same, waiting for write-back spills of victims (kvcd_tiers_wait());
+ * never from a tier completion, which would reap inside a reap.
+ */
 int kvcd_evict_to_wait(struct kvcd *d, uint32_t want);
 /*
  * Evict entry id's pool block now: 0, -ESTALE (evicted already: its
@@ -191,17 +161,17 @@ int kvcd_evict_to_wait(struct kvcd *d, uint32_t want);
  */
 int kvcd_evict_id(struct kvcd *d, uint32_t id);
 
-/* daemon_tiers.c */
+/* tiers/: the daemon's side of g3 and g4 */
+struct kvcd_tiers;
+/* The tiers' state, off (d->tiers, before anything can call them). */
+struct kvcd_tiers *kvcd_tiers_new(void);
+/* Open g3 and g4 as configured; close: reap, then free d->tiers. */
 int kvcd_tiers_open(struct kvcd *d);
 void kvcd_tiers_close(struct kvcd *d);
+/* Tier g3 or g4, NULL when off. */
+struct kvc_tier *kvcd_tier(const struct kvcd *d, unsigned int tier);
 /* Entry id was just stored in the pool: write-through spills. */
 void kvcd_tiers_stored(struct kvcd *d, uint32_t id);
-/*
- * Write-back state of a pool block the eviction picked (daemon_tiers.c):
- * it is held in the pool, out of the policy, until a tier has it.
- */
-#define KVCD_WB_WRITING	1	/* its spill is in flight */
-#define KVCD_WB_DIRTY	2	/* its spill failed: retried later */
 /*
  * The pool is about to evict entry id: write-back spills copy it out
  * first. 0: go ahead; -EBUSY: the write queue is full, keep it for now
@@ -220,8 +190,9 @@ bool kvcd_tiers_held(const struct kvcd *d, uint32_t id);
  */
 size_t kvcd_tiers_writing(const struct kvcd *d);
 /*
- * Wait for one batch of tier completions, if any I/O is in flight.
- * false: nothing was in flight (or the caller is inside a reap).
+ * Wait for one batch of tier completions, if any I/O is in flight, for
+ * an eviction (promotions they defer run later, from the loop). false:
+ * nothing was in flight.
  */
 bool kvcd_tiers_wait(struct kvcd *d);
 /*

@@ -66,7 +66,7 @@ static bool kvcd_ns_may(const struct kvcd_ns *n, const struct kvc_peer *p,
 }
 
 bool kvcd_may(const struct kvcd *d, const struct kvc_peer *p,
-		     uint32_t ns, unsigned int want)
+	      uint32_t ns, unsigned int want)
 {
 	if (ns < 1 || ns > KVCACHE_NS_MAX || !d->ns[ns].used)
 		return false;
@@ -324,7 +324,7 @@ void kvcd_ns_dirs(const struct kvcd *d, uint32_t ns)
 	if (geteuid() != 0)
 		mode = 0700;
 	for (int i = 0; i < 2; i++) {
-		if (!dirs[i][0] || !d->tier[i ? KVC_TIER_G4 : KVC_TIER_G3])
+		if (!dirs[i][0] || !kvcd_tier(d, i ? KVC_TIER_G4 : KVC_TIER_G3))
 			continue;
 		if (snprintf(path, sizeof(path), "%s/ns%" PRIu32, dirs[i],
 			     ns) >= (int)sizeof(path))
@@ -336,10 +336,10 @@ void kvcd_ns_dirs(const struct kvcd *d, uint32_t ns)
 		}
 		if (geteuid() == 0 && chown(path, n->uid, n->gid))
 			kvc_warn("chown %s: %s", path,
-				strerror(errno));
+				 strerror(errno));
 		if (chmod(path, mode))
 			kvc_warn("chmod %s: %s", path,
-				strerror(errno));
+				 strerror(errno));
 	}
 }
 

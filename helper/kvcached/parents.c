@@ -157,7 +157,7 @@ static struct kvc_link *kvcd_journal_read(struct kvcd *d, size_t *n)
 		kvc_err("%s: %s", path, strerror(-ret));
 	if (bad)
 		kvc_warn("%s: %zu records refused (damaged, torn, or an older format); their blocks will be reclaimed",
-			path, bad);
+			 path, bad);
 	if (links)
 		qsort(links, *n, sizeof(*links), kvc_link_cmp);
 	return links;
@@ -224,7 +224,7 @@ int kvcd_rebuild(struct kvcd *d)
 	}
 	if (n)
 		kvc_info("%zu sealed blocks in the pool, %zu back in the index; the rest will be reclaimed",
-			n, placed);
+			 n, placed);
 out:
 	free(sealed);
 	free(links);

@@ -539,9 +539,9 @@ static int kvcd_drop(struct kvcd *d, uint32_t id, unsigned int mask)
 			kvcd_evicted(d);
 	}
 	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++) {
-		if (!(have & (1u << t)) || !d->tier[t])
+		if (!(have & (1u << t)) || !kvcd_tier(d, t))
 			continue;
-		ret = kvc_tier_drop(d->tier[t], id);
+		ret = kvc_tier_drop(kvcd_tier(d, t), id);
 		if (ret && ret != -ENOENT)
 			return ret;
 		kvc_metric_add(d->dm.evictions[t], 1);
@@ -705,8 +705,8 @@ static int kvcd_dispatch(struct kvcd *d, struct kvc_peer *p,
 			 int *pass_fd);
 
 int kvcd_request(void *ctx, struct kvc_peer *p, const uint8_t *msg,
-			size_t len, bool truncated, uint8_t *reply,
-			int *pass_fd)
+		 size_t len, bool truncated, uint8_t *reply,
+		 int *pass_fd)
 {
 	struct kvcd *d = ctx;
 	struct kvc_msg m;
