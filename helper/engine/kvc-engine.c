@@ -36,6 +36,8 @@
 #include "engine.h"
 #include "libkvcache.h"
 #include "model.h"
+/* The engine builds without common/ on its path; only this is shared. */
+#include "../common/rand.h"
 
 #define EXIT_USAGE	2
 #define MAX_CONTEXTS	64
@@ -439,13 +441,6 @@ static void parse_one(struct opts *o, int c, const char *arg,
 
 /* ---- prompts ------------------------------------------------------------- */
 
-static uint64_t mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 /* Streams of tokens: what a prompt part is, and its number. */
 enum {
 	S_TTFT = 1, S_CHAT, S_SYSTEM, S_TOOL, S_DOC, S_UNIQUE, S_VERIFY,
@@ -460,10 +455,11 @@ enum {
 static void make_tokens(uint32_t *out, uint32_t n, uint64_t seed,
 			uint32_t kind, uint64_t id, uint32_t vocab)
 {
-	uint64_t base = mix64(seed ^ mix64(((uint64_t)kind << 56) ^ id));
+	uint64_t base = kvc_mix64(seed ^
+				  kvc_mix64(((uint64_t)kind << 56) ^ id));
 
 	for (uint32_t i = 0; i < n; i++)
-		out[i] = (uint32_t)(mix64(base + 0x9e3779b97f4a7c15ull * i) %
+		out[i] = (uint32_t)(kvc_mix64(base + KVC_GOLDEN_GAMMA * i) %
 				    vocab);
 }
 
@@ -865,9 +861,9 @@ static int serve_order(const struct app *a, uint32_t *order)
 		for (uint32_t j = 0; j < np; j++)
 			perm[j] = j;
 		for (uint32_t j = np - 1; j > 0; j--) {
-			uint64_t r = mix64(a->o.prompt_seed ^
-					   mix64(((uint64_t)S_ORDER << 56) |
-						 ((uint64_t)pass << 32) | j));
+			uint64_t r = kvc_mix64(a->o.prompt_seed ^
+				kvc_mix64(((uint64_t)S_ORDER << 56) |
+					  ((uint64_t)pass << 32) | j));
 			uint32_t x = (uint32_t)(r % (j + 1)), t = perm[j];
 
 			perm[j] = perm[x];
@@ -1222,8 +1218,8 @@ int main(int argc, char **argv)
 	if (!a.o.prompt_seed_set) {
 		/* verify's phases run in different processes: fixed. */
 		a.o.prompt_seed = !strcmp(a.cmd, "verify") ? 1 :
-				  mix64((uint64_t)time(NULL) ^
-					((uint64_t)getpid() << 32));
+				  kvc_mix64((uint64_t)time(NULL) ^
+					    ((uint64_t)getpid() << 32));
 	}
 
 	build_config(&a);

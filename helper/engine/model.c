@@ -42,6 +42,8 @@
 #include <string.h>
 
 #include "model.h"
+/* The engine builds without common/ on its path; only this is shared. */
+#include "../common/rand.h"
 
 /*
  * Bit-exact reuse needs a * b + c to stay two roundings everywhere: with
@@ -708,28 +710,19 @@ static void attn_values2(const float *e0, const float *e1, uint32_t nk,
 
 /* ---- weights ------------------------------------------------------------- */
 
-static uint64_t splitmix64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 /* Each tensor draws from its own stream, so their order does not matter. */
 static uint64_t stream(uint64_t seed, uint32_t tensor)
 {
 	uint64_t s = seed ^ ((uint64_t)tensor * 0xd1b54a32d192ed03ull);
 
-	splitmix64(&s);
+	kvc_splitmix64(&s);
 	return s;
 }
 
 /* Uniform in [-1, 1), exactly: 24 random bits. */
 static float uniform(uint64_t *s)
 {
-	return ((float)(splitmix64(s) >> 40) - 8388608.0f) * 0x1p-23f;
+	return ((float)(kvc_splitmix64(s) >> 40) - 8388608.0f) * 0x1p-23f;
 }
 
 enum {

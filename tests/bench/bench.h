@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * bench: what the host benchmarks share: a monotonic clock, a key
- * generator, a comparator for medians, and how they give up.
+ * generator (rand.h's), a comparator for medians, and how they give up.
  */
 #ifndef KVC_BENCH_H
 #define KVC_BENCH_H
@@ -13,20 +13,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "rand.h"	/* kvc_mix64(): random-looking keys from counters */
+
 static inline uint64_t now_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-/* splitmix64's finalizer: random-looking keys from counters. */
-static inline uint64_t mix(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
 }
 
 /* qsort() comparator of doubles, for medians. */

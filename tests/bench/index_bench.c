@@ -43,7 +43,8 @@
 static void key_of(uint64_t c, uint64_t d, uint8_t *k)
 {
 	for (uint64_t j = 0; j < 4; j++) {
-		uint64_t v = mix(((c * CHAIN + d) << 2 | j) + 0x9e3779b97f4a7c15ULL);
+		uint64_t v = kvc_mix64(((c * CHAIN + d) << 2 | j) +
+				       KVC_GOLDEN_GAMMA);
 
 		memcpy(k + 8 * j, &v, 8);
 	}
@@ -100,11 +101,11 @@ static void bench(size_t n, int runs)
 	fprintf(stderr, "# %zu keys inserted in %.2f s (both tables)\n", n,
 		(double)(now_ns() - t0) / 1e9);
 	for (i = 0; i < QUERIES; i++) {
-		rng = mix(rng + i);
+		rng = kvc_mix64(rng + i);
 		key_of(rng % chains, (rng >> 32) % CHAIN, q[i]);
 	}
 	for (i = 0; i < PREFIXES; i++) {
-		uint64_t c = mix(rng + 7 * i) % chains;
+		uint64_t c = kvc_mix64(rng + 7 * i) % chains;
 
 		for (size_t d = 0; d < CHAIN; d++)
 			key_of(c, d, pq[i * CHAIN + d]);

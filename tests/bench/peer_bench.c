@@ -569,7 +569,7 @@ static void fill_pattern(int s)
 		die("malloc", ENOMEM);
 	w = (uint64_t *)src_blocks[s];
 	for (size_t i = 0; i < words; i++)
-		w[i] = mix(((uint64_t)(s + 1) << 56) ^ i);
+		w[i] = kvc_mix64(((uint64_t)(s + 1) << 56) ^ i);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -596,9 +596,9 @@ static void make_keys(int s, int r, int v, uint8_t *keys)
 	if (!tok)
 		die("malloc", ENOMEM);
 	for (size_t t = 0; t < (size_t)n * TOKENS; t++)
-		tok[t] = (uint32_t)mix(((uint64_t)r << 48) ^
-				       ((uint64_t)s << 40) ^
-				       ((uint64_t)v << 32) ^ t);
+		tok[t] = (uint32_t)kvc_mix64(((uint64_t)r << 48) ^
+					     ((uint64_t)s << 40) ^
+					     ((uint64_t)v << 32) ^ t);
 	if (kvcache_ns_keys(kvc[s].ns, tok, (size_t)n * TOKENS, keys, n) != n)
 		die("kvcache_ns_keys", EINVAL);
 	free(tok);

@@ -114,8 +114,8 @@ static double now_s(void)
 static void key_of(uint64_t c, uint64_t d, uint8_t *k)
 {
 	for (uint64_t j = 0; j < 4; j++) {
-		uint64_t v = mix(((c * CHAIN + d) << 2 | j) +
-				 0x6a09e667f3bcc908ULL);
+		uint64_t v = kvc_mix64(((c * CHAIN + d) << 2 | j) +
+				       0x6a09e667f3bcc908ULL);
 
 		memcpy(k + 8 * j, &v, 8);
 	}

@@ -270,7 +270,7 @@ static void *buffer(size_t len, int fill)
 static void pattern(uint8_t *p, size_t len, uint64_t seed)
 {
 	for (size_t i = 0; i + 8 <= len; i += 8) {
-		uint64_t v = mix(seed + i);
+		uint64_t v = kvc_mix64(seed + i);
 
 		memcpy(p + i, &v, 8);
 	}
@@ -283,10 +283,10 @@ static void pattern(uint8_t *p, size_t len, uint64_t seed)
  */
 static void key_of(uint64_t salt, uint64_t c, uint64_t d, uint8_t *k)
 {
-	uint64_t base = mix(salt << 40 ^ c) << 12;
+	uint64_t base = kvc_mix64(salt << 40 ^ c) << 12;
 
 	for (uint64_t j = 0; j < 4; j++) {
-		uint64_t v = mix(base + (d << 2 | j));
+		uint64_t v = kvc_mix64(base + (d << 2 | j));
 
 		memcpy(k + 8 * j, &v, 8);
 	}
@@ -862,7 +862,7 @@ static void section_blocks_daemon(int runs)
 			for (int i = 0; i < BLK_ITERS; i++) {
 				int ret;
 
-				rng = mix(rng + (uint64_t)i);
+				rng = kvc_mix64(rng + (uint64_t)i);
 				chain_keys(2, rng % chains, BLK_CHAIN, keys);
 				t = now_ns();
 				ret = kvcache_lookup(ns, keys, BLK_CHAIN, NULL);
@@ -879,7 +879,7 @@ static void section_blocks_daemon(int runs)
 			for (int i = 0; i < BLK_ITERS; i++) {
 				int ret;
 
-				rng = mix(rng + (uint64_t)i);
+				rng = kvc_mix64(rng + (uint64_t)i);
 				chain_keys(2, rng % chains, BLK_CHAIN, keys);
 				t = now_ns();
 				ret = kvcache_load(ns, keys, BLK_CHAIN, dst,
@@ -956,11 +956,11 @@ static void index_one(int runs, uint64_t want)
 		"tables), %.1f bytes per key in the index\n", label, n,
 		secs(now_ns() - t0), (double)kvc_index_bytes(idx) / (double)n);
 	for (uint32_t i = 0; i < IDX_QUERIES; i++) {
-		rng = mix(rng + i);
+		rng = kvc_mix64(rng + i);
 		key_of(3, rng % chains, (rng >> 40) % BLK_CHAIN, q[i]);
 	}
 	for (uint32_t i = 0; i < IDX_PREFIXES; i++) {
-		rng = mix(rng + i);
+		rng = kvc_mix64(rng + i);
 		chain_keys(3, rng % chains, BLK_CHAIN, pq[i * BLK_CHAIN]);
 	}
 

@@ -542,13 +542,13 @@ int main(int argc, char **argv)
 	if (!B.keys || !B.src || !B.dst)
 		bench_die("memory", ENOMEM);
 	for (size_t i = 0; i < (size_t)B.n * KVC_BF_KEY_SIZE / 8; i++) {
-		uint64_t v = mix(i + 0x9e3779b97f4a7c15ULL);
+		uint64_t v = kvc_mix64(i + KVC_GOLDEN_GAMMA);
 
 		memcpy((uint8_t *)B.keys + 8 * i, &v, 8);
 	}
 	/* Incompressible, like KV data, and resident before the clock. */
 	for (size_t i = 0; i < NSRC * B.payload / 8; i++) {
-		uint64_t v = mix(i);
+		uint64_t v = kvc_mix64(i);
 
 		memcpy(B.src + 8 * i, &v, 8);
 	}

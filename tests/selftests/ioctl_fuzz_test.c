@@ -63,6 +63,7 @@
 
 #include "kselftest_harness.h"
 #include "kvc_ioctl.h"
+#include "rand.h"
 #include "kvc_p2p.h"
 #include "kvc_sysfs.h"
 
@@ -1006,7 +1007,7 @@ static void *thread_mem(size_t len, int dontfork)
 static int setup_fuzzer(struct fuzzer *f, uint64_t seed, int i, int dontfork)
 {
 	memset(f, 0, sizeof(*f));
-	f->rng = (seed | 1) * 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1) | 1;
+	f->rng = (seed | 1) * KVC_GOLDEN_GAMMA * (uint64_t)(i + 1) | 1;
 	f->pfd = open(KVCACHE_DEVICE_PATH, O_RDWR | O_CLOEXEC);
 	f->arg = guarded(2 * 4096);
 	f->ent_len = ENTRY_ROOM * sizeof(struct kvcache_xfer_entry);

@@ -58,6 +58,7 @@
 #include "kvc_sysfs.h"
 #include "keys.h"
 #include "proto.h"
+#include "rand.h"
 #include "libkvcache.h"
 
 #include "kvcd_fixture.h"
@@ -144,15 +145,6 @@ static void soak_error(struct soak_shared *sh, int what, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* splitmix64: seeds that differ in a few bits give unrelated streams */
-static uint64_t mix(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return (x ^ (x >> 31)) | 1;
-}
-
 static uint64_t rnd(uint64_t *s)
 {
 	/* xorshift64*: cheap, and each client has its own stream */
@@ -176,7 +168,7 @@ static void kv_fill(uint8_t *p, const uint8_t *key)
 	memcpy(&seed, key, sizeof(seed));
 	memcpy(p, key, KEY);
 	for (size_t j = KEY / 8; j < BLOCK_BYTES / 8; j++)
-		w[j] = seed ^ (j * 0x9e3779b97f4a7c15ull);
+		w[j] = seed ^ (j * KVC_GOLDEN_GAMMA);
 }
 
 /* The first word that differs, or -1: where a corruption starts. */
@@ -189,7 +181,7 @@ static long kv_check(const uint8_t *p, const uint8_t *key)
 		return 0;
 	memcpy(&seed, key, sizeof(seed));
 	for (size_t j = KEY / 8; j < BLOCK_BYTES / 8; j++)
-		if (w[j] != (seed ^ (j * 0x9e3779b97f4a7c15ull)))
+		if (w[j] != (seed ^ (j * KVC_GOLDEN_GAMMA)))
 			return (long)j;
 	return -1;
 }
@@ -480,7 +472,9 @@ static int client_main(struct soak_shared *sh, const char *sock,
 {
 	struct soak_client cl = {
 		.sh = sh, .sock = sock, .ns_id = ns_id, .slot = slot,
-		.rng = mix(seed),
+		/* splitmix64: seeds a few bits apart, unrelated streams;
+		 * xorshift64* needs a state that is not 0. */
+		.rng = kvc_splitmix64(&seed) | 1,
 	};
 	struct soak_client other;
 	bool two = slot % 4 == 1;
@@ -1006,7 +1000,7 @@ TEST_F(kvcd, soak)
 	end = t0 + secs;
 	for (int i = 0; i < nclients; i++)
 		pids[i] = spawn(self, sh, i,
-				(uint64_t)i * 0x9e3779b97f4a7c15ull + 1);
+				(uint64_t)i * KVC_GOLDEN_GAMMA + 1);
 	next_sample = t0 + sample_s;
 	while (now_s() < end) {
 		/* Replace the clients that finished their requests. */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "index.h"
+#include "rand.h"
 #include "tap.h"
 
 #define KS	KVCACHE_KEY_SIZE
@@ -20,11 +21,7 @@ static uint64_t rng_state;
 /* splitmix64: a fixed seed gives the same sequences on every machine. */
 static uint64_t rnd(void)
 {
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
+	return kvc_splitmix64(&rng_state);
 }
 
 static unsigned int rnd_below(unsigned int n)

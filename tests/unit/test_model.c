@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "engine/model.h"
+#include "rand.h"
 #include "tap.h"
 
 #define N_TOKENS	130	/* two chunks and a bit; blocks of 16 */
@@ -26,7 +27,7 @@
 /* A deterministic prompt of n tokens below vocab. */
 static void prompt(uint32_t *t, uint32_t n, uint32_t vocab, uint32_t salt)
 {
-	uint64_t x = 0x9e3779b97f4a7c15ull * (salt + 1);
+	uint64_t x = KVC_GOLDEN_GAMMA * (salt + 1);
 
 	for (uint32_t i = 0; i < n; i++) {
 		x ^= x >> 12;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "proto.h"
+#include "rand.h"
 #include "tap.h"
 
 #define FUZZ_ITERATIONS	200000
@@ -2629,7 +2630,7 @@ static void fuzz(void)
 	struct fuzz_counts c = { 0 };
 	unsigned long mutated_ok = 0;
 
-	rng_state = 0x9e3779b97f4a7c15ull;
+	rng_state = KVC_GOLDEN_GAMMA;
 	for (int it = 0; it < FUZZ_ITERATIONS; it++) {
 		size_t len = random_valid(msg, sizeof(msg)), cut;
 		unsigned long before = c.accepted;
