@@ -15,7 +15,6 @@
 #include "kvcd.h"
 
 #include <errno.h>
-#include <string.h>
 
 #include "clock.h"
 

@@ -11,14 +11,10 @@
  * meanwhile.
  */
 #include <errno.h>
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
 #include "fault.h"
-#include "log.h"
 #include "tiers_priv.h"
 
 bool kvcd_tiers_defer(struct kvcd *d, const struct kvc_peer *p,

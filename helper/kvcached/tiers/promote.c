@@ -17,14 +17,10 @@
  * tiers_run_promotions() does it from the loop.
  */
 #include <errno.h>
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
 #include "fault.h"
-#include "log.h"
 #include "tiers_priv.h"
 
 /*

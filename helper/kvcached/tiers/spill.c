@@ -31,14 +31,11 @@
  * calls kvcd_tiers_forget()), so an id reused later starts clean.
  */
 #include <errno.h>
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
 #include "fault.h"
-#include "log.h"
 #include "tiers_priv.h"
 
 /* Failed spills retried per try, so a dead disk costs little. */
