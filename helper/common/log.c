@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 static int log_level = KVC_LOG_INFO;
 /*
  * -1: not looked at yet; 0: a terminal or a file; 1: journald's stream.
@@ -53,13 +55,57 @@ static bool journal_stream(void)
 	       (unsigned long long)st.st_ino == ino;
 }
 
+static void kvc_vlog(int level, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+
 void kvc_log(int level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	kvc_vlog(level, fmt, ap);
+	va_end(ap);
+}
+
+bool kvc_ratelimit(struct kvc_ratelimit *rs)
+{
+	double now = kvc_now();
+
+	if (!rs->begin || now - rs->begin >= rs->interval) {
+		rs->begin = now;
+		rs->printed = 0;
+	}
+	if (rs->printed < rs->burst) {
+		rs->printed++;
+		return true;
+	}
+	rs->missed++;
+	return false;
+}
+
+void kvc_log_limited(struct kvc_ratelimit *rs, int level, const char *fmt,
+		     ...)
+{
+	va_list ap;
+
+	if (!kvc_log_enabled(level) || !kvc_ratelimit(rs))
+		return;
+	if (rs->missed) {
+		kvc_log(level, "%u messages like the next one suppressed",
+			rs->missed);
+		rs->missed = 0;
+	}
+	va_start(ap, fmt);
+	kvc_vlog(level, fmt, ap);
+	va_end(ap);
+}
+
+static void kvc_vlog(int level, const char *fmt, va_list ap)
 {
 	/* syslog priorities: LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG. */
 	static const int prio[] = { 3, 4, 6, 7 };
 	static const char *const tag[] = { "error: ", "warning: ", "", "debug: " };
 	char line[2048];
-	va_list ap;
 
 	if (level < KVC_LOG_ERROR)
 		level = KVC_LOG_ERROR;
@@ -69,9 +115,7 @@ void kvc_log(int level, const char *fmt, ...)
 		return;
 	if (to_journal < 0)
 		to_journal = journal_stream();
-	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
 	/* One fprintf per line: lines of one message never interleave. */
 	if (to_journal)
 		fprintf(stderr, "<%d>kvcached: %s%s\n", prio[level], tag[level],

@@ -43,9 +43,49 @@ bool kvc_log_enabled(int level);
 void kvc_log(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/*
+ * Rate limiting, after the kernel's ___ratelimit(): at most burst
+ * messages per interval seconds from one call site; the ones held back
+ * are counted and said in one line when the site may speak again. For
+ * messages a client or another node can cause at will (a corrupt file
+ * in a shared tier, a failing disk under a stream of STOREs), so that
+ * they cannot flood the journal.
+ */
+struct kvc_ratelimit {
+	double interval;	/* seconds */
+	unsigned int burst;
+	double begin;		/* of the current interval */
+	unsigned int printed;	/* in it */
+	unsigned int missed;	/* held back since the last message */
+};
+
+#define KVC_RATELIMIT_INTERVAL	5.0
+#define KVC_RATELIMIT_BURST	10
+#define KVC_RATELIMIT_INIT						\
+	{ KVC_RATELIMIT_INTERVAL, KVC_RATELIMIT_BURST, 0, 0, 0 }
+
+/* May a message go out now? Counts it either way. */
+bool kvc_ratelimit(struct kvc_ratelimit *rs);
+
+/* A message of @level, if rs lets it through. */
+void kvc_log_limited(struct kvc_ratelimit *rs, int level, const char *fmt,
+		     ...) __attribute__((format(printf, 3, 4)));
+
 #define kvc_err(...)	kvc_log(KVC_LOG_ERROR, __VA_ARGS__)
 #define kvc_warn(...)	kvc_log(KVC_LOG_WARN, __VA_ARGS__)
 #define kvc_info(...)	kvc_log(KVC_LOG_INFO, __VA_ARGS__)
 #define kvc_debug(...)	kvc_log(KVC_LOG_DEBUG, __VA_ARGS__)
+
+/* One rate limit per call site, as the kernel's pr_*_ratelimited(). */
+#define kvc_log_ratelimited(level, ...)					\
+	do {								\
+		static struct kvc_ratelimit _rs = KVC_RATELIMIT_INIT;	\
+									\
+		kvc_log_limited(&_rs, level, __VA_ARGS__);		\
+	} while (0)
+#define kvc_err_ratelimited(...)					\
+	kvc_log_ratelimited(KVC_LOG_ERROR, __VA_ARGS__)
+#define kvc_warn_ratelimited(...)					\
+	kvc_log_ratelimited(KVC_LOG_WARN, __VA_ARGS__)
 
 #endif /* KVC_LOG_H */

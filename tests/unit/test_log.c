@@ -2,8 +2,9 @@
 /*
  * Host tests for helper/common/log.c: a message below the level set is not
  * printed, one at or above it is, with its level named; error messages
- * always are; and under journald (JOURNAL_STREAM naming stderr) each line
- * carries its syslog priority.
+ * always are; under journald (JOURNAL_STREAM naming stderr) each line
+ * carries its syslog priority; and a rate-limited call site says at most
+ * a burst per interval, then how many it held back.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,9 +105,50 @@ static void journal_priorities(void)
 			       "<6>kvcached: i 3\n<7>kvcached: debug: d 4\n"));
 }
 
+static struct kvc_ratelimit quick = { 0.2, 3, 0, 0, 0 };
+
+static void say_limited(void)
+{
+	for (int i = 0; i < 5; i++)
+		kvc_log_limited(&quick, KVC_LOG_WARN, "flood %d", i);
+}
+
+static void ratelimit(void)
+{
+	struct kvc_ratelimit rs = { 0.2, 2, 0, 0, 0 };
+
+	/* A burst goes through, the rest of the interval is counted. */
+	TAP_ASSERT_TRUE(kvc_ratelimit(&rs));
+	TAP_ASSERT_TRUE(kvc_ratelimit(&rs));
+	TAP_EXPECT_FALSE(kvc_ratelimit(&rs));
+	TAP_EXPECT_FALSE(kvc_ratelimit(&rs));
+	TAP_EXPECT_EQ(rs.missed, 2u);
+
+	capture(say_limited);
+	TAP_EXPECT_STREQ(out, "kvcached: warning: flood 0\n"
+			      "kvcached: warning: flood 1\n"
+			      "kvcached: warning: flood 2\n");
+	TAP_EXPECT_EQ(quick.missed, 2u);
+	/* The next interval: the count first, then the message. */
+	usleep(250 * 1000);
+	capture(say_limited);
+	TAP_EXPECT_STREQ(out, "kvcached: warning: 2 messages like the next one suppressed\n"
+			      "kvcached: warning: flood 0\n"
+			      "kvcached: warning: flood 1\n"
+			      "kvcached: warning: flood 2\n");
+	/* Below the level: neither said nor counted. */
+	kvc_log_set_level(KVC_LOG_ERROR);
+	quick.missed = 0;
+	capture(say_limited);
+	TAP_EXPECT_STREQ(out, "");
+	TAP_EXPECT_EQ(quick.missed, 0u);
+	kvc_log_set_level(KVC_LOG_INFO);
+}
+
 int main(void)
 {
 	TAP_RUN(journal_priorities);
 	TAP_RUN(levels);
+	TAP_RUN(ratelimit);
 	return tap_done();
 }

@@ -125,8 +125,9 @@ void tier_quarantine(struct kvc_tier *t, uint32_t ns, const uint8_t *key)
 	tier_ns_dir(t, ns, d, sizeof(d));
 	t->st.corrupt++;
 	if (kvc_bf_quarantine(d, key) && t->writable)
-		kvc_warn("%s: cannot quarantine a corrupt block",
-			 d);
+		/* Anyone who can write the shared directory can cause it. */
+		kvc_warn_ratelimited("%s: cannot quarantine a corrupt block",
+				     d);
 }
 
 bool tier_corrupt_err(int err)

@@ -104,9 +104,10 @@ static void spill_failed(struct kvc_tier *t, int err)
 		return;
 	}
 	t->st.spill_errors++;
+	/* A new error is said; a failing disk under STOREs is not a flood. */
 	if (err != t->st.last_error)
-		kvc_err("g%u %s: spill failed: %s",
-			t->cfg.tier + 2, t->dir, strerror(-err));
+		kvc_err_ratelimited("g%u %s: spill failed: %s",
+				    t->cfg.tier + 2, t->dir, strerror(-err));
 	t->st.last_error = err;
 }
 
@@ -270,7 +271,7 @@ static void write_finished(struct kvc_tier *t, struct pend *p,
 	}
 	if (d->status) {
 		spill_failed(t, d->status);
-		/* Kept for the spill (daemon_tiers.c); nothing holds it now. */
+		/* Kept for the spill (spill.c); nothing holds it now. */
 		if (!ret)
 			kvc_index_prune(t->idx, id);
 		return;
