@@ -10,6 +10,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "fdpass.h"
+
 uint32_t kvc_client_next_seq(struct kvc_client *c)
 {
 	return ++c->seq;
@@ -27,7 +29,6 @@ static ssize_t kvc_client_recv(struct kvc_client *c, int *fd)
 		.msg_iov = &iov, .msg_iovlen = 1,
 		.msg_control = cmsg.buf, .msg_controllen = sizeof(cmsg.buf),
 	};
-	struct cmsghdr *cm;
 	ssize_t n;
 
 	do {
@@ -37,18 +38,7 @@ static ssize_t kvc_client_recv(struct kvc_client *c, int *fd)
 		return -errno;
 	if (n == 0)
 		return -ECONNRESET;
-	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
-		if (cm->cmsg_level == SOL_SOCKET &&
-		    cm->cmsg_type == SCM_RIGHTS &&
-		    cm->cmsg_len == CMSG_LEN(sizeof(int))) {
-			int got;
-
-			memcpy(&got, CMSG_DATA(cm), sizeof(got));
-			if (fd && *fd < 0)
-				*fd = got;
-			else
-				close(got);
-		}
+	kvc_fdpass_take(&mh, fd);
 	return n;
 }
 

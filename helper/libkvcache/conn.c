@@ -25,6 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fdpass.h"
+
 int lib_conn_init(struct kvcache *c, unsigned int n)
 {
 	c->conns = calloc(n, sizeof(*c->conns));
@@ -95,7 +97,6 @@ static ssize_t conn_recv(struct lib_conn *k, const struct timespec *end,
 		.msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf),
 	};
 	struct pollfd pfd = { .fd = k->fd, .events = POLLIN };
-	struct cmsghdr *cm;
 	ssize_t n;
 
 	for (;;) {
@@ -118,23 +119,7 @@ static ssize_t conn_recv(struct lib_conn *k, const struct timespec *end,
 	}
 	if (n < 0)
 		return errno == EPIPE ? -ECONNRESET : -errno;
-	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-		size_t nfd;
-
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-			continue;
-		nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < nfd; i++) {
-			int got;
-
-			memcpy(&got, CMSG_DATA(cm) + i * sizeof(int),
-			       sizeof(got));
-			if (fd && *fd < 0)
-				*fd = got;
-			else
-				close(got);
-		}
-	}
+	kvc_fdpass_take(&mh, fd);
 	if (n == 0)
 		return -ECONNRESET;
 	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
