@@ -37,7 +37,7 @@
 #include "libkvcache.h"
 #include "model.h"
 /* The engine builds without common/ on its path; only this is shared. */
-#include "../common/rand.h"
+#include "rand.h"
 
 #define EXIT_USAGE	2
 #define MAX_CONTEXTS	64

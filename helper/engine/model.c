@@ -43,7 +43,7 @@
 
 #include "model.h"
 /* The engine builds without common/ on its path; only this is shared. */
-#include "../common/rand.h"
+#include "rand.h"
 
 /*
  * Bit-exact reuse needs a * b + c to stay two roundings everywhere: with

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "index.h"
+#include "rand.h"
 
 #define CHUNK_SHIFT	12
 #define CHUNK		(1u << CHUNK_SHIFT)	/* entries per slab chunk */
@@ -49,17 +50,6 @@ struct kvc_index {
 	size_t nslots;			/* power of two, >= MIN_SLOTS */
 };
 
-/* The splitmix64 finalizer: every input bit reaches every output bit. */
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	x ^= x >> 31;
-	return x;
-}
-
 /*
  * Keys are SHA-256 output, so 16 of their bytes are as good as all 32 for
  * placement (the whole key is compared). The seed is mixed in before the
@@ -72,8 +62,8 @@ uint64_t kvc_index_hash(const struct kvc_index *idx, uint32_t ns,
 
 	memcpy(&a, key, 8);
 	memcpy(&b, key + 8, 8);
-	h = mix64(a ^ idx->seed ^ ((uint64_t)ns << 40)) +
-	    mix64(b ^ (idx->seed >> 1));
+	h = kvc_mix64(a ^ idx->seed ^ ((uint64_t)ns << 40)) +
+	    kvc_mix64(b ^ (idx->seed >> 1));
 	return h ? h : 1;
 }
 
