@@ -84,6 +84,7 @@ CTL_SRCS := $(sort $(wildcard helper/kvcachectl/*.c))
 LIB_SRCS := $(sort $(wildcard helper/libkvcache/*.c))
 # The parts of common/ the library carries inside it (hidden).
 LIB_COMMON_SRCS := helper/common/keys.c helper/common/proto.c \
+		   helper/common/fdpass.c \
 		   helper/common/blockfile.c
 ENGINE_SRCS := helper/engine/model.c helper/engine/engine.c
 
@@ -93,7 +94,7 @@ KVCD_INC := $(COMMON_INC) -I$(TOP)/helper/kvcached \
 	    -I$(TOP)/helper/kvcached/pool -I$(TOP)/helper/kvcached/tiers
 LIB_INC := $(COMMON_INC) -I$(TOP)/helper/libkvcache/include \
 	   -I$(TOP)/helper/libkvcache
-ENGINE_INC := -I$(TOP)/uapi -I$(TOP)/helper/libkvcache/include \
+ENGINE_INC := $(COMMON_INC) -I$(TOP)/helper/libkvcache/include \
 	      -I$(TOP)/helper/engine
 # Tests and benchmarks reach into every part.
 TEST_INC := $(KVCD_INC) $(NL_CFLAGS) -I$(TOP)/helper/libkvcache/include \
@@ -294,8 +295,7 @@ vllm-check: helper lib
 # runs (the daemon it starts, the engine).
 SELFTESTS := $(notdir $(basename $(wildcard tests/selftests/*_test.c)))
 ST_CFLAGS = -std=gnu11 $(WARN) -Wno-unused-parameter -Wno-sign-compare \
-	    -Wno-clobbered -Wno-format-truncation -Wno-unused-function \
-	    $(CFLAGS) $(TEST_INC) \
+	    -Wno-clobbered -Wno-format-truncation $(CFLAGS) $(TEST_INC) \
 	    -I$(KSRC)/tools/testing/selftests \
 	    -DKVC_UNIT_FILE='"$(TOP)/helper/kvcached/kvcached.service"'
 ST_OBJ := $(BUILD)/st-obj
@@ -331,7 +331,8 @@ crash-tool: $(BUILD)/crash/vm-crash-tool
 
 $(OBJ)/tests/vm-crash-tool.o: CSTD := -std=gnu11
 
-$(BUILD)/crash/vm-crash-tool: $(OBJ)/tests/vm-crash-tool.o $(OBJ)/common.a
+$(BUILD)/crash/vm-crash-tool: $(OBJ)/tests/vm-crash-tool.o $(ST_OBJ)/support.a \
+			      $(OBJ)/common.a
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcrypto
 

@@ -6,6 +6,11 @@
  * of its own, in the mode $KVC_DAEMON_MODE asks for, the helpers that
  * make, store and check blocks through it, and restarts with tier
  * directories. Include it after kselftest_harness.h and kvc_client.h.
+ *
+ * What needs the fixture's data (SELF) or the harness's context stays
+ * here, static inline: FIXTURE() defines that struct in each test, and
+ * kselftest_harness.h cannot be compiled into a second file. The rest is
+ * kvcd_util.c, compiled once.
  */
 #ifndef KVCD_FIXTURE_H
 #define KVCD_FIXTURE_H
@@ -18,36 +23,12 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#define TPB		16		/* tokens per block */
-#define PAYLOAD		4096		/* bytes written and sealed per block */
-#define LOW_PCT		10
-#define HIGH_PCT	20
-#define MEMFD_POOL	(64ull << 20)
-#define MEMFD_BS	(2ull << 20)
-#define NOBODY		65534
-#define MAX_CHAIN	1024		/* longest chain a test builds */
-
-typedef uint8_t kvc_key[KVCACHE_KEY_SIZE];
+#include "kvcd_util.h"
 
 /* ---- environment ---------------------------------------------------------- */
 
-static void rm_rf(const char *path);
-
-static int wanted_mode(void)
-{
-	const char *m = getenv("KVC_DAEMON_MODE");
-
-	if (m && !strcmp(m, "kernel"))
-		return KVC_PROTO_MODE_KERNEL;
-	if (m && !strcmp(m, "memfd"))
-		return KVC_PROTO_MODE_MEMFD;
-	if (!access(KVCACHE_DEVICE_PATH, F_OK) && geteuid() == 0)
-		return KVC_PROTO_MODE_KERNEL;
-	return KVC_PROTO_MODE_MEMFD;
-}
-
 /* The daemon: $KVC_KVCACHED, else ../helper/kvcached from this binary. */
-static int find_daemon(char *out, size_t len)
+static inline int find_daemon(char *out, size_t len)
 {
 	const char *env = getenv("KVC_KVCACHED");
 	char self[PATH_MAX - 32], *slash;
@@ -69,22 +50,6 @@ static int find_daemon(char *out, size_t len)
 	*slash = '\0';
 	snprintf(out, len, "%.*s/../helper/kvcached", (int)(len - 32), self);
 	return access(out, X_OK) ? -errno : 0;
-}
-
-static void msleep(unsigned int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) && errno == EINTR)
-		;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* ---- the fixture: one daemon per test ------------------------------------- */
@@ -115,7 +80,7 @@ FIXTURE(kvcd) {
 
 #define SELF	struct _test_data_kvcd
 
-static int write_config(SELF *self)
+static inline int write_config(SELF *self)
 {
 	FILE *f = fopen(self->conf, "we");
 
@@ -149,7 +114,7 @@ static int write_config(SELF *self)
  * Start kvcached and wait until its socket accepts (20 s at most).
  * Returns 0, or -errno with why filled.
  */
-static int daemon_start(SELF *self, char *why, size_t wlen)
+static inline int daemon_start(SELF *self, char *why, size_t wlen)
 {
 	const char *mode = self->mode == KVC_PROTO_MODE_KERNEL ? "kernel" :
 			   "memfd";
@@ -225,7 +190,7 @@ static int daemon_start(SELF *self, char *why, size_t wlen)
 }
 
 /* SIGTERM, and wait (10 s, then SIGKILL). Returns the wait status. */
-static int daemon_stop(SELF *self)
+static inline int daemon_stop(SELF *self)
 {
 	int st = -1;
 
@@ -245,7 +210,7 @@ static int daemon_stop(SELF *self)
 	return st;
 }
 
-static void dump_log(struct __test_metadata *_metadata, SELF *self)
+static inline void dump_log(struct __test_metadata *_metadata, SELF *self)
 {
 	char line[512];
 	FILE *f = fopen(self->log, "re");
@@ -258,28 +223,7 @@ static void dump_log(struct __test_metadata *_metadata, SELF *self)
 	fclose(f);
 }
 
-/* Kernel mode: evict what a namespace still holds, then drop it. */
-static void kernel_ns_cleanup(int fd, uint32_t ns)
-{
-	struct kvcache_block_info b[64];
-	struct kvcache_query q;
-	int rounds = 0;
-
-	for (;;) {
-		q = (struct kvcache_query){
-			.size = sizeof(q), .count = 64, .ns_id = ns,
-			.entries = (uintptr_t)b,
-		};
-		if (ioctl(fd, KVCACHE_IOC_QUERY, &q) || !q.count ||
-		    rounds++ > 1000)
-			break;
-		for (uint32_t i = 0; i < q.count; i++)
-			kvc_evict(fd, b[i].handle);
-	}
-	kvc_ns(fd, 0, ns, 0, 0, 0);
-}
-
-static void fixture_down(struct __test_metadata *_metadata, SELF *self)
+static inline void fixture_down(struct __test_metadata *_metadata, SELF *self)
 {
 	char path[PATH_MAX + 32];
 	static const char *const files[] = {
@@ -314,8 +258,8 @@ static void fixture_down(struct __test_metadata *_metadata, SELF *self)
 }
 
 /* NS_CREATE through the daemon, remembered for the cleanup. */
-static int ns_create(SELF *self, struct kvcc *c, uint32_t ns, uint32_t uid,
-		     uint32_t gid, uint32_t mode)
+static inline int ns_create(SELF *self, struct kvcc *c, uint32_t ns, uint32_t uid,
+			    uint32_t gid, uint32_t mode)
 {
 	int ret = kvcc_ns_create(c, ns, uid, gid, mode);
 
@@ -332,7 +276,7 @@ static int ns_create(SELF *self, struct kvcc *c, uint32_t ns, uint32_t uid,
  */
 #define NS_EXTRA	3
 
-static int seed_namespaces(SELF *self)
+static inline int seed_namespaces(SELF *self)
 {
 	char path[PATH_MAX + 32];
 	FILE *f;
@@ -350,14 +294,14 @@ static int seed_namespaces(SELF *self)
 }
 
 /* Namespace ns + i (i <= NS_EXTRA), 0700: created as root, seeded if not. */
-static int ns_extra(SELF *self, struct kvcc *c, uint32_t i)
+static inline int ns_extra(SELF *self, struct kvcc *c, uint32_t i)
 {
 	if (geteuid() != 0)
 		return 0;
 	return ns_create(self, c, self->ns + i, 0, 0, 0700);
 }
 
-static int fixture_up(SELF *self, char *why, size_t wlen)
+static inline int fixture_up(SELF *self, char *why, size_t wlen)
 {
 	const char *tmp = getenv("TMPDIR");
 	struct kvc_ns_identity id = {
@@ -470,7 +414,7 @@ FIXTURE_TEARDOWN(kvcd)
 /* ---- blocks and chains ------------------------------------------------------ */
 
 /* Keys of a chain of n blocks; chains with different salts share nothing. */
-static void chain_keys(SELF *self, uint32_t salt, uint32_t n, kvc_key *keys)
+static inline void chain_keys(SELF *self, uint32_t salt, uint32_t n, kvc_key *keys)
 {
 	uint32_t *tok = calloc((size_t)n * TPB, sizeof(*tok));
 
@@ -480,54 +424,14 @@ static void chain_keys(SELF *self, uint32_t salt, uint32_t n, kvc_key *keys)
 	free(tok);
 }
 
-/* What a block holds: its key, then its first byte repeated. */
-static void fill_block(uint8_t *p, const uint8_t *key)
-{
-	memcpy(p, key, KVCACHE_KEY_SIZE);
-	memset(p + KVCACHE_KEY_SIZE, key[0], PAYLOAD - KVCACHE_KEY_SIZE);
-}
-
-static int block_ok(const uint8_t *p, const uint8_t *key)
-{
-	if (memcmp(p, key, KVCACHE_KEY_SIZE))
-		return 0;
-	for (size_t i = KVCACHE_KEY_SIZE; i < PAYLOAD; i += 97)
-		if (p[i] != key[0])
-			return 0;
-	return 1;
-}
-
-/* Kernel mode: seal n blocks with their real keys. */
-static int kernel_seal(int fd, const struct kvcache_handle *h,
-		       const kvc_key *keys, uint32_t n, uint32_t flags)
-{
-	struct kvcache_seal_entry *e = calloc(n, sizeof(*e));
-	struct kvcache_batch b = {
-		.size = sizeof(b), .flags = flags, .count = n,
-		.entries = (uintptr_t)e,
-	};
-	int ret;
-
-	if (!e)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < n; i++) {
-		e[i].handle = h[i];
-		e[i].payload_len = PAYLOAD;
-		memcpy(e[i].key, keys[i], KVCACHE_KEY_SIZE);
-	}
-	ret = kvc_ioc(fd, KVCACHE_IOC_SEAL, &b);
-	free(e);
-	return ret;
-}
-
 /*
  * n fresh blocks of ns, written and sealed under keys (keep_pin: our
  * connection, or in kernel mode our file, keeps a pin on each). Kernel
  * mode through dev, memfd mode through c. 0 or an error.
  */
-static int make_blocks(SELF *self, struct kvcc *c, int dev, uint32_t ns,
-		       const kvc_key *keys, uint32_t n, bool keep_pin,
-		       struct kvcache_handle *h)
+static inline int make_blocks(SELF *self, struct kvcc *c, int dev, uint32_t ns,
+			      const kvc_key *keys, uint32_t n, bool keep_pin,
+			      struct kvcache_handle *h)
 {
 	int ret;
 
@@ -574,45 +478,7 @@ out:
 	}
 }
 
-/*
- * STORE n sealed blocks as a chain: keys[0] under parent (NULL: the first
- * block of its chain), keys[i] under keys[i-1]. Statuses into st (may be
- * NULL); returns the call's error or the first non-zero status.
- */
-static int store_blocks(struct kvcc *c, uint32_t ns, const kvc_key *keys,
-			const uint8_t *parent, const struct kvcache_handle *h,
-			uint32_t n, int32_t *st)
-{
-	struct kvc_store_entry *e = calloc(n, sizeof(*e));
-	int32_t *own = st ? NULL : calloc(n, sizeof(*own));
-	int ret;
-
-	if (!e || (!st && !own)) {
-		free(e);
-		free(own);
-		return -ENOMEM;
-	}
-	if (!st)
-		st = own;
-	for (uint32_t i = 0; i < n; i++) {
-		const uint8_t *par = i ? keys[i - 1] : parent;
-
-		memcpy(e[i].key, keys[i], KVCACHE_KEY_SIZE);
-		if (par)
-			memcpy(e[i].parent, par, KVCACHE_KEY_SIZE);
-		else
-			e[i].flags = KVC_PROTO_STORE_FIRST;
-		e[i].handle = h[i];
-	}
-	ret = kvcc_store(c, ns, e, n, st);
-	for (uint32_t i = 0; !ret && i < n; i++)
-		ret = st[i];
-	free(e);
-	free(own);
-	return ret;
-}
-
-static int store_chain(SELF *self, uint32_t ns, const kvc_key *keys,
+static inline int store_chain(SELF *self, uint32_t ns, const kvc_key *keys,
 		       uint32_t n, bool keep_pin, struct kvcache_handle *h)
 {
 	int ret = make_blocks(self, &self->c, self->dev, ns, keys, n, keep_pin,
@@ -622,8 +488,8 @@ static int store_chain(SELF *self, uint32_t ns, const kvc_key *keys,
 }
 
 /* Drop one pin per block: RELEASE (memfd mode) or UNPIN (kernel mode). */
-static int unpin_blocks(SELF *self, const struct kvcache_handle *h,
-			uint32_t n)
+static inline int unpin_blocks(SELF *self, const struct kvcache_handle *h,
+			       uint32_t n)
 {
 	int32_t *st;
 	uint32_t done = 0;
@@ -643,18 +509,18 @@ static int unpin_blocks(SELF *self, const struct kvcache_handle *h,
 	return ret;
 }
 
-static uint32_t low_blocks(SELF *self)
+static inline uint32_t low_blocks(SELF *self)
 {
 	return (uint32_t)((uint64_t)self->nr * LOW_PCT / 100);
 }
 
-static uint32_t high_blocks(SELF *self)
+static inline uint32_t high_blocks(SELF *self)
 {
 	return (uint32_t)((uint64_t)self->nr * HIGH_PCT / 100);
 }
 
 /* Blocks to take so that free blocks fall just below the low watermark. */
-static uint32_t blocks_to_pressure(SELF *self)
+static inline uint32_t blocks_to_pressure(SELF *self)
 {
 	uint64_t free_blocks = kvcc_stat1(&self->c, "pool_free");
 	uint32_t low = low_blocks(self);
@@ -664,109 +530,10 @@ static uint32_t blocks_to_pressure(SELF *self)
 	return (uint32_t)(free_blocks - low + 1);
 }
 
-/* Poll the evictions counter until it exceeds base (timeout_s at most). */
-static uint64_t wait_evictions(struct kvcc *c, uint64_t base, double timeout_s)
-{
-	uint64_t v = UINT64_MAX;
-
-	for (double end = now_s() + timeout_s; now_s() < end; msleep(50)) {
-		v = kvcc_stat1(c, "evictions");
-		if (v == UINT64_MAX || v > base)
-			break;
-	}
-	return v;
-}
-
-static bool same_handle(struct kvcache_handle a, struct kvcache_handle b)
-{
-	return a.index == b.index && a.gen == b.gen;
-}
-
-/* Send a raw datagram; receive the answer, which must be an ERROR. */
-static int raw_error(struct kvcc *c, const void *buf, size_t len,
-		     struct kvc_error *err)
-{
-	ssize_t n;
-	int ret = kvcc_send_raw(c, buf, len);
-
-	if (ret)
-		return ret;
-	n = kvcc_recv_raw(c, KVCC_TIMEOUT_MS);
-	if (n <= 0)
-		return n ? (int)n : -EPIPE;
-	ret = kvc_proto_decode(c->rx, (size_t)n, &c->msg);
-	if (ret)
-		return KVCC_BROKEN;
-	if (c->msg.type != KVC_MSG_ERROR)
-		return KVCC_BROKEN;
-	*err = c->msg.error;
-	return 0;
-}
-
 /* ---- tier directories and restarts ------------------------------------------ */
 
-static int rm_one(const char *path, const struct stat *st, int type,
-		  struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	return type == FTW_DP ? rmdir(path) : unlink(path);
-}
-
-static void rm_rf(const char *path)
-{
-	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/* Regular files under dir whose name starts with prefix, recursively. */
-static int count_files(const char *dir, const char *prefix)
-{
-	struct dirent *de;
-	DIR *dp = opendir(dir);
-	int n = 0;
-
-	if (!dp)
-		return 0;
-	while ((de = readdir(dp))) {
-		char p[PATH_MAX];
-		struct stat st;
-
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		if (lstat(p, &st))
-			continue;
-		if (S_ISDIR(st.st_mode))
-			n += count_files(p, prefix);
-		else if (!strncmp(de->d_name, prefix, strlen(prefix)))
-			n++;
-	}
-	closedir(dp);
-	return n;
-}
-
-/* A fresh directory $TMPDIR/kvcd-<pid>.<name>. */
-static void tier_dir(char *out, size_t len, const char *name)
-{
-	const char *tmp = getenv("TMPDIR");
-
-	snprintf(out, len, "%s/kvcd-%d.%s", tmp && *tmp ? tmp : "/tmp",
-		 (int)getpid(), name);
-	rm_rf(out);
-	mkdir(out, 0755);
-}
-
-/* A fresh g3 directory, and the configuration of a write-through g3 on it. */
-static void g3_through(char *dir, size_t dlen, char *conf, size_t clen)
-{
-	tier_dir(dir, dlen, "g3");
-	snprintf(conf, clen,
-		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = through\n",
-		 dir);
-}
-
 /* Stop the daemon, start it again with extra configuration, reconnect. */
-static int restart(SELF *self, const char *extra, char *why, size_t wlen)
+static inline int restart(SELF *self, const char *extra, char *why, size_t wlen)
 {
 	int ret;
 
@@ -793,28 +560,6 @@ static int restart(SELF *self, const char *extra, char *why, size_t wlen)
 		fprintf(stderr, "# restart: %s (daemon %d)\n", why,
 			(int)self->daemon);
 	return ret;
-}
-
-/* Drop the pool's copies of the namespace: what follows comes from disk. */
-static int flush_pool(struct kvcc *c, uint32_t ns)
-{
-	struct kvc_flush_reply r;
-
-	return kvcc_flush_tiers(c, ns, KVC_PROTO_TIER_POOL, &r);
-}
-
-/* Poll a counter until it reaches want (timeout_s at most); its value. */
-static uint64_t wait_stat(struct kvcc *c, const char *name, uint64_t want,
-			  double timeout_s)
-{
-	uint64_t v = UINT64_MAX;
-
-	for (double end = now_s() + timeout_s; now_s() < end; msleep(20)) {
-		v = kvcc_stat1(c, name);
-		if (v != UINT64_MAX && v >= want)
-			break;
-	}
-	return v;
 }
 
 #endif /* KVCD_FIXTURE_H */
