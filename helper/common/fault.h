@@ -10,9 +10,9 @@
  * The injected result enters the code where the real one would: the
  * result of an io_uring completion (tierio.c), the return of open,
  * close, link, write, fsync or rename, with errno set; in the state
- * directory (daemon.c), the append of a parents journal record and the
- * fsync of a new namespace table. So what a test
- * with a fault exercises is the daemon's handling of the real error.
+ * directory, the append of a parents journal record (parents.c) and the
+ * fsync of a new namespace table (namespaces.c). So what a test with a
+ * fault exercises is the daemon's handling of the real error.
  *
  * Off unless armed: kvcached arms it only from the KVCACHED_FAULT
  * environment variable, read once at start (Documentation/admin-guide/

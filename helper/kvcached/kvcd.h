@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * kvcd: the daemon's state, shared by the daemon's files (daemon.c
- * lists them) and the tiers' glue (tiers/tiers.c: spill, promotion,
+ * lists them) and the tiers' glue (tiers/: spill, promotion,
  * prefetch). Nothing else includes it.
  *
  * Single-threaded, as the whole daemon: the server loop's thread.
@@ -176,7 +176,7 @@ void kvcd_tiers_stored(struct kvcd *d, uint32_t id);
  * The pool is about to evict entry id: write-back spills copy it out
  * first. 0: go ahead; -EBUSY: the write queue is full, keep it for now
  * (give it back to the policy); -EINPROGRESS: held in the pool until its
- * write is done (kept out of the policy; daemon_tiers.c frees it).
+ * write is done (kept out of the policy; tiers/spill.c frees it).
  */
 int kvcd_tiers_evicting(struct kvcd *d, uint32_t id);
 /* Entry id's pool copy is gone (evicted, dropped): no longer held. */

@@ -147,7 +147,7 @@ int kvcd_evict_id(struct kvcd *d, uint32_t id)
  * once would be the oldest leaf of every chain, the chain a LOAD just
  * answered with included, instead of the oldest chains whole. A victim
  * a write-back tier must copy first stays in the pool, held, until its
- * copy is published (daemon_tiers.c), and counts as coming free: the
+ * copy is published (tiers/spill.c), and counts as coming free: the
  * blocks being written back are not replaced by more victims. One that
  * is pinned or mapped, or whose copy must wait for a full write queue,
  * goes back to the policy; a pass stops after KVCD_EVICT_REFUSED_MAX of

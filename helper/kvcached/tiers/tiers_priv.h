@@ -38,7 +38,7 @@ struct kvcd_wait {
 
 
 /*
- * Write-back state of a pool block the eviction picked (daemon_tiers.c):
+ * Write-back state of a pool block the eviction picked (spill.c):
  * it is held in the pool, out of the policy, until a tier has it.
  */
 #define KVCD_WB_WRITING	1	/* its spill is in flight */
