@@ -240,7 +240,7 @@ install: helper lib
 	install -d $(DESTDIR)$(PREFIX)/share/doc/kvcache \
 		$(DESTDIR)$(PREFIX)/lib/systemd/system
 	cd Documentation && find . -name '*.md' -exec install -D -m 0644 {} \
-		$(DESTDIR)$(PREFIX)/share/doc/kvcache/{} \;
+		$(abspath $(DESTDIR))$(PREFIX)/share/doc/kvcache/{} \;
 	install -m 0644 helper/kvcached/kvcached.conf \
 		$(DESTDIR)$(PREFIX)/share/doc/kvcache/
 	sed -e 's|/usr/local/|$(PREFIX)/|g' helper/kvcached/kvcached.service \

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "engine.h"
 #include "libkvcache.h"
 
@@ -30,14 +31,6 @@ struct engine {
 	float *step;		/* a decoding step's logits */
 	uint32_t *gen;		/* [max_tokens] */
 };
-
-double engine_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 void engine_free(struct engine *e)
 {
@@ -133,7 +126,7 @@ static uint32_t load_prefix(struct engine *e, const uint32_t *tokens,
 			    uint32_t n, struct engine_result *r)
 {
 	uint32_t nkeys, want, got, i;
-	double t0 = engine_now();
+	double t0 = kvc_now();
 	int ret;
 
 	nkeys = (uint32_t)kvcache_ns_keys(e->ns, tokens, n, e->keys,
@@ -145,7 +138,7 @@ static uint32_t load_prefix(struct engine *e, const uint32_t *tokens,
 	if (!nkeys)
 		goto out;
 	ret = kvcache_lookup(e->ns, e->keys, nkeys, e->tiers);
-	r->lookup_s = engine_now() - t0;
+	r->lookup_s = kvc_now() - t0;
 	if (ret < 0) {
 		lib_error(r, ret);
 		goto out;
@@ -179,7 +172,7 @@ static uint32_t load_prefix(struct engine *e, const uint32_t *tokens,
 			r->tier_blocks[ENGINE_G4]++;
 	}
 out:
-	r->load_s = engine_now() - t0 - r->lookup_s;
+	r->load_s = kvc_now() - t0 - r->lookup_s;
 	return r->blocks_loaded;
 }
 
@@ -218,7 +211,7 @@ int engine_request(struct engine *e, const uint32_t *tokens, uint32_t n,
 		   uint32_t gen_tokens, struct engine_result *r)
 {
 	uint32_t reuse = 0, pos;
-	double t0 = engine_now(), t;
+	double t0 = kvc_now(), t;
 	int err;
 
 	memset(r, 0, sizeof(*r));
@@ -229,7 +222,7 @@ int engine_request(struct engine *e, const uint32_t *tokens, uint32_t n,
 	if (e->ns)
 		reuse = load_prefix(e, tokens, n, r) * e->tpb;
 
-	t = engine_now();
+	t = kvc_now();
 	err = model_prefill(e->model, e->kv, tokens + reuse, reuse, n - reuse,
 			    e->logits, e->threads);
 	if (err && reuse) {
@@ -244,8 +237,8 @@ int engine_request(struct engine *e, const uint32_t *tokens, uint32_t n,
 	}
 	if (err)
 		return err;
-	r->ttft_s = engine_now() - t0;
-	r->prefill_s = engine_now() - t;
+	r->ttft_s = kvc_now() - t0;
+	r->prefill_s = kvc_now() - t;
 	r->reused_tokens = reuse;
 	r->computed_tokens = n - reuse;
 	r->logits = e->logits;
@@ -255,13 +248,13 @@ int engine_request(struct engine *e, const uint32_t *tokens, uint32_t n,
 	 * After the first token: publish what was computed, past what the
 	 * cache holds already (lookup's prefix, loaded or not).
 	 */
-	t = engine_now();
+	t = kvc_now();
 	if (e->ns && !e->read_only)
 		store_blocks(e, r->blocks_matched > r->blocks_loaded ?
 				r->blocks_matched : r->blocks_loaded, r);
-	r->store_s = engine_now() - t;
+	r->store_s = kvc_now() - t;
 
-	t = engine_now();
+	t = kvc_now();
 	pos = n;
 	for (uint32_t i = 0; i < gen_tokens; i++) {
 		const float *l = i ? e->step : e->logits;
@@ -277,8 +270,8 @@ int engine_request(struct engine *e, const uint32_t *tokens, uint32_t n,
 			return err;
 	}
 	r->generated = e->gen;
-	r->decode_s = engine_now() - t;
-	r->total_s = engine_now() - t0;
+	r->decode_s = kvc_now() - t;
+	r->total_s = kvc_now() - t0;
 	return 0;
 }
 
@@ -301,10 +294,10 @@ int engine_verify(struct engine *e, const uint32_t *tokens, uint32_t n,
 	if (!full)
 		return -ENOMEM;
 	kv_reset(e->check);
-	t = engine_now();
+	t = kvc_now();
 	err = model_prefill(e->model, e->check, tokens, 0, n, full,
 			    e->threads);
-	r->recompute_s = engine_now() - t;
+	r->recompute_s = kvc_now() - t;
 	if (!err)
 		err = !memcmp(full, e->logits, (size_t)e->vocab *
 						sizeof(float));

@@ -104,7 +104,5 @@ int engine_request(struct engine *e, const uint32_t *tokens, uint32_t n,
 int engine_verify(struct engine *e, const uint32_t *tokens, uint32_t n,
 		  uint32_t gen_tokens, struct engine_result *r);
 
-/* Seconds on CLOCK_MONOTONIC. */
-double engine_now(void);
 
 #endif /* KVC_ENGINE_ENGINE_H */

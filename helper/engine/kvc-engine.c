@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "engine.h"
 #include "libkvcache.h"
 #include "model.h"
@@ -922,7 +923,7 @@ static int cmd_serve(struct app *a)
 		 "%u documents), %u clients\n", nreq, a->o.prompts,
 		 a->o.shared_tokens, a->o.unique_tokens, a->o.docs,
 		 a->o.clients);
-	t0 = engine_now();
+	t0 = kvc_now();
 	for (unsigned int i = 0; i < a->o.clients; i++) {
 		if (pthread_create(&th[i], NULL, serve_client, &s))
 			break;
@@ -930,7 +931,7 @@ static int cmd_serve(struct app *a)
 	}
 	for (unsigned int i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
-	wall = engine_now() - t0;
+	wall = kvc_now() - t0;
 	if (atomic_load(&s.next) < nreq) {
 		fprintf(stderr, "kvc-engine: serve: no client could run\n");
 		status = 1;
@@ -1233,7 +1234,7 @@ int main(int argc, char **argv)
 	snprintf(a.model_name, sizeof(a.model_name), "kvc-ref/%s", shape);
 	snprintf(a.revision, sizeof(a.revision), "%" PRIu64, a.cfg.seed);
 
-	t0 = engine_now();
+	t0 = kvc_now();
 	err = model_create(&a.cfg, &a.model);
 	if (err) {
 		fprintf(stderr, "kvc-engine: model: %s\n", strerror(-err));
@@ -1242,7 +1243,7 @@ int main(int argc, char **argv)
 	progress(&a, "model %s seed %s: %.1f MiB of weights in %.2f s; "
 		 "%zu bytes of KV a token; %u threads; prompt seed %" PRIu64
 		 "\n", a.model_name, a.revision,
-		 model_weight_bytes(a.model) / 1048576.0, engine_now() - t0,
+		 model_weight_bytes(a.model) / 1048576.0, kvc_now() - t0,
 		 kv_block_bytes(a.model, 1), a.o.threads, a.o.prompt_seed);
 	if (!a.o.no_cache && open_cache(&a))
 		goto out;

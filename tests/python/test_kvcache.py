@@ -30,7 +30,7 @@ import kvcache
 from conftest import (BLOCK_BYTES, BLOCK_SIZE, IDENTITY, IS_ROOT, POOL_SIZE,
                       PYDIR, REPO, TPB, Daemon, make_client, open_ns)
 
-HEADER = REPO / "helper" / "libkvcache" / "libkvcache.h"
+HEADER = REPO / "helper" / "libkvcache" / "include" / "libkvcache.h"
 VECTORS = REPO / "tests" / "unit" / "key_vectors.txt"
 NOBODY = 65534
 CONN_ERRNOS = {errno.ECONNRESET, errno.ENOTCONN, errno.ECONNREFUSED,

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0
 """kvcache: the Python binding of libkvcache, over ctypes.
 
-libkvcache (helper/libkvcache/libkvcache.h) is the client library of
+libkvcache (helper/libkvcache/include/libkvcache.h) is the client library of
 kvcached, the KV-cache tier. This module wraps every function of its
 header in Python shape, with the standard library only and no build step::
 
