@@ -25,6 +25,7 @@
 #include "clock.h"
 #include "fault.h"
 #include "log.h"
+#include "tier_fs.h"
 #include "tiers_priv.h"
 
 /* A failed spill (write-through, or a dirty held block's) is tried again
@@ -300,6 +301,7 @@ static int open_tier(struct kvcd *d, unsigned int tier, const char *node)
 	unsigned int k = g3 ? d->cfg.eviction.g3_admit :
 			 d->cfg.eviction.g4_admit;
 	const struct kvc_tier_stats *s;
+	struct kvc_tier_fs fs;
 	double t0;
 	long found;
 	int ret;
@@ -313,6 +315,14 @@ static int open_tier(struct kvcd *d, unsigned int tier, const char *node)
 			" (its I/O buffers, queue_depth blocks, are locked memory: raise RLIMIT_MEMLOCK or lower queue_depth)");
 		return ret;
 	}
+	/* What its filesystem can do; refused if it cannot publish. */
+	if (kvc_tier_fs_probe(tc.dir, node, &fs))
+		kvc_warn("%s %s: its mount is not in /proc/self/mountinfo: its filesystem is not checked",
+			 tier_names[tier], tc.dir);
+	ret = kvc_tier_fs_judge(&fs, tier_names[tier], tc.dir, tc.shared,
+				tc.grace_ms);
+	if (ret)
+		return ret;
 	if (!kvc_tier_writable(tr->tier[tier]))
 		kvc_warn("%s %s is not writable (%s): blocks there are read, none are written",
 			 tier_names[tier], tc.dir,
