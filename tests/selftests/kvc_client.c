@@ -126,6 +126,11 @@ ssize_t kvcc_recv_raw(struct kvcc *c, int timeout_ms)
 
 int kvcc_call(struct kvcc *c, int len, uint16_t want)
 {
+	return kvcc_call_ms(c, len, want, KVCC_TIMEOUT_MS);
+}
+
+int kvcc_call_ms(struct kvcc *c, int len, uint16_t want, int timeout_ms)
+{
 	ssize_t n;
 	int ret;
 
@@ -138,7 +143,7 @@ int kvcc_call(struct kvcc *c, int len, uint16_t want)
 		snprintf(c->why, sizeof(c->why), "send: %s", strerror(-ret));
 		return KVCC_BROKEN;
 	}
-	n = kvcc_recv_raw(c, KVCC_TIMEOUT_MS);
+	n = kvcc_recv_raw(c, timeout_ms);
 	if (n <= 0) {
 		snprintf(c->why, sizeof(c->why), "receive: %s",
 			 n ? strerror((int)-n) : "end of file");
@@ -235,8 +240,8 @@ uint64_t kvcc_stat1(struct kvcc *c, const char *name)
 }
 
 int kvcc_lookup(struct kvcc *c, uint32_t ns, uint32_t tiers,
-			      const uint8_t *keys, uint32_t n,
-			      struct kvc_lookup_entry *out)
+		const uint8_t *keys, uint32_t n,
+		struct kvc_lookup_entry *out)
 {
 	int ret = kvcc_call(c, kvc_proto_encode_lookup(KVCC_TX(c), ns, tiers,
 						       keys, n),
@@ -269,8 +274,8 @@ int kvcc_statuses(struct kvcc *c, uint32_t n, int32_t *status)
 }
 
 int kvcc_store(struct kvcc *c, uint32_t ns,
-			     const struct kvc_store_entry *e, uint32_t n,
-			     int32_t *status)
+	       const struct kvc_store_entry *e, uint32_t n,
+	       int32_t *status)
 {
 	int ret = kvcc_call(c, kvc_proto_encode_store(KVCC_TX(c), ns, e, n),
 			    KVC_MSG_STORE_REPLY);
@@ -279,7 +284,7 @@ int kvcc_store(struct kvcc *c, uint32_t ns,
 }
 
 int kvcc_load(struct kvcc *c, uint32_t ns, const uint8_t *keys,
-			    uint32_t n, struct kvc_load_result *res)
+	      uint32_t n, struct kvc_load_result *res)
 {
 	int ret = kvcc_call(c, kvc_proto_encode_load(KVCC_TX(c), ns, keys, n),
 			    KVC_MSG_LOAD_REPLY);
@@ -297,7 +302,7 @@ int kvcc_load(struct kvcc *c, uint32_t ns, const uint8_t *keys,
 }
 
 int kvcc_release(struct kvcc *c, const struct kvcache_handle *h,
-			       uint32_t n, int32_t *status)
+		 uint32_t n, int32_t *status)
 {
 	int ret = kvcc_call(c, kvc_proto_encode_release(KVCC_TX(c), h, n),
 			    KVC_MSG_RELEASE_REPLY);
@@ -306,7 +311,7 @@ int kvcc_release(struct kvcc *c, const struct kvcache_handle *h,
 }
 
 int kvcc_ns_create(struct kvcc *c, uint32_t ns, uint32_t uid,
-				 uint32_t gid, uint32_t mode)
+		   uint32_t gid, uint32_t mode)
 {
 	struct kvc_ns_create nc = {
 		.ns_id = ns, .uid = uid, .gid = gid, .mode = mode,
@@ -317,7 +322,7 @@ int kvcc_ns_create(struct kvcc *c, uint32_t ns, uint32_t uid,
 }
 
 int kvcc_alloc(struct kvcc *c, uint32_t ns, uint32_t n,
-			     struct kvcache_handle *h)
+	       struct kvcache_handle *h)
 {
 	int ret = kvcc_call(c, kvc_proto_encode_alloc(KVCC_TX(c), ns, n),
 			    KVC_MSG_ALLOC_REPLY);
@@ -335,7 +340,7 @@ int kvcc_alloc(struct kvcc *c, uint32_t ns, uint32_t n,
 }
 
 int kvcc_seal(struct kvcc *c, const struct kvc_seal_entry *e,
-			    uint32_t n, int32_t *status)
+	      uint32_t n, int32_t *status)
 {
 	int ret = kvcc_call(c, kvc_proto_encode_seal(KVCC_TX(c), e, n),
 			    KVC_MSG_SEAL_REPLY);
@@ -344,7 +349,7 @@ int kvcc_seal(struct kvcc *c, const struct kvc_seal_entry *e,
 }
 
 int kvcc_evict(struct kvcc *c, uint32_t ns, const uint8_t *keys,
-			     uint32_t n, int32_t *st)
+	       uint32_t n, int32_t *st)
 {
 	int ret = kvcc_call(c, kvc_proto_encode_evict(KVCC_TX(c), ns, keys, n),
 			    KVC_MSG_EVICT_REPLY);
@@ -355,11 +360,11 @@ int kvcc_evict(struct kvcc *c, uint32_t ns, const uint8_t *keys,
 }
 
 int kvcc_flush_tiers(struct kvcc *c, uint32_t ns,
-				   uint32_t tiers, struct kvc_flush_reply *r)
+		     uint32_t tiers, struct kvc_flush_reply *r)
 {
-	int ret = kvcc_call(c, kvc_proto_encode_flush_tiers(KVCC_TX(c), ns,
-							    tiers),
-			    KVC_MSG_FLUSH_REPLY);
+	int ret = kvcc_call_ms(c, kvc_proto_encode_flush_tiers(KVCC_TX(c), ns,
+							       tiers),
+			       KVC_MSG_FLUSH_REPLY, KVCC_FLUSH_TIMEOUT_MS);
 
 	if (!ret)
 		*r = c->msg.flush_reply;
@@ -367,7 +372,7 @@ int kvcc_flush_tiers(struct kvcc *c, uint32_t ns,
 }
 
 int kvcc_flush(struct kvcc *c, uint32_t ns,
-			     struct kvc_flush_reply *r)
+	       struct kvc_flush_reply *r)
 {
 	return kvcc_flush_tiers(c, ns, 0, r);
 }

@@ -21,6 +21,12 @@
 #define KVCC_BROKEN		(-100000)
 /* How long a reply may take before the exchange counts as broken. */
 #define KVCC_TIMEOUT_MS		10000
+/*
+ * FLUSH answers once the pool blocks it drops are written back, as
+ * sync(2) returns once the data is on disk: under TCG with KASAN a pool
+ * of 2 MiB blocks at queue depth 2 takes longer than a request.
+ */
+#define KVCC_FLUSH_TIMEOUT_MS	60000
 
 struct kvcc {
 	int fd;
@@ -65,6 +71,8 @@ ssize_t kvcc_recv_raw(struct kvcc *c, int timeout_ms);
  * ERROR reply, or KVCC_BROKEN.
  */
 int kvcc_call(struct kvcc *c, int len, uint16_t want);
+/* The same, waiting timeout_ms for the reply. */
+int kvcc_call_ms(struct kvcc *c, int len, uint16_t want, int timeout_ms);
 
 #define KVCC_TX(c)	(c)->tx, KVC_PROTO_MSG_MAX, ++(c)->seq
 

@@ -92,7 +92,7 @@ int block_ok(const uint8_t *p, const uint8_t *key)
 }
 
 int kernel_seal(int fd, const struct kvcache_handle *h,
-		       const kvc_key *keys, uint32_t n, uint32_t flags)
+		const kvc_key *keys, uint32_t n, uint32_t flags)
 {
 	struct kvcache_seal_entry *e = calloc(n, sizeof(*e));
 	struct kvcache_batch b = {
@@ -114,8 +114,8 @@ int kernel_seal(int fd, const struct kvcache_handle *h,
 }
 
 int store_blocks(struct kvcc *c, uint32_t ns, const kvc_key *keys,
-			const uint8_t *parent, const struct kvcache_handle *h,
-			uint32_t n, int32_t *st)
+		 const uint8_t *parent, const struct kvcache_handle *h,
+		 uint32_t n, int32_t *st)
 {
 	struct kvc_store_entry *e = calloc(n, sizeof(*e));
 	int32_t *own = st ? NULL : calloc(n, sizeof(*own));
@@ -164,7 +164,7 @@ bool same_handle(struct kvcache_handle a, struct kvcache_handle b)
 }
 
 int raw_error(struct kvcc *c, const void *buf, size_t len,
-		     struct kvc_error *err)
+	      struct kvc_error *err)
 {
 	ssize_t n;
 	int ret = kvcc_send_raw(c, buf, len);
@@ -240,7 +240,7 @@ int flush_pool(struct kvcc *c, uint32_t ns)
 }
 
 uint64_t wait_stat(struct kvcc *c, const char *name, uint64_t want,
-			  double timeout_s)
+		   double timeout_s)
 {
 	uint64_t v = UINT64_MAX;
 
