@@ -28,6 +28,8 @@
 #                               Documentation/benchmarks.md and its plots
 #                               (KVC_BENCH_ONLY=... runs a part: scripts/bench)
 #   make vm-shell               interactive shell in the test VM
+#   make cluster-check          the cluster bench: an NFS server VM and two
+#                               node VMs sharing g4 (tests/vm-cluster-test)
 #   make fuzz-ioctl [FUZZ_SECONDS=600]  the ioctl fuzzer in the test VM by
 #                               time (KASAN, lockdep, kmemleak)
 #   make fuzz-parsers [FUZZ_SECONDS=20]  fuzz the wire format, block file,
@@ -471,6 +473,12 @@ $(BUILD)/bench/%: $(OBJ)/tests/bench/%.o $$(BENCH_LINK_$$*)
 
 vm-shell:
 	$(TOP)/scripts/vm shell
+
+.PHONY: cluster-check
+cluster-check: helper crash-tool
+	@test -f $(MODULE_OUT)/kvcache.ko || \
+		{ echo "cluster-check needs $(MODULE_OUT)/kvcache.ko: make module"; exit 1; }
+	KVC_CLUSTER_MODULE_DIR=$(MODULE_OUT) $(TOP)/tests/vm-cluster-test
 
 clean:
 	rm -rf $(BUILD)

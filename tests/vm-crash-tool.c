@@ -10,6 +10,15 @@
  *   vm-crash-tool store SOCKET LOG MARKER FIRST_CHAIN
  *   vm-crash-tool verify SOCKET LOG G3_DIR
  *
+ * The cluster test (tests/vm-cluster-test, tests/vm-cluster-guest) uses
+ * it too, on nodes that share g4 over NFS: put stores chains FIRST to
+ * FIRST+N-1 and waits until every block is on g4; get waits until this
+ * node finds them (its rescans of g4 find what another node published)
+ * and loads each byte-exact.
+ *
+ *   vm-crash-tool put SOCKET FIRST N
+ *   vm-crash-tool get SOCKET FIRST N
+ *
  * Blocks hold crash_pattern.h's pattern of their key. "Published" is what
  * survives a power loss: the block is on g3 (LOOKUP's tier mask, set only
  * once the file, its link and its directory are fsynced) and so are all
@@ -460,8 +469,132 @@ static int do_verify(const char *sock, const char *logpath, const char *g3)
 	return fail;
 }
 
+/* ---- put and get: the cluster test ---------------------------------------- */
+
+#define CLUSTER_WAIT_S	120	/* g4 spills, the other node's rescans */
+
+/* How many of chain c's blocks, from the first on, are in tiers. */
+static int chain_in(struct kvcc *c, uint32_t chain, uint32_t tiers)
+{
+	struct kvc_lookup_entry le[CHAIN];
+	key_t32 keys[CHAIN];
+	int m, k = 0;
+
+	chain_of(chain, keys);
+	m = kvcc_lookup(c, NS, tiers, keys[0], CHAIN, le);
+	if (m < 0)
+		return m;
+	while (k < m && (le[k].tiers & tiers))
+		k++;
+	return k;
+}
+
+/* Wait until every chain first.. is whole in tiers; how many are not. */
+static int wait_chains(struct kvcc *c, uint32_t first, uint32_t n,
+		       uint32_t tiers)
+{
+	int left = (int)n;
+
+	for (double end = now_s() + CLUSTER_WAIT_S; left && now_s() < end;
+	     msleep(200)) {
+		left = 0;
+		for (uint32_t i = 0; i < n; i++) {
+			int k = chain_in(c, first + i, tiers);
+
+			if (k < 0) {
+				printf("# LOOKUP: %d %s\n", k, c->why);
+				return k;
+			}
+			left += k < CHAIN;
+		}
+	}
+	return left;
+}
+
+static int do_put(const char *sock, uint32_t first, uint32_t n)
+{
+	double t0 = now_s();
+	struct kvcc c;
+	int dev, left;
+
+	if (setup(&c, sock, &dev))
+		return 1;
+	for (uint32_t i = 0; i < n; i++) {
+		int ret;
+
+		/* A full pool frees blocks at the pressure event: retry. */
+		for (int tries = 0; tries < 50; tries++) {
+			ret = store_chain(&c, dev, c.hello.block_size,
+					  first + i);
+			if (ret != -ENOSPC)
+				break;
+			msleep(100);
+		}
+		if (ret) {
+			printf("# store chain %u: %d %s\n", first + i, ret,
+			       c.why);
+			printf("RESULT put fail\n");
+			return 1;
+		}
+	}
+	left = wait_chains(&c, first, n, KVC_PROTO_TIER_G4);
+	printf("# %u chains stored, %d not whole on g4 after %.1f s; g4_spills %llu\n",
+	       n, left, now_s() - t0,
+	       (unsigned long long)kvcc_stat1(&c, "g4_spills"));
+	printf("RESULT put %s\n", left ? "fail" : "ok");
+	kvcc_close(&c);
+	close(dev);
+	return left != 0;
+}
+
+static int do_get(const char *sock, uint32_t first, uint32_t n)
+{
+	uint32_t exact = 0;
+	double t0 = now_s();
+	struct kvcc c;
+	int dev, left, bad = 0;
+
+	if (setup(&c, sock, &dev))
+		return 1;
+	left = wait_chains(&c, first, n, KVC_PROTO_TIERS_ALL);
+	printf("# %d of %u chains not found after %.1f s; g4_found %llu\n",
+	       left, n, now_s() - t0,
+	       (unsigned long long)kvcc_stat1(&c, "g4_found"));
+	for (uint32_t i = 0; left >= 0 && i < n; i++) {
+		key_t32 keys[CHAIN];
+		int32_t st[CHAIN];
+
+		chain_of(first + i, keys);
+		if (load_check(&c, dev, keys, CHAIN, st, &bad)) {
+			printf("# LOAD: %s\n", c.why);
+			return 1;
+		}
+		for (int k = 0; k < CHAIN; k++) {
+			if (!st[k])
+				exact++;
+			else if (bad < 20)
+				printf("# chain %u block %d: %d\n", first + i,
+				       k, st[k]);
+		}
+	}
+	printf("# %u of %u blocks loaded byte-exact, %d wrong; g4_reads %llu, g4_corrupt %llu\n",
+	       exact, n * CHAIN, bad,
+	       (unsigned long long)kvcc_stat1(&c, "g4_reads"),
+	       (unsigned long long)kvcc_stat1(&c, "g4_corrupt"));
+	printf("RESULT get %s\n", exact == n * CHAIN && !bad ? "ok" : "fail");
+	kvcc_close(&c);
+	close(dev);
+	return exact != n * CHAIN || bad;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 5 && !strcmp(argv[1], "put"))
+		return do_put(argv[2], (uint32_t)strtoul(argv[3], NULL, 0),
+			      (uint32_t)strtoul(argv[4], NULL, 0));
+	if (argc == 5 && !strcmp(argv[1], "get"))
+		return do_get(argv[2], (uint32_t)strtoul(argv[3], NULL, 0),
+			      (uint32_t)strtoul(argv[4], NULL, 0));
 	if (argc == 6 && !strcmp(argv[1], "store"))
 		return do_store(argv[2], argv[3], argv[4],
 				(uint32_t)strtoul(argv[5], NULL, 0));
@@ -469,6 +602,8 @@ int main(int argc, char **argv)
 		return do_verify(argv[2], argv[3], argv[4]);
 	fprintf(stderr,
 		"usage: vm-crash-tool store SOCKET LOG MARKER FIRST_CHAIN\n"
-		"       vm-crash-tool verify SOCKET LOG G3_DIR\n");
+		"       vm-crash-tool verify SOCKET LOG G3_DIR\n"
+		"       vm-crash-tool put SOCKET FIRST N\n"
+		"       vm-crash-tool get SOCKET FIRST N\n");
 	return 2;
 }
