@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define FAULT_SPEC_MAX	4096
 
@@ -18,6 +19,7 @@ struct point {
 	uint64_t interval;		/* every interval-th eligible hit */
 	int64_t times;			/* injections left; -1: no limit */
 	uint64_t skip;			/* hits let through first */
+	unsigned int ms;		/* delay: how long a hit stalls */
 	uint64_t hits, injected;
 };
 
@@ -116,7 +118,8 @@ static int entry(char *e, struct point *pts, uint64_t *seed, char *why,
 		 size_t len)
 {
 	char *save = NULL, *tok, *eq;
-	struct point p = { .probability = 100, .interval = 1, .times = -1 };
+	struct point p = { .probability = 100, .interval = 1, .times = -1,
+			   .ms = 100 };
 	uint64_t v;
 	int i;
 
@@ -147,8 +150,11 @@ static int entry(char *e, struct point *pts, uint64_t *seed, char *why,
 		p.kind = KVC_FAULT_ENOSPC;
 	} else if (!strcmp(eq + 1, "short") && can_short(i)) {
 		p.kind = KVC_FAULT_SHORT;
+	} else if (!strcmp(eq + 1, "delay")) {
+		p.kind = KVC_FAULT_DELAY;
 	} else {
-		snprintf(why, len, "fault %s: unknown kind '%s' (eio, enospc%s)",
+		snprintf(why, len,
+			 "fault %s: unknown kind '%s' (eio, enospc, delay%s)",
 			 tok, eq + 1, can_short(i) ? ", short" : "");
 		return -EINVAL;
 	}
@@ -166,10 +172,13 @@ static int entry(char *e, struct point *pts, uint64_t *seed, char *why,
 				ret = number(eq, 1, INT64_MAX, &v);
 			else if (!strcmp(tok, "skip"))
 				ret = number(eq, 0, UINT64_MAX, &v);
+			else if (!strcmp(tok, "ms") &&
+				 p.kind == KVC_FAULT_DELAY)
+				ret = number(eq, 1, 60000, &v);
 		}
 		if (ret) {
 			snprintf(why, len,
-				 "fault %s: bad option '%s%s%s' (probability=0..100, interval=N>=1, times=N>=1, skip=N)",
+				 "fault %s: bad option '%s%s%s' (probability=0..100, interval=N>=1, times=N>=1, skip=N, ms=1..60000 for delay)",
 				 names[i], tok, eq ? "=" : "", eq ? eq : "");
 			return ret;
 		}
@@ -179,6 +188,8 @@ static int entry(char *e, struct point *pts, uint64_t *seed, char *why,
 			p.interval = v;
 		else if (!strcmp(tok, "times"))
 			p.times = (int64_t)v;
+		else if (!strcmp(tok, "ms"))
+			p.ms = (unsigned int)v;
 		else
 			p.skip = v;
 	}
@@ -243,6 +254,15 @@ int kvc_fault_should(enum kvc_fault_point i)
 	if (p->times > 0)
 		p->times--;
 	p->injected++;
+	if (p->kind == KVC_FAULT_DELAY) {
+		/* A stall, then the real call: a slow disk, a hung server. */
+		struct timespec ts = { p->ms / 1000,
+				       (long)(p->ms % 1000) * 1000000L };
+
+		while (nanosleep(&ts, &ts) && errno == EINTR)
+			;
+		return KVC_FAULT_NONE;
+	}
 	return p->kind;
 }
 

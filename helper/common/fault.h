@@ -21,14 +21,17 @@
  *
  * Spec: entries separated by ';' (spaces around them ignored),
  *
- *   POINT=KIND[,probability=P][,interval=N][,times=N][,skip=N]
+ *   POINT=KIND[,probability=P][,interval=N][,times=N][,skip=N][,ms=N]
  *   seed=N
  *
- * KIND is eio, enospc or short (short only at tier_write, tier_read and
- * manifest_write). A hit is one pass through the point; the first skip
- * hits pass untouched, then every interval-th hit (default 1) fails with
- * probability P percent (default 100), times times at most (default: no
- * limit). seed seeds the random numbers (default 1: runs repeat).
+ * KIND is eio, enospc, delay or short (short only at tier_write,
+ * tier_read and manifest_write). delay[,ms=N] stalls the daemon's one
+ * thread for N ms (default 100, at most 60000) and then lets the real
+ * call go on: a slow disk or a hung server, as the loop feels it. A hit
+ * is one pass through the point; the first skip hits pass untouched,
+ * then every interval-th hit (default 1) fails with probability P
+ * percent (default 100), times times at most (default: no limit). seed
+ * seeds the random numbers (default 1: runs repeat).
  *
  * Single-threaded, like the daemon's I/O: one thread calls everything.
  */
@@ -67,6 +70,7 @@ enum kvc_fault_kind {
 	KVC_FAULT_EIO,
 	KVC_FAULT_ENOSPC,
 	KVC_FAULT_SHORT,
+	KVC_FAULT_DELAY,	/* never returned: kvc_fault_should() sleeps */
 };
 
 /* True when any point is configured: the only thing a disarmed point reads. */

@@ -80,12 +80,18 @@ static void kvcd_tick(void *ctx)
 	kvcd_tiers_tick(ctx);
 }
 
+static void kvcd_loop_round(void *ctx)
+{
+	kvcd_round(ctx);
+}
+
 const struct kvc_server_ops kvcd_server_ops = {
 	.request	= kvcd_request,
 	.connected	= kvcd_connected,
 	.closed		= kvcd_closed,
 	.readable	= kvcd_readable,
 	.tick		= kvcd_tick,
+	.round		= kvcd_loop_round,
 };
 
 /* ---- setup --------------------------------------------------------------- */

@@ -70,6 +70,8 @@ struct kvcd {
 	uint8_t *orphan_seen;		/* kernel mode: sealed, not stored */
 	uint32_t *orphan_gen;		/* the generation orphan_seen saw */
 	double orphan_at;		/* the next orphan pass, monotonic */
+	uint64_t orphan_round;		/* ... and not before this round */
+	uint64_t round;			/* rounds of the server loop begun */
 	uint32_t orphans_seen;		/* the last pass saw and left them */
 
 	/* The persistent tiers' state, private to tiers/ (tiers_priv.h). */
@@ -148,6 +150,7 @@ void kvcd_clear_pool(struct kvcd *d, uint32_t id);
 /* Count an eviction of the pool. */
 void kvcd_evicted(struct kvcd *d);
 void kvcd_check_pool(struct kvcd *d);
+void kvcd_round(struct kvcd *d);
 int kvcd_evict_to(struct kvcd *d, uint32_t want);
 /*
  * The same, waiting for write-back spills of victims (kvcd_tiers_wait());

@@ -11,6 +11,14 @@
  * the eviction pass frees orphans it has seen twice, so a client
  * between SEAL and STORE is never raced. A block whose STORE was refused
  * can go sooner (requests.c, kvcd_drop_refused()).
+ *
+ * "Seen twice" is two passes at least KVCD_ORPHAN_GAP_S apart with the
+ * client's STORE read in between, if it had sent it by the gap's end:
+ * after a pass, the next one waits for a round of the server loop that
+ * begins once the gap is over to end (kvcd_round()). Time alone is not
+ * enough: a daemon stalled past the gap (a slow fsync, a filesystem
+ * that hangs) would take its second look before reading the STOREs
+ * queued meanwhile, and free blocks their clients are storing.
  */
 #include "kvcd.h"
 
@@ -72,9 +80,10 @@ static uint32_t kvcd_reap_orphans(struct kvcd *d)
 	 * times in a row (each write-back completion lets it go on), and
 	 * "seen twice" must still mean a client had time for its STORE.
 	 */
-	if (now < d->orphan_at)
+	if (now < d->orphan_at || d->round < d->orphan_round)
 		return 0;
 	d->orphan_at = now + KVCD_ORPHAN_GAP_S;
+	d->orphan_round = UINT64_MAX;	/* kvcd_round() sets it */
 
 	while (start < d->nr_blocks &&
 	       !kvc_pool_query(d->pool, start, info, 64, &count, &next)) {
@@ -111,6 +120,18 @@ static uint32_t kvcd_reap_orphans(struct kvcd *d)
 	}
 	d->orphans_seen = seen;
 	return freed;
+}
+
+/*
+ * A round of the server loop begins. Once one begins after the gap since
+ * the last orphan pass, every message sent before the gap's end is read
+ * by the round's end: the pass after it may free what is still unclaimed.
+ */
+void kvcd_round(struct kvcd *d)
+{
+	d->round++;
+	if (d->orphan_round == UINT64_MAX && kvc_now() >= d->orphan_at)
+		d->orphan_round = d->round + 1;
 }
 
 /* Count an eviction of the pool. */

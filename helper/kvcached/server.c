@@ -397,6 +397,8 @@ int kvc_server_run(struct kvc_server *s, volatile sig_atomic_t *stop)
 		if (ret < 0)
 			break;
 		ret = 0;
+		if (s->ops->round)
+			s->ops->round(s->ctx);
 		seen = 0;
 		io_uring_for_each_cqe(&s->ring, head, cqe) {
 			kvc_complete(s, cqe);

@@ -63,6 +63,14 @@ struct kvc_server_ops {
 	void (*readable)(void *ctx, int fd);
 	/* Every tick_ms (see kvc_server_open). */
 	void (*tick)(void *ctx);
+	/*
+	 * Optional: a round of the loop begins, before its completions are
+	 * handled. Every message a client had sent when the round began is
+	 * handled in it (the kernel posts a receive's completion before the
+	 * wait returns), so once a round has begun after a moment and ended,
+	 * no message sent before that moment is still unread.
+	 */
+	void (*round)(void *ctx);
 };
 
 struct kvc_server;

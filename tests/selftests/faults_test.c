@@ -10,7 +10,8 @@
  * every block reaches the tier and comes back exact. In write-back mode
  * nothing sealed is lost: a block whose eviction's write failed stays in
  * the pool, dirty, until a retry writes it, and a pool full of dirty
- * blocks refuses new ones (ENOSPC) instead of dropping them.
+ * blocks refuses new ones (ENOSPC) instead of dropping them. A daemon
+ * stalled by a slow tier frees no block a client is storing.
  *
  * On the host in memfd mode (KVC_DAEMON_MODE=memfd); in the test VM in
  * kernel mode. The tier directories are under $TMPDIR.
@@ -753,6 +754,77 @@ TEST_F_TIMEOUT(kvcd, write_back_dirty_pool_refuses, 240)
 	unsetenv(FAULT_ENV);
 	free(keys);
 	rm_rf(dir);
+}
+
+/*
+ * As wb_store(), by a client that takes 100 ms between SEAL and STORE
+ * (well inside the half second the daemon promises it).
+ */
+static int slow_store(SELF *self, kvc_key *keys, uint32_t base, uint32_t c,
+		      double patience_s)
+{
+	kvc_key *k = keys + (size_t)c * WB_PER;
+	struct kvcache_handle h[WB_PER];
+	double end = now_s() + patience_s;
+	int ret;
+
+	chain_keys(self, base + c, WB_PER, k);
+	for (;;) {
+		ret = make_blocks(self, &self->c, self->dev, self->ns, k,
+				  WB_PER, false, h);
+		if (ret != -ENOSPC || self->mode != KVC_PROTO_MODE_KERNEL ||
+		    now_s() >= end)
+			break;
+		msleep(50);
+	}
+	if (ret)
+		return ret;
+	msleep(100);
+	return store_blocks(&self->c, self->ns, k, NULL, h, WB_PER, NULL);
+}
+
+/*
+ * A daemon stalled past the orphan gap (every other write of its
+ * write-back g3 stalls 700 ms: a slow disk, a hung NFS server) while a
+ * client stores chain after chain under pressure, taking its time
+ * between SEAL and STORE: no STORE finds the block it names freed as an
+ * orphan meanwhile, every chain is stored and loads exact. The daemon's
+ * two looks at an unclaimed block have the STOREs sent before the second
+ * read in between (reclaim.c); two looks half a second apart were not
+ * enough for a daemon that could not read its socket in that half second.
+ */
+TEST_F_TIMEOUT(kvcd, stalled_daemon_frees_no_block_being_stored, 300)
+{
+	static const char spec[] = "tier_write=delay,ms=700,interval=4";
+	char dir[PATH_MAX], conf[PATH_MAX + 160], why[512] = "";
+	uint32_t chains = self->nr * 3 / 2 / WB_PER, loaded = 0, wrong = 0;
+	kvc_key *keys;
+
+	if (chains * WB_PER > MAX_CHAIN)
+		chains = MAX_CHAIN / WB_PER;
+	keys = calloc((size_t)chains * WB_PER, sizeof(*keys));
+	ASSERT_NE(NULL, keys);
+	g3_back(dir, sizeof(dir), conf, sizeof(conf));
+	ASSERT_EQ(0, restart_with(self, spec, conf, why, sizeof(why)))
+		TH_LOG("%s", why);
+	if (self->mode == KVC_PROTO_MODE_KERNEL)
+		ASSERT_EQ(0, flush_pool(&self->c, KVC_PROTO_NS_ALL));
+	for (uint32_t c = 0; c < chains; c++) {
+		ASSERT_EQ(0, slow_store(self, keys, 7000, c, 60))
+			TH_LOG("chain %u of %u: %s", c, chains,
+			       self->c.why);
+	}
+	/* The stalls happened, and the pool evicted under them. */
+	EXPECT_LT(0, kvcc_stat1(&self->c, "faults_injected"));
+	EXPECT_LT(0, kvcc_stat1(&self->c, "evictions"));
+	EXPECT_EQ(chains, wb_check(self, keys, chains,
+				   KVC_PROTO_TIER_POOL | KVC_PROTO_TIER_G3,
+				   &loaded, &wrong));
+	EXPECT_EQ(chains, loaded);
+	EXPECT_EQ(0, wrong);
+	unsetenv(FAULT_ENV);
+	rm_rf(dir);
+	free(keys);
 }
 
 TEST_HARNESS_MAIN

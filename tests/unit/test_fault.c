@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "blockfile.h"
@@ -171,6 +172,9 @@ static void spec_errors(void)
 		"seed=abc",
 		"seed=1,times=2",
 		"tier_read=short;tier_open=eio;bogus=eio",
+		"tier_fsync=delay,ms=0",
+		"tier_fsync=delay,ms=60001",
+		"tier_fsync=eio,ms=5",		/* ms is delay's only */
 	};
 	char why[256];
 
@@ -190,6 +194,7 @@ static void spec_errors(void)
 			  "manifest_write"));
 	/* Spaces around entries, empty entries, every kind. */
 	arm(" tier_write=short ; ;tier_read=enospc,times=2;seed=7 ");
+	arm("tier_fsync=delay;tier_open=delay,ms=5,times=1");
 	arm("");
 	arm(NULL);
 	TAP_CHECK(kvc_fault_err(KVC_FAULT_TIER_WRITE) == 0);
@@ -236,6 +241,35 @@ static void counting(void)
 	TAP_CHECK(kvc_fault_xfer(KVC_FAULT_TIER_READ, 8191) == 0 + 8191);
 	TAP_CHECK(kvc_fault_xfer(KVC_FAULT_TIER_READ, 4096) == 4096);
 	TAP_CHECK(kvc_fault_injected(KVC_FAULT_TIER_READ) == 2);
+	arm(NULL);
+}
+
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* delay stalls the caller, then lets the real call go on. */
+static void delays(void)
+{
+	double t0;
+
+	arm("tier_fsync=delay,ms=40,skip=1,times=2");
+	t0 = mono_s();
+	TAP_EXPECT_EQ(kvc_fault_err(KVC_FAULT_TIER_FSYNC), 0);	/* skipped */
+	TAP_CHECK(mono_s() - t0 < 0.03);
+	t0 = mono_s();
+	TAP_EXPECT_EQ(kvc_fault_err(KVC_FAULT_TIER_FSYNC), 0);
+	TAP_EXPECT_EQ(kvc_fault_sys(KVC_FAULT_TIER_FSYNC), 0);
+	TAP_CHECK(mono_s() - t0 >= 0.08);	/* two stalls of 40 ms */
+	TAP_EXPECT_EQ(kvc_fault_injected(KVC_FAULT_TIER_FSYNC), 2);
+	/* A transfer keeps its result; the third hit is past times. */
+	arm("tier_read=delay,ms=1");
+	TAP_EXPECT_EQ(kvc_fault_xfer(KVC_FAULT_TIER_READ, 16384), 16384);
+	TAP_EXPECT_EQ(kvc_fault_injected(KVC_FAULT_TIER_READ), 1);
 	arm(NULL);
 }
 
@@ -728,6 +762,7 @@ int main(void)
 		return 1;
 	TAP_RUN(spec_errors);
 	TAP_RUN(counting);
+	TAP_RUN(delays);
 	TAP_RUN(probability);
 	TAP_RUN(tio_spill_faults);
 	TAP_RUN(tio_short_writes);
