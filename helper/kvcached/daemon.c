@@ -5,6 +5,7 @@
  *   namespaces.c    rights and the namespace table
  *   requests.c      the answers to clients
  *   reclaim.c       the pool tier: accounting, eviction, orphans
+ *   nsshare.c       namespaces shared by the nodes of one g4
  *   parents.c       the parents journal, the rebuild after a restart
  *   metrics_http.c  the metrics endpoint
  *   pool/           the pool behind one interface (kernel, memfd)
@@ -196,6 +197,9 @@ int kvcd_create(struct kvcd **out, const struct kvcd_options *opt)
 	if (ret)
 		goto err;
 	ret = kvcd_ns_load(d);
+	/* Namespaces other nodes described in g4 are not unknown ones. */
+	if (!ret)
+		kvcd_nsshare_start(d);
 	if (!ret)
 		ret = kvcd_check_state(d);
 	if (ret)
@@ -240,6 +244,8 @@ int kvcd_create(struct kvcd **out, const struct kvcd_options *opt)
 	for (uint32_t i = 1; i <= KVCACHE_NS_MAX; i++)
 		if (d->ns[i].used)
 			kvcd_ns_dirs(d, i);
+	/* This node's namespaces g4 does not describe yet. */
+	kvcd_nsshare_tick(d);
 	*out = d;
 	return 0;
 err:

@@ -22,11 +22,20 @@
 #include "server.h"
 #include "tier.h"
 
+/* What g4 says of a namespace this node has (nsshare.c). */
+enum kvcd_share {
+	KVCD_SHARE_UNKNOWN,	/* not looked, or g4 refused: try again */
+	KVCD_SHARE_OK,		/* g4 describes it as this node has it */
+	KVCD_SHARE_CONFLICT,	/* ... otherwise: this node keeps its own */
+	KVCD_SHARE_REPLACE,	/* a new salt g4 has not taken yet */
+};
+
 struct kvcd_ns {
 	bool used;
 	uint32_t uid, gid, mode;
 	/* Mixed into its keys by libkvcache (NS_SALT, keys.md). */
 	uint8_t salt[KVC_PROTO_SALT_SIZE];
+	uint8_t share;		/* enum kvcd_share */
 };
 
 struct kvcd_client {
@@ -87,6 +96,9 @@ struct kvcd {
 	bool ns_table;			/* the state dir had a namespace table */
 	bool state_missing;		/* ... no, and allow_missing_state */
 	uint32_t unknown_ns;		/* tier ns<id> dirs nobody can reach */
+	uint64_t ns_learned;		/* namespaces taken from g4 */
+	uint64_t ns_conflicts;		/* ... described otherwise there */
+	double nsshare_at;		/* the next look at unshared ones */
 	int journal_fd;			/* parents (journal.h); -1: none */
 	uint64_t journal_bytes;		/* its size */
 	uint64_t journal_last;		/* its size after the last compaction */
@@ -125,6 +137,18 @@ int kvcd_ns_load(struct kvcd *d);
 void kvcd_ns_dirs(const struct kvcd *d, uint32_t ns);
 /* At start: blocks in g3 of namespaces the table does not know. */
 int kvcd_check_state(struct kvcd *d);
+
+/* nsshare.c: namespaces shared through g4's descriptions */
+/* At start, before the tiers: learn the namespaces g4 describes. */
+void kvcd_nsshare_start(struct kvcd *d);
+/* Unknown namespace ns has a g4 directory: learn it; true if known now. */
+bool kvcd_nsshare_learn(struct kvcd *d, uint32_t ns);
+/* Describe (or check) this node's namespaces g4 lacks; rate-limited. */
+void kvcd_nsshare_tick(struct kvcd *d);
+/* Namespace ns was just created here: describe it. 0 or -errno. */
+int kvcd_nsshare_created(struct kvcd *d, uint32_t ns);
+/* Its salt was set here: rewrite its description. */
+void kvcd_nsshare_salt_set(struct kvcd *d, uint32_t ns);
 
 /* parents.c */
 /* Journal entry id's link before its STORE is answered: 0 or -errno. */

@@ -735,5 +735,15 @@ int kvc_metrics_register_daemon(struct kvc_metrics *reg,
 			     "kvcache_unknown_namespaces",
 			     "Namespace directories of g3 and g4 holding files, of namespaces the namespace table does not have.",
 			     NULL, 0, &dm->unknown_namespaces);
+	if (!ret)
+		ret = single(reg, KVC_METRIC_COUNTER,
+			     "kvcache_namespaces_learned_total",
+			     "Namespaces taken from their description in g4 (made by another node).",
+			     NULL, 0, &dm->ns_learned);
+	if (!ret)
+		ret = single(reg, KVC_METRIC_GAUGE,
+			     "kvcache_namespace_conflicts",
+			     "Namespaces that g4 describes with another owner, mode or salt than this node has: not shared.",
+			     NULL, 0, &dm->ns_conflicts);
 	return ret;
 }

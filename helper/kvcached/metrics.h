@@ -129,6 +129,9 @@ struct kvc_daemon_metrics {
 	struct kvc_metric *state_missing;	/* gauge: 0 or 1 */
 	/* ns<id> directories with files, of namespaces the table lacks. */
 	struct kvc_metric *unknown_namespaces;	/* gauge */
+	/* Namespaces g4 describes otherwise than this node has them. */
+	struct kvc_metric *ns_conflicts;	/* gauge */
+	struct kvc_metric *ns_learned;		/* counter */
 };
 
 /*

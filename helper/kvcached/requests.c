@@ -360,13 +360,33 @@ static int kvcd_ns_create(struct kvcd *d, struct kvc_peer *p,
 			  const struct kvc_msg *m, uint8_t *reply)
 {
 	const struct kvc_ns_create *c = &m->ns_create;
-	struct kvcd_ns ns = { true, c->uid, c->gid, c->mode, { 0 } };
+	struct kvcd_ns ns = {
+		.used = true, .uid = c->uid, .gid = c->gid, .mode = c->mode,
+	};
 	int ret;
 
 	if (p->uid != 0)
 		return kvcd_error(reply, m, -EPERM, "only root creates namespaces");
-	if (d->ns[c->ns_id].used)
-		return kvcd_error(reply, m, -EEXIST, "namespace exists");
+	/*
+	 * Shared through g4 (nsshare.c): another node made it first. The
+	 * same owner, group and mode is the same namespace, with the salt
+	 * g4 gives it: creating it on every node is then harmless.
+	 */
+	if (!d->ns[c->ns_id].used && kvcd_nsshare_learn(d, c->ns_id))
+		kvc_info("namespace %" PRIu32 ": NS_CREATE found it in g4",
+			 c->ns_id);
+	if (d->ns[c->ns_id].used) {
+		const struct kvcd_ns *n = &d->ns[c->ns_id];
+
+		if (n->share == KVCD_SHARE_OK && n->uid == c->uid &&
+		    n->gid == c->gid && n->mode == c->mode)
+			return kvc_proto_encode_ns_create_reply(reply,
+								KVC_PROTO_MSG_MAX,
+								m->seq);
+		return kvcd_error(reply, m, -EEXIST, n->share == KVCD_SHARE_OK ?
+				  "namespace exists, shared through g4 with another owner, group or mode" :
+				  "namespace exists");
+	}
 	/*
 	 * memfd mode: a process given the pool memfd could read and write
 	 * the new namespace's blocks whatever its mode says (see
@@ -402,6 +422,8 @@ static int kvcd_ns_create(struct kvcd *d, struct kvc_peer *p,
 	kvc_info("namespace %" PRIu32 " created: uid %" PRIu32 " gid %" PRIu32
 		 " mode %03o", c->ns_id, c->uid, c->gid, c->mode);
 	kvcd_ns_dirs(d, c->ns_id);
+	/* Not described in g4 yet (a server away): the ticks try again. */
+	kvcd_nsshare_created(d, c->ns_id);
 	return kvc_proto_encode_ns_create_reply(reply, KVC_PROTO_MSG_MAX,
 						m->seq);
 }
@@ -442,6 +464,10 @@ static int kvcd_ns_salt(struct kvcd *d, struct kvc_peer *p,
 			return kvcd_error(reply, m, ret,
 					  "saving the namespace table");
 		}
+		/* The nodes sharing g4 take it from there (nsshare.c). */
+		if (memcmp(old, n->salt, KVC_PROTO_SALT_SIZE) ||
+		    n->share != KVCD_SHARE_OK)
+			kvcd_nsshare_salt_set(d, s->ns_id);
 	} else if (!n->used) {
 		return kvcd_error(reply, m, -ENOENT, "no such namespace");
 	} else if (!kvcd_may(d, p, s->ns_id, 4)) {
@@ -686,8 +712,10 @@ static int kvcd_stats(struct kvcd *d, const struct kvc_msg *m, uint8_t *reply)
 		{ "state_errors", 0, d->state_errors },
 		{ "state_missing", 0, d->state_missing },
 		{ "unknown_namespaces", 0, d->unknown_ns },
+		{ "ns_learned", 0, d->ns_learned },
+		{ "ns_conflicts", 0, d->ns_conflicts },
 	};
-	size_t n = 17;
+	size_t n = 19;
 
 	kvc_pool_nr_free(d->pool, &free_blocks);
 	st[9].value = free_blocks;

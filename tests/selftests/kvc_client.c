@@ -382,3 +382,39 @@ int kvcc_ns_list(struct kvcc *c, uint32_t start)
 	return kvcc_call(c, kvc_proto_encode_ns_list(KVCC_TX(c), start),
 			 KVC_MSG_NS_LIST_REPLY);
 }
+
+int kvcc_ns_salt(struct kvcc *c, uint32_t ns, const uint8_t *set,
+		 uint8_t *out)
+{
+	struct kvc_ns_salt s = { .ns_id = ns };
+	int ret;
+
+	if (set) {
+		s.flags = KVC_PROTO_NS_SALT_SET;
+		memcpy(s.salt, set, KVC_PROTO_SALT_SIZE);
+	}
+	ret = kvcc_call(c, kvc_proto_encode_ns_salt(KVCC_TX(c), &s),
+			KVC_MSG_NS_SALT_REPLY);
+	if (!ret && out)
+		memcpy(out, c->msg.ns_salt_reply.salt, KVC_PROTO_SALT_SIZE);
+	return ret;
+}
+
+int kvcc_ns_entry(struct kvcc *c, uint32_t ns, struct kvc_ns_entry *e)
+{
+	uint32_t start = 0;
+
+	do {
+		int ret = kvcc_ns_list(c, start);
+
+		if (ret)
+			return ret;
+		for (uint32_t i = 0; i < c->msg.ns_list_reply.count; i++) {
+			kvc_proto_ns_entry(&c->msg.ns_list_reply, i, e);
+			if (e->ns_id == ns)
+				return 0;
+		}
+		start = c->msg.ns_list_reply.next;
+	} while (start);
+	return -ENOENT;
+}

@@ -134,4 +134,11 @@ int kvcc_flush(struct kvcc *c, uint32_t ns,
 /* One page of NS_LIST from start; the reply stays in c->msg. */
 int kvcc_ns_list(struct kvcc *c, uint32_t start);
 
+/* Namespace ns's NS_LIST entry as c sees it: 0, or -ENOENT if not listed. */
+int kvcc_ns_entry(struct kvcc *c, uint32_t ns, struct kvc_ns_entry *e);
+
+/* NS_SALT: the salt into out (may be NULL), or with set, replace it. */
+int kvcc_ns_salt(struct kvcc *c, uint32_t ns, const uint8_t *set,
+		 uint8_t *out);
+
 #endif /* KVC_CLIENT_H */

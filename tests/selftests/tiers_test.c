@@ -118,6 +118,9 @@ static int block_files(const char *dir)
 		n += count_files(p, "") - count_files(p, ".tmp.");
 		snprintf(p, sizeof(p), "%s/%s/quarantine", dir, de->d_name);
 		n -= count_files(p, "");
+		/* g4: the namespace's description (nsshare.c). */
+		snprintf(p, sizeof(p), "%s/%s/namespace", dir, de->d_name);
+		n -= access(p, F_OK) == 0;
 	}
 	closedir(dp);
 	return n;
@@ -465,6 +468,125 @@ TEST_F_TIMEOUT(kvcd, g4_shared_by_two_nodes, 180)
 		if (!count_files(ca, ""))
 			break;
 	EXPECT_EQ(0, count_files(ca, ""));
+	fixture_down(_metadata, b);
+	free(b);
+	rm_rf(dir);
+}
+
+/*
+ * Write a description of namespace ns (uid 0, gid 0, mode 0777, a salt
+ * of zeroes) into g4 dir by hand, as nsshare.c's format has it: with a
+ * wrong CRC if bad_crc, as a symbolic link to such a file if link, with
+ * mode. 0 or -errno.
+ */
+static int plant_desc(const char *dir, uint32_t ns, mode_t mode, bool bad_crc,
+		      bool link)
+{
+	char p[PATH_MAX], body[512], real[PATH_MAX + 16];
+	int n, fd, ret = 0;
+
+	n = snprintf(body, sizeof(body),
+		     "kvcache-namespace 1\nid %u\nuid 0\ngid 0\nmode 777\nsalt %064d\nnode hand\n",
+		     ns, 0);
+	n += snprintf(body + n, sizeof(body) - n, "crc32c %08x\n",
+		      kvc_crc32c(0, body, (size_t)n) ^ (bad_crc ? 1 : 0));
+	snprintf(p, sizeof(p), "%s/ns%u", dir, ns);
+	if (mkdir(p, 0700) && errno != EEXIST)
+		return -errno;
+	snprintf(real, sizeof(real), "%s/desc-%u", dir, ns);
+	snprintf(p, sizeof(p), "%s/ns%u/namespace", dir, ns);
+	fd = open(link ? real : p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, body, (size_t)n) != n || fchmod(fd, mode))
+		ret = -EIO;
+	close(fd);
+	if (!ret && link && symlink(real, p))
+		ret = -errno;
+	return ret;
+}
+
+/*
+ * Namespaces across the nodes of one g4: a namespace created on node a
+ * is described in g4 (0644 in the namespace's directory, as its blocks) and
+ * known to node b with the same owner, group, mode and salt, whether b
+ * starts after it (learned at start) or runs already (learned on a
+ * rescan). Creating it on b again with the same owner and mode is
+ * harmless, with another mode is EEXIST. A salt set on a reaches g4: a
+ * node starting later takes it. A description not to be trusted
+ * (writable by group, a symbolic link) or not checking (a wrong CRC)
+ * teaches nothing; a good one written by hand is learned.
+ */
+TEST_F_TIMEOUT(kvcd, namespaces_shared_through_g4, 120)
+{
+	const char *fmt = "[g4]\ndirectory = %s\ncapacity = 64M\nnode = %s\n"
+			  "scan_interval = 200ms\n";
+	uint32_t n1 = self->ns + 1, n2 = self->ns + 2, good = self->ns + 3;
+	uint32_t group_w = self->ns + 4, crc = self->ns + 5, lnk = self->ns + 6;
+	uint8_t sa[KVC_PROTO_SALT_SIZE], sb[KVC_PROTO_SALT_SIZE];
+	uint8_t zero[KVC_PROTO_SALT_SIZE] = { 0 }, set[KVC_PROTO_SALT_SIZE];
+	char dir[PATH_MAX], ca[PATH_MAX + 128], cb[PATH_MAX + 128];
+	char p[PATH_MAX + 32], why[512] = "";
+	struct kvc_ns_entry e;
+	bool learned = false;
+	struct stat st;
+	SELF *b;
+
+	ASSERT_GE(KVCACHE_NS_MAX, lnk);
+	tier_dir(dir, sizeof(dir), "g4");
+	snprintf(ca, sizeof(ca), fmt, dir, "node-a");
+	snprintf(cb, sizeof(cb), fmt, dir, "node-b");
+	ASSERT_EQ(0, restart(self, ca, why, sizeof(why))) TH_LOG("%s", why);
+	ASSERT_EQ(0, ns_create(self, &self->c, n1, 1234, 1234, 0750))
+		TH_LOG("%s", self->c.why);
+	snprintf(p, sizeof(p), "%s/ns%u/namespace", dir, n1);
+	ASSERT_EQ(0, stat(p, &st));
+	EXPECT_EQ(0644, st.st_mode & 07777);
+	ASSERT_EQ(0, plant_desc(dir, good, 0600, false, false));
+	ASSERT_EQ(0, plant_desc(dir, group_w, 0620, false, false));
+	ASSERT_EQ(0, plant_desc(dir, crc, 0600, true, false));
+	ASSERT_EQ(0, plant_desc(dir, lnk, 0600, false, true));
+
+	b = second_node(_metadata, self, cb);
+	ASSERT_NE(NULL, b);
+	/* Learned at start: the same owner, group, mode and salt. */
+	ASSERT_EQ(0, kvcc_ns_entry(&b->c, n1, &e));
+	EXPECT_EQ(1234, e.uid);
+	EXPECT_EQ(1234, e.gid);
+	EXPECT_EQ(0750, e.mode);
+	ASSERT_EQ(0, kvcc_ns_salt(&self->c, n1, NULL, sa));
+	ASSERT_EQ(0, kvcc_ns_salt(&b->c, n1, NULL, sb));
+	EXPECT_EQ(0, memcmp(sa, sb, sizeof(sa)));
+	EXPECT_EQ(0, kvcc_ns_create(&b->c, n1, 1234, 1234, 0750))
+		TH_LOG("%s", b->c.why);
+	EXPECT_EQ(-EEXIST, kvcc_ns_create(&b->c, n1, 1234, 1234, 0700));
+	/* The hand-made description is learned; the three bad ones not. */
+	ASSERT_EQ(0, kvcc_ns_salt(&b->c, good, NULL, sb));
+	EXPECT_EQ(0, memcmp(zero, sb, sizeof(sb)));
+	EXPECT_EQ(-ENOENT, kvcc_ns_salt(&b->c, group_w, NULL, sb));
+	EXPECT_EQ(-ENOENT, kvcc_ns_salt(&b->c, crc, NULL, sb));
+	EXPECT_EQ(-ENOENT, kvcc_ns_salt(&b->c, lnk, NULL, sb));
+
+	/* Created on a while b runs: b learns it on a rescan. */
+	ASSERT_EQ(0, ns_create(self, &self->c, n2, 0, 0, 0700));
+	for (double end = now_s() + 20; !learned && now_s() < end;
+	     msleep(100))
+		learned = !kvcc_ns_salt(&b->c, n2, NULL, sb);
+	EXPECT_TRUE(learned);
+	ASSERT_EQ(0, kvcc_ns_salt(&self->c, n2, NULL, sa));
+	EXPECT_EQ(0, memcmp(sa, sb, sizeof(sa)));
+	EXPECT_LE(3, kvcc_stat1(&b->c, "ns_learned"));
+
+	/* A salt set on a is rewritten in g4: a node started later has it. */
+	memset(set, 0x5a, sizeof(set));
+	ASSERT_EQ(0, kvcc_ns_salt(&self->c, n1, set, NULL));
+	fixture_down(_metadata, b);
+	free(b);
+	b = second_node(_metadata, self, cb);
+	ASSERT_NE(NULL, b);
+	ASSERT_EQ(0, kvcc_ns_salt(&b->c, n1, NULL, sb));
+	EXPECT_EQ(0, memcmp(set, sb, sizeof(sb)));
+	EXPECT_EQ(0, kvcc_stat1(&b->c, "ns_conflicts"));
 	fixture_down(_metadata, b);
 	free(b);
 	rm_rf(dir);

@@ -1,0 +1,503 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * nsshare: namespaces shared through g4 (kvcd.h).
+ *
+ * Nodes that share a g4 directory must agree on each namespace's owner,
+ * mode and key salt, or a block one node published is never a hit on
+ * another (its key mixes the salt in). Each namespace is described in
+ * its own g4 directory:
+ *
+ *   <g4>/ns<id>/namespace     mode 0644 as its block files, written by
+ *                             the node that first had the namespace
+ *
+ * The ns<id> directory lets in only those who may read the namespace
+ * (r-x for them, nothing for the others: namespaces.c), the same peers
+ * NS_SALT gives the salt to; nobody else can open the description, as
+ * nobody else can open the blocks. The format is text,
+ * one "name value" line each, in this order, closed by a CRC-32C of the
+ * lines before it (Documentation/design/tiers.md, "Namespaces across
+ * nodes"):
+ *
+ *   kvcache-namespace 1
+ *   id 7
+ *   uid 1000
+ *   gid 1000
+ *   mode 750
+ *   salt <64 hex digits>
+ *   node a
+ *   crc32c 1c291ca3
+ *
+ * A node learns a namespace it lacks from its description: at start,
+ * before the tiers are recovered (so its blocks are found), and on each
+ * g4 rescan (tiers.c asks kvcd_nsshare_learn() about every ns<id>
+ * directory of a namespace it does not know). A namespace this node has
+ * and g4 does not describe is published: at NS_CREATE, at start, and
+ * retried every KVCD_NSSHARE_RETRY_S while g4 refuses (a server in its
+ * grace period). Publication is a temp file linked to the final name,
+ * so two nodes publishing at once leave one description; the loser
+ * adopts the winner's salt when the two agree on owner and mode.
+ *
+ * A description is trusted only as a regular file (not a link), not
+ * writable by group or others, owned by this daemon's user or by the
+ * owner of the g4 directory (root squashing maps kvcached's root to
+ * another uid on every node alike). Anything else, or a file that does
+ * not parse or check, is logged and ignored: a tenant that may write in
+ * g4 cannot make a node grant it a namespace.
+ *
+ * A namespace that this node and g4 describe differently (two nodes
+ * created it apart, or a salt was set on one node only) is a conflict:
+ * logged, counted (ns_conflicts), and this node keeps its own. Its keys
+ * then differ from the other nodes', so nothing wrong is ever served;
+ * the namespace is just not shared. NS_SALT SET rewrites the
+ * description, so the node where the salt was set wins; the others
+ * follow when they are given the same salt or restarted without the
+ * namespace.
+ */
+#include "kvcd.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "blockfile.h"
+#include "clock.h"
+#include "log.h"
+
+#define NSSHARE_NAME		"namespace"
+#define NSSHARE_MAGIC		"kvcache-namespace 1\n"
+#define NSSHARE_MAX		1024	/* a description is smaller */
+#define KVCD_NSSHARE_RETRY_S	5.0
+
+static bool shared_on(const struct kvcd *d)
+{
+	return d->cfg.g4.directory[0] != '\0';
+}
+
+static const char *node_name(const struct kvcd *d, char *buf, size_t len)
+{
+	if (d->cfg.g4.node[0])
+		return d->cfg.g4.node;
+	if (gethostname(buf, len - 1))
+		return "?";
+	buf[len - 1] = '\0';
+	return buf;
+}
+
+static int desc_path(const struct kvcd *d, uint32_t ns, const char *name,
+		     char *out, size_t len)
+{
+	int n = snprintf(out, len, "%s/ns%" PRIu32 "/%s", d->cfg.g4.directory,
+			 ns, name);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* Namespace n as id's description, NUL-terminated: its length, or -1. */
+static int desc_encode(const struct kvcd_ns *n, uint32_t id,
+		       const char *node, char *buf, size_t len)
+{
+	int m = snprintf(buf, len, NSSHARE_MAGIC "id %" PRIu32 "\nuid %"
+			 PRIu32 "\ngid %" PRIu32 "\nmode %o\nsalt ", id,
+			 n->uid, n->gid, n->mode);
+
+	for (int i = 0; m > 0 && (size_t)m + 2 < len &&
+	     i < KVC_PROTO_SALT_SIZE; i++)
+		m += snprintf(buf + m, len - (size_t)m, "%02x", n->salt[i]);
+	if (m > 0 && (size_t)m < len)
+		m += snprintf(buf + m, len - (size_t)m, "\nnode %s\n", node);
+	if (m <= 0 || (size_t)m >= len)
+		return -1;
+	m += snprintf(buf + m, len - (size_t)m, "crc32c %08" PRIx32 "\n",
+		      kvc_crc32c(0, buf, (size_t)m));
+	return (size_t)m < len ? m : -1;
+}
+
+/* The next line of buf (from *pos), "name value": the value, or NULL. */
+static const char *line_value(char *buf, size_t *pos, const char *name)
+{
+	char *line = buf + *pos, *nl = strchr(line, '\n');
+	size_t n = strlen(name);
+
+	if (!nl || strncmp(line, name, n) || line[n] != ' ')
+		return NULL;
+	*nl = '\0';
+	*pos = (size_t)(nl + 1 - buf);
+	return line + n + 1;
+}
+
+/* A decimal number in [0, max] and nothing else. */
+static int parse_u32(const char *s, int base, uint32_t max, uint32_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
+		return -EBADMSG;
+	errno = 0;
+	v = strtoull(s, &end, base);
+	if (errno || *end || v > max)
+		return -EBADMSG;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+/*
+ * Parse buf (len bytes, NUL-terminated; modified) as namespace id's
+ * description into *n, the node that wrote it into node. -EBADMSG for
+ * anything but a whole, checked description of id.
+ */
+static int desc_parse(char *buf, size_t len, uint32_t id, struct kvcd_ns *n,
+		      char *node, size_t nlen)
+{
+	size_t pos = sizeof(NSSHARE_MAGIC) - 1, body;
+	const char *v, *crc;
+	uint32_t got, want;
+	char *tail;
+
+	if (len < pos || memcmp(buf, NSSHARE_MAGIC, pos))
+		return -EBADMSG;
+	/* The CRC line is the last one, over every byte before it. */
+	if (len < 2 || buf[len - 1] != '\n')
+		return -EBADMSG;
+	buf[len - 1] = '\0';
+	tail = strrchr(buf, '\n');
+	buf[len - 1] = '\n';
+	if (!tail || strncmp(tail + 1, "crc32c ", 7))
+		return -EBADMSG;
+	body = (size_t)(tail + 1 - buf);
+	crc = tail + 8;
+	if (len - body != 7 + 8 + 1 ||
+	    strspn(crc, "0123456789abcdef") != 8)
+		return -EBADMSG;
+	buf[len - 1] = '\0';
+	if (parse_u32(crc, 16, UINT32_MAX, &want) ||
+	    kvc_crc32c(0, buf, body) != want)
+		return -EBADMSG;
+	buf[body] = '\0';	/* the lines before it, and no further */
+	memset(n, 0, sizeof(*n));
+	if (parse_u32(line_value(buf, &pos, "id"), 10, KVCACHE_NS_MAX, &got) ||
+	    got != id ||
+	    parse_u32(line_value(buf, &pos, "uid"), 10, UINT32_MAX - 1,
+		      &n->uid) ||
+	    parse_u32(line_value(buf, &pos, "gid"), 10, UINT32_MAX - 1,
+		      &n->gid) ||
+	    parse_u32(line_value(buf, &pos, "mode"), 8, 0777, &n->mode))
+		return -EBADMSG;
+	v = line_value(buf, &pos, "salt");
+	if (!v || strlen(v) != 2 * KVC_PROTO_SALT_SIZE ||
+	    strspn(v, "0123456789abcdef") != 2 * KVC_PROTO_SALT_SIZE)
+		return -EBADMSG;
+	for (int i = 0; i < KVC_PROTO_SALT_SIZE; i++) {
+		char hx[3] = { v[2 * i], v[2 * i + 1], '\0' };
+
+		n->salt[i] = (uint8_t)strtoul(hx, NULL, 16);
+	}
+	v = line_value(buf, &pos, "node");
+	if (!v || !*v || strlen(v) >= nlen || pos != body)
+		return -EBADMSG;
+	strcpy(node, v);
+	n->used = true;
+	return 0;
+}
+
+/*
+ * Read namespace ns's description from g4. 0 with *n and node filled;
+ * -ENOENT when there is none; -EPERM when it is not to be trusted,
+ * -EBADMSG when it does not parse, with why set; another -errno when
+ * g4 could not be read.
+ */
+static int desc_read(const struct kvcd *d, uint32_t ns, struct kvcd_ns *n,
+		     char *node, size_t nlen, const char **why)
+{
+	char path[PATH_MAX], buf[NSSHARE_MAX + 1];
+	struct stat st, top;
+	ssize_t len;
+	int fd, ret;
+
+	*why = "";
+	ret = desc_path(d, ns, NSSHARE_NAME, path, sizeof(path));
+	if (ret)
+		return ret;
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return errno == ELOOP ? (*why = "a symbolic link", -EPERM) :
+		       -errno;
+	if (fstat(fd, &st) || stat(d->cfg.g4.directory, &top)) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	if (!S_ISREG(st.st_mode))
+		*why = "not a regular file";
+	else if (st.st_mode & (S_IWGRP | S_IWOTH))
+		*why = "writable by group or others";
+	else if (st.st_uid != geteuid() && st.st_uid != top.st_uid)
+		*why = "owned by neither kvcached's user nor g4's owner";
+	if (**why) {
+		close(fd);
+		return -EPERM;
+	}
+	len = read(fd, buf, sizeof(buf));
+	ret = len < 0 ? -errno : 0;
+	close(fd);
+	if (ret)
+		return ret;
+	if (len > NSSHARE_MAX) {
+		*why = "too long";
+		return -EBADMSG;
+	}
+	buf[len] = '\0';
+	if (strlen(buf) != (size_t)len ||
+	    desc_parse(buf, (size_t)len, ns, n, node, nlen)) {
+		*why = "not a whole namespace description";
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+/*
+ * Write namespace ns's description to g4: a temp file linked to the
+ * final name (replace: renamed over it). 0; -EEXIST when another is
+ * there (not replace); another -errno when g4 refused.
+ */
+static int desc_write(const struct kvcd *d, uint32_t ns, bool replace)
+{
+	char path[PATH_MAX], tmp[PATH_MAX], name[96], host[64], buf[512];
+	const char *node = node_name(d, host, sizeof(host));
+	int fd, len, ret = 0;
+
+	len = desc_encode(&d->ns[ns], ns, node, buf, sizeof(buf));
+	snprintf(name, sizeof(name), "." NSSHARE_NAME ".new.%.40s.%ld", node,
+		 (long)getpid());
+	if (len < 0 || desc_path(d, ns, NSSHARE_NAME, path, sizeof(path)) ||
+	    desc_path(d, ns, name, tmp, sizeof(tmp)))
+		return -ENAMETOOLONG;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+		  0644);
+	if (fd < 0)
+		return -errno;
+	/* As the block files, whatever the umask: the directory guards it. */
+	if (fchmod(fd, 0644) || write(fd, buf, (size_t)len) != len ||
+	    fsync(fd))
+		ret = errno ? -errno : -EIO;
+	if (close(fd) && !ret)
+		ret = -errno;	/* NFS reports a failed write here */
+	if (!ret && replace && rename(tmp, path))
+		ret = -errno;
+	if (!ret && !replace && link(tmp, path))
+		ret = -errno;
+	if (!replace || ret)
+		unlink(tmp);
+	if (!ret) {
+		/* The directory of path: cut at its last '/'. */
+		*strrchr(path, '/') = '\0';
+		ret = kvc_bf_fsync_dir(path);
+	}
+	return ret;
+}
+
+static bool same_ns(const struct kvcd_ns *a, const struct kvcd_ns *b)
+{
+	return a->uid == b->uid && a->gid == b->gid && a->mode == b->mode &&
+	       !memcmp(a->salt, b->salt, KVC_PROTO_SALT_SIZE);
+}
+
+static void conflict(struct kvcd *d, uint32_t ns, const struct kvcd_ns *g4,
+		     const char *node)
+{
+	const struct kvcd_ns *n = &d->ns[ns];
+	bool salt_only = g4->uid == n->uid && g4->gid == n->gid &&
+			 g4->mode == n->mode;
+
+	if (n->share == KVCD_SHARE_CONFLICT)
+		return;
+	d->ns[ns].share = KVCD_SHARE_CONFLICT;
+	d->ns_conflicts++;
+	kvc_metric_set(d->dm.ns_conflicts, d->ns_conflicts);
+	kvc_err("namespace %" PRIu32 ": g4 %s describes it as node %s made it (uid %" PRIu32 " gid %" PRIu32 " mode %03o%s), not as this node has it (uid %" PRIu32 " gid %" PRIu32 " mode %03o): keeping this node's, whose blocks are not shared with the other nodes. Give it the same salt everywhere (kvcachectl ns-salt)",
+		ns, d->cfg.g4.directory, node, g4->uid, g4->gid, g4->mode,
+		salt_only ? ", another salt" : "", n->uid, n->gid, n->mode);
+}
+
+/* Make n (read from g4, written by node) namespace ns here. 0 or -errno. */
+static int adopt(struct kvcd *d, uint32_t ns, const struct kvcd_ns *n,
+		 const char *node)
+{
+	struct kvcd_ns old = d->ns[ns];
+	int ret;
+
+	if (kvc_pool_has(d->pool, KVC_POOL_SHARED_MAP) &&
+	    !kvcd_holders_allow(d, n))
+		return -EACCES;	/* memfd mode: see kvcd_ns_create() */
+	if (!old.used) {
+		ret = kvc_pool_ns_create(d->pool, ns, n->uid, n->gid, n->mode);
+		if (ret && ret != -EEXIST)
+			return ret;
+	}
+	d->ns[ns] = *n;
+	d->ns[ns].share = KVCD_SHARE_OK;
+	ret = kvcd_ns_save(d);
+	if (ret) {
+		d->state_errors++;
+		d->ns[ns] = old;
+		if (!old.used)
+			kvc_pool_ns_destroy(d->pool, ns);
+		return ret;
+	}
+	d->ns_learned++;
+	kvc_metric_add(d->dm.ns_learned, 1);
+	kvc_info("namespace %" PRIu32 " %s from g4 (made by node %s): uid %"
+		 PRIu32 " gid %" PRIu32 " mode %03o", ns,
+		 old.used ? "takes the salt" : "learned", node, n->uid, n->gid,
+		 n->mode);
+	kvcd_ns_dirs(d, ns);
+	return 0;
+}
+
+bool kvcd_nsshare_learn(struct kvcd *d, uint32_t ns)
+{
+	struct kvcd_ns n;
+	char node[KVC_CONFIG_NODE_MAX];
+	const char *why;
+	int ret;
+
+	if (!shared_on(d) || ns < 1 || ns > KVCACHE_NS_MAX)
+		return false;
+	if (d->ns[ns].used)
+		return true;
+	ret = desc_read(d, ns, &n, node, sizeof(node), &why);
+	if (ret == -ENOENT)
+		return false;	/* blocks, no description (yet) */
+	if (!ret)
+		ret = adopt(d, ns, &n, node);
+	if (ret)
+		kvc_log_ratelimited(KVC_LOG_WARN, "g4 %s/ns%" PRIu32 "/" NSSHARE_NAME ": %s%s%s: namespace %" PRIu32 " not learned",
+				    d->cfg.g4.directory, ns, strerror(-ret),
+				    *why ? ", " : "", why, ns);
+	return !ret;
+}
+
+/*
+ * Namespace ns, which this node has, against g4: described alike
+ * (shared), described otherwise (a conflict), or not described (now
+ * published, or -errno to try again). fresh: created here a moment ago,
+ * so nothing was stored under its salt yet; if another node described
+ * it first with the same owner, group and mode (both created it at
+ * once), its salt is taken.
+ */
+static int share_one(struct kvcd *d, uint32_t ns, bool fresh)
+{
+	char node[KVC_CONFIG_NODE_MAX];
+	struct kvcd_ns n;
+	const char *why;
+	int ret;
+
+	for (int tries = 0; tries < 2; tries++) {
+		ret = desc_read(d, ns, &n, node, sizeof(node), &why);
+		if (!ret) {
+			const struct kvcd_ns *o = &d->ns[ns];
+
+			if (same_ns(&n, o))
+				d->ns[ns].share = KVCD_SHARE_OK;
+			else if (fresh && n.uid == o->uid && n.gid == o->gid &&
+				 n.mode == o->mode && !adopt(d, ns, &n, node))
+				return 0;
+			else
+				conflict(d, ns, &n, node);
+			return 0;
+		}
+		if (ret != -ENOENT) {
+			kvc_log_ratelimited(KVC_LOG_WARN, "g4 %s/ns%" PRIu32 "/" NSSHARE_NAME ": %s%s%s",
+					    d->cfg.g4.directory, ns,
+					    strerror(-ret), *why ? ", " : "",
+					    why);
+			return ret;
+		}
+		ret = desc_write(d, ns, false);
+		if (!ret) {
+			d->ns[ns].share = KVCD_SHARE_OK;
+			kvc_debug("namespace %" PRIu32 " described in g4",
+				  ns);
+			return 0;
+		}
+		if (ret != -EEXIST)
+			return ret;
+		/* Another node was first: read what it wrote. */
+	}
+	return ret;
+}
+
+void kvcd_nsshare_start(struct kvcd *d)
+{
+	struct dirent *de;
+	DIR *dp;
+
+	if (!shared_on(d))
+		return;
+	dp = opendir(d->cfg.g4.directory);
+	if (!dp)
+		return;		/* the tier's open says why */
+	/* Learn first: a namespace g4 has must not get a salt of ours. */
+	while ((de = readdir(dp))) {
+		unsigned long ns;
+		char *end;
+
+		if (strncmp(de->d_name, "ns", 2) ||
+		    !isdigit((unsigned char)de->d_name[2]))
+			continue;
+		ns = strtoul(de->d_name + 2, &end, 10);
+		if (!*end && ns >= 1 && ns <= KVCACHE_NS_MAX)
+			kvcd_nsshare_learn(d, (uint32_t)ns);
+	}
+	closedir(dp);
+}
+
+void kvcd_nsshare_tick(struct kvcd *d)
+{
+	double now = kvc_now();
+
+	if (!shared_on(d) || !kvcd_tier(d, KVC_TIER_G4) ||
+	    now < d->nsshare_at)
+		return;
+	d->nsshare_at = now + KVCD_NSSHARE_RETRY_S;
+	for (uint32_t ns = 1; ns <= KVCACHE_NS_MAX; ns++) {
+		if (!d->ns[ns].used)
+			continue;
+		if (d->ns[ns].share == KVCD_SHARE_UNKNOWN)
+			share_one(d, ns, false);
+		else if (d->ns[ns].share == KVCD_SHARE_REPLACE)
+			kvcd_nsshare_salt_set(d, ns);
+	}
+}
+
+int kvcd_nsshare_created(struct kvcd *d, uint32_t ns)
+{
+	if (!shared_on(d) || !kvcd_tier(d, KVC_TIER_G4))
+		return 0;
+	/* Refused now (g4 away): kvcd_nsshare_tick() tries again. */
+	return share_one(d, ns, true);
+}
+
+void kvcd_nsshare_salt_set(struct kvcd *d, uint32_t ns)
+{
+	int ret;
+
+	if (!shared_on(d) || !kvcd_tier(d, KVC_TIER_G4))
+		return;
+	ret = desc_write(d, ns, true);
+	if (ret) {
+		/* The old description stays: kvcd_nsshare_tick() retries. */
+		d->ns[ns].share = KVCD_SHARE_REPLACE;
+		kvc_warn("namespace %" PRIu32 ": the new salt is not in g4 %s yet: %s",
+			 ns, d->cfg.g4.directory, strerror(-ret));
+		return;
+	}
+	d->ns[ns].share = KVCD_SHARE_OK;
+}
