@@ -216,9 +216,10 @@ static int desc_parse(char *buf, size_t len, uint32_t id, struct kvcd_ns *n,
 static int desc_read(const struct kvcd *d, uint32_t ns, struct kvcd_ns *n,
 		     char *node, size_t nlen, const char **why)
 {
-	char path[PATH_MAX], buf[NSSHARE_MAX + 1];
+	char path[PATH_MAX], buf[NSSHARE_MAX + 2];
 	struct stat st, top;
 	ssize_t len;
+	size_t got;
 	int fd, ret;
 
 	*why = "";
@@ -244,18 +245,18 @@ static int desc_read(const struct kvcd *d, uint32_t ns, struct kvcd_ns *n,
 		close(fd);
 		return -EPERM;
 	}
-	len = read(fd, buf, sizeof(buf));
+	len = read(fd, buf, NSSHARE_MAX + 1);
 	ret = len < 0 ? -errno : 0;
 	close(fd);
 	if (ret)
 		return ret;
-	if (len > NSSHARE_MAX) {
+	got = (size_t)len;
+	if (got > NSSHARE_MAX) {
 		*why = "too long";
 		return -EBADMSG;
 	}
-	buf[len] = '\0';
-	if (strlen(buf) != (size_t)len ||
-	    desc_parse(buf, (size_t)len, ns, n, node, nlen)) {
+	buf[got] = '\0';
+	if (strlen(buf) != got || desc_parse(buf, got, ns, n, node, nlen)) {
 		*why = "not a whole namespace description";
 		return -EBADMSG;
 	}

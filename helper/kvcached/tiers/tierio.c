@@ -9,6 +9,16 @@
  *     +------cancel---------+                       +--------+---------+
  *     +--read--> READ ---------------------------------------+--> callback
  *
+ * A write's stages, each a request on the ring: create the temp file,
+ * write (+ linked fsync), close, link to the final name (or a rename
+ * that never replaces, where there are no hard links), unlink the temp
+ * name; with fsync, open the leaf directory and fsync it. Only the
+ * mkdir of the fan-out directories and the look for an existing file
+ * stay on the caller's thread (kvc_bf_prepare()). On a shared
+ * filesystem every one of these is a round trip to a server that may be
+ * slow, or gone for a while: on the ring they wait in the kernel's
+ * workers, and the daemon's loop goes on serving from DRAM meanwhile.
+ *
  * A slot owns its staging buffer (registered, index = slot number), the
  * descriptor of the file being written or read and its paths. Every SQE
  * carries (slot, stage) in its user data; a slot counts the CQEs it still
@@ -32,13 +42,17 @@
 #include "fault.h"
 
 enum slot_state { S_FREE, S_BEGUN, S_WRITE, S_DIRSYNC, S_READ };
-enum stage { ST_WRITE = 1, ST_FSYNC, ST_DIRSYNC, ST_OPEN, ST_READ };
+enum stage {
+	ST_WRITE = 1, ST_FSYNC, ST_DIRSYNC, ST_OPEN, ST_READ,
+	ST_CREATE, ST_CLOSE, ST_LINK, ST_RENAME, ST_UNLINK, ST_DIROPEN,
+};
 
 struct slot {
 	int state;			/* enum slot_state */
 	int fd;				/* the file, or the directory */
 	bool direct;
 	bool synced;			/* the linked fsync succeeded */
+	bool recreate;			/* the create removed a leftover */
 	int oflags;			/* read: how the file is opened */
 	int pending;			/* CQEs still expected */
 	int err;
@@ -58,6 +72,7 @@ struct kvc_tio {
 	uint64_t slot_size;		/* the largest block file */
 	uint64_t buf_size;		/* a slot's buffer: one page more */
 	bool fsync;
+	bool chmod;			/* the umask may take mode bits away */
 	char tag[KVC_BF_MAX_TAG + 1];
 	uint8_t *mem;			/* every slot's buffer, one mapping */
 	size_t mem_len;
@@ -86,6 +101,16 @@ int kvc_tio_create(struct kvc_tio **out, const struct kvc_tio_config *cfg)
 	t->efd = -1;
 	t->depth = cfg->depth;
 	t->fsync = cfg->fsync;
+	/*
+	 * A temp file is created with its mode; only a umask that takes
+	 * more than group and other write away needs the fchmod after.
+	 */
+	{
+		mode_t mask = umask(0);
+
+		umask(mask);
+		t->chmod = (mask & ~(mode_t)022) != 0;
+	}
 	strcpy(t->tag, cfg->tag);
 	t->slot_size = kvc_bf_file_size(cfg->max_payload);
 	/* A read asks for a page more than the largest file: getting it
@@ -268,6 +293,66 @@ static int queue_open(struct kvc_tio *t, int i)
 	return 0;
 }
 
+/* The leaf directory's fsync (s->fd is the directory). */
+static int sqe_fsync(struct kvc_tio *t, int i)
+{
+	struct io_uring_sqe *sqe = sqe_get(t);
+
+	if (!sqe)
+		return -EAGAIN;
+	io_uring_prep_fsync(sqe, t->slots[i].fd, 0);
+	io_uring_sqe_set_data64(sqe, udata(i, ST_DIRSYNC));
+	t->slots[i].pending++;
+	io_uring_submit(&t->ring);
+	return 0;
+}
+
+/* One metadata request of slot i's write: its stage says which. */
+static int queue_meta(struct kvc_tio *t, int i, int stage)
+{
+	struct slot *s = &t->slots[i];
+	struct io_uring_sqe *sqe = sqe_get(t);
+	char *dir;
+
+	if (!sqe)
+		return -EAGAIN;
+	switch (stage) {
+	case ST_CREATE:
+		io_uring_prep_openat(sqe, AT_FDCWD, s->tmp, O_WRONLY | O_CREAT |
+				     O_EXCL | O_CLOEXEC |
+				     (s->direct ? O_DIRECT : 0),
+				     KVC_BF_FILE_MODE);
+		break;
+	case ST_CLOSE:
+		io_uring_prep_close(sqe, s->fd);
+		s->fd = -1;	/* the kernel's now, whatever comes back */
+		break;
+	case ST_LINK:
+		io_uring_prep_linkat(sqe, AT_FDCWD, s->tmp, AT_FDCWD, s->final,
+				     0);
+		break;
+	case ST_RENAME:
+		io_uring_prep_renameat(sqe, AT_FDCWD, s->tmp, AT_FDCWD,
+				       s->final, RENAME_NOREPLACE);
+		break;
+	case ST_UNLINK:
+		io_uring_prep_unlinkat(sqe, AT_FDCWD, s->tmp, 0);
+		break;
+	case ST_DIROPEN:
+		/* The leaf directory: the final name without its last part. */
+		dir = strrchr(s->final, '/');
+		memcpy(s->tmp, s->final, (size_t)(dir - s->final));
+		s->tmp[dir - s->final] = '\0';
+		io_uring_prep_openat(sqe, AT_FDCWD, s->tmp, O_RDONLY |
+				     O_DIRECTORY | O_CLOEXEC, 0);
+		break;
+	}
+	io_uring_sqe_set_data64(sqe, udata(i, stage));
+	s->pending++;
+	io_uring_submit(&t->ring);
+	return 0;
+}
+
 static int queue_read(struct kvc_tio *t, int i)
 {
 	struct slot *s = &t->slots[i];
@@ -325,19 +410,12 @@ int kvc_tio_write_submit(struct kvc_tio *t, int i, const char *dir,
 	if (ret)
 		goto fail;
 	s->size = kvc_bf_file_size(h->payload_len);
-	s->fd = kvc_fault_err(KVC_FAULT_TIER_CREATE);
-	if (!s->fd)
-		s->fd = kvc_bf_open_tmp(s->tmp, &s->direct);
-	if (s->fd < 0) {
-		ret = s->fd;
-		s->fd = -1;
-		goto fail;
-	}
+	/* O_DIRECT when the filesystem takes it (create_settled()). */
+	s->direct = true;
 	s->state = S_WRITE;
-	ret = queue_write(t, i);
+	ret = queue_meta(t, i, ST_CREATE);
 	if (!ret)
 		return 0;
-	unlink(s->tmp);
 fail:
 	slot_free(t, s);
 	return ret;
@@ -397,50 +475,103 @@ static void complete(struct kvc_tio *t, struct slot *s, int status,
 	slot_free(t, s);
 }
 
+/*
+ * The temp file's create came back: write to it, or create it again
+ * without O_DIRECT (a filesystem that refuses it) or after removing a
+ * leftover of a crashed writer with our tag, pid and counter (a name is
+ * ours by construction: kvc_bf_open_tmp()'s rule).
+ */
+static void create_settled(struct kvc_tio *t, int i, int res,
+			   kvc_tio_done_fn fn, void *arg)
+{
+	struct slot *s = &t->slots[i];
+	int ret;
+
+	if (res == -EINVAL && s->direct) {
+		s->direct = false;
+		ret = queue_meta(t, i, ST_CREATE);
+	} else if (res == -EEXIST && !s->recreate) {
+		s->recreate = true;
+		ret = unlink(s->tmp) && errno != ENOENT ? -errno :
+		      queue_meta(t, i, ST_CREATE);
+	} else if (res < 0) {
+		ret = res;
+	} else {
+		s->fd = res;
+		/* Its mode whatever the umask (a file read by tenants). */
+		ret = t->chmod && fchmod(s->fd, KVC_BF_FILE_MODE) ? -errno : 0;
+		if (!ret)
+			ret = queue_write(t, i);
+		if (ret) {
+			close(s->fd);
+			s->fd = -1;
+			unlink(s->tmp);
+		}
+	}
+	if (ret)
+		complete(t, s, ret, fn, arg);
+}
+
 /* The file is written and (with fsync) on stable storage: name it. */
 static void write_done(struct kvc_tio *t, int i, kvc_tio_done_fn fn,
 		       void *arg)
 {
-	struct slot *s = &t->slots[i];
-	struct io_uring_sqe *sqe;
-	int ret = 0;
-
 	/* Closed before the link: NFS turns an unlinked open file into a
-	 * .nfsXXXX file. */
-	if (close(s->fd))
-		ret = -errno;
-	else
-		ret = kvc_fault_err(KVC_FAULT_TIER_CLOSE);
-	s->fd = -1;
+	 * .nfsXXXX file, and reports a failed write back here. */
+	int ret = queue_meta(t, i, ST_CLOSE);
+
+	if (ret) {
+		unlink(t->slots[i].tmp);
+		complete(t, &t->slots[i], ret, fn, arg);
+	}
+}
+
+/* Named (or failed, in s->err): the directory's fsync, or the end. */
+static void published(struct kvc_tio *t, int i, kvc_tio_done_fn fn,
+		      void *arg)
+{
+	struct slot *s = &t->slots[i];
+	int ret = s->err;
+
+	/* The new name, and the temp name's removal, must be durable. */
+	if (!ret && t->fsync) {
+		ret = queue_meta(t, i, ST_DIROPEN);
+		if (!ret)
+			return;
+		unlink(s->final);	/* see ST_DIRSYNC in handle() */
+	}
+	complete(t, s, ret, fn, arg);
+}
+
+/*
+ * The link came back (res). Linked: the temp name goes. Refused for
+ * want of hard links: a rename that never replaces is as good. Refused
+ * otherwise (-EEXIST: another writer was first) the temp name goes too,
+ * and the write ends with that error.
+ */
+static void link_settled(struct kvc_tio *t, int i, int res,
+			 kvc_tio_done_fn fn, void *arg)
+{
+	struct slot *s = &t->slots[i];
+	struct stat st;
+	int ret;
+
+	/* NFS: a retransmitted LINK whose first try succeeded answers
+	 * with an error; the link count tells the truth (open(2)). */
+	if (res && res != -EEXIST && !lstat(s->tmp, &st) && st.st_nlink == 2)
+		res = 0;
+	if (res == -EPERM || res == -EOPNOTSUPP || res == -ENOSYS ||
+	    res == -EMLINK)
+		ret = queue_meta(t, i, ST_RENAME);
+	else {
+		s->err = res;
+		ret = queue_meta(t, i, ST_UNLINK);
+	}
 	if (ret) {
 		unlink(s->tmp);
-		complete(t, s, ret, fn, arg);
-		return;
+		s->err = s->err ? s->err : ret;
+		published(t, i, fn, arg);
 	}
-	/* An injected link failure leaves what a real one does: no temp
-	 * name (kvc_bf_install's rule), no final name. */
-	ret = kvc_fault_err(KVC_FAULT_TIER_LINK);
-	if (ret)
-		unlink(s->tmp);
-	else
-		ret = kvc_bf_install(s->tmp, s->final);
-	if (ret || !t->fsync) {
-		complete(t, s, ret, fn, arg);
-		return;
-	}
-	/* The new name, and the temp name's removal, must be durable. */
-	*strrchr(s->tmp, '/') = '\0';
-	s->fd = open(s->tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	sqe = s->fd >= 0 ? sqe_get(t) : NULL;
-	if (!sqe) {
-		complete(t, s, s->fd < 0 ? -errno : -EAGAIN, fn, arg);
-		return;
-	}
-	s->state = S_DIRSYNC;
-	io_uring_prep_fsync(sqe, s->fd, 0);
-	io_uring_sqe_set_data64(sqe, udata(i, ST_DIRSYNC));
-	s->pending++;
-	io_uring_submit(&t->ring);
 }
 
 /* Every CQE of the write (and its fsync) is in. */
@@ -573,6 +704,27 @@ static int inject(const struct slot *s, int stage, int res)
 		return res ? res : kvc_fault_err(KVC_FAULT_TIER_FSYNC);
 	case ST_DIRSYNC:
 		return res ? res : kvc_fault_err(KVC_FAULT_TIER_DIRSYNC);
+	case ST_CLOSE:
+		return res ? res : kvc_fault_err(KVC_FAULT_TIER_CLOSE);
+	case ST_LINK:
+		if (res)
+			return res;
+		/* As a real failure: no final name (undone here), and the
+		 * temp name goes (link_settled()). */
+		err = kvc_fault_err(KVC_FAULT_TIER_LINK);
+		if (err)
+			unlink(s->final);
+		return err;
+	case ST_CREATE:
+		if (res < 0)
+			return res;
+		/* Created, and the fault says not: it must not stay. */
+		err = kvc_fault_err(KVC_FAULT_TIER_CREATE);
+		if (err) {
+			close(res);
+			unlink(s->tmp);
+		}
+		return err ? err : res;
 	case ST_OPEN:
 		if (res < 0)
 			return res;
@@ -601,6 +753,49 @@ static void handle(struct kvc_tio *t, uint64_t data, int res,
 	switch (stage) {
 	case ST_OPEN:
 		open_settled(t, i, res, fn, arg);
+		return;
+	case ST_CREATE:
+		create_settled(t, i, res, fn, arg);
+		return;
+	case ST_CLOSE:
+		if (res) {
+			unlink(s->tmp);
+			complete(t, s, res, fn, arg);
+			return;
+		}
+		res = queue_meta(t, i, ST_LINK);
+		if (res) {
+			unlink(s->tmp);
+			complete(t, s, res, fn, arg);
+		}
+		return;
+	case ST_LINK:
+		link_settled(t, i, res, fn, arg);
+		return;
+	case ST_RENAME:
+		if (res)
+			unlink(s->tmp);
+		s->err = res;
+		published(t, i, fn, arg);
+		return;
+	case ST_UNLINK:
+		/* The temp name's removal failing leaves a leftover the
+		 * next recovery removes; the write stands or fails as is. */
+		published(t, i, fn, arg);
+		return;
+	case ST_DIROPEN:
+		if (res < 0) {
+			unlink(s->final);
+			complete(t, s, res, fn, arg);
+			return;
+		}
+		s->fd = res;
+		s->state = S_DIRSYNC;
+		res = sqe_fsync(t, i);
+		if (res) {
+			unlink(s->final);
+			complete(t, s, res, fn, arg);
+		}
 		return;
 	case ST_WRITE:
 	case ST_READ:

@@ -14,9 +14,12 @@
  * A write (spill) follows kvc_bf_publish()'s rules exactly: temp file
  * (O_DIRECT when the filesystem takes it), one write of the whole image
  * with a linked fsync, close, link (never replacing), fsync of the leaf
- * directory. The data path (write, fsync, directory fsync) goes through
- * the ring; the writer's metadata calls (mkdir, the temp file's create,
- * link) are synchronous, as they touch directories just used.
+ * directory. All of it goes through the ring, the temp file's create,
+ * close, link and unlink too: on a shared filesystem each is a round
+ * trip to a server, which must not stop the caller's thread. Only the
+ * fan-out directories' mkdir and the look for an existing file
+ * (kvc_bf_prepare()) are synchronous, and cached after a directory's
+ * first use.
  * A read (promotion) opens the file through the ring (a cold-cache open
  * reads directory and inode blocks: it must not block the thread), reads
  * the whole file into a slot in one request and verifies it
