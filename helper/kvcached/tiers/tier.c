@@ -232,10 +232,20 @@ void kvc_tier_tick(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg)
 		total = t->scan_nns * 256;
 		frac = (now - begun) / interval;
 		want = frac >= 1 ? total : (size_t)(frac * (double)total) + 1;
+		/*
+		 * A share of the daemon's time, not only of the interval: on
+		 * a slow shared filesystem (a round trip to the server per
+		 * directory) a pass catching up in one tick would stop the
+		 * loop for as long as the whole pass. So one step per tick at
+		 * least and TIER_SCAN_BUDGET_S at most; the pass takes longer
+		 * than the interval there.
+		 */
 		while (t->scan_pos < total && t->scan_pos < want) {
 			tier_scan_step(t, t->scan_ns[t->scan_pos / 256],
 				       (unsigned int)(t->scan_pos % 256), wall);
 			t->scan_pos++;
+			if (kvc_now() - now > TIER_SCAN_BUDGET_S)
+				break;
 		}
 		if (t->scan_pos >= total && frac >= 1) {
 			uint64_t found = t->st.found;

@@ -34,6 +34,9 @@
 #include "tier.h"
 #include "tierio.h"
 
+/* A rescan's time per tick at most (one step at least: kvc_tier_tick). */
+#define TIER_SCAN_BUDGET_S	0.005
+
 struct pend {
 	bool used;
 	bool write;
