@@ -450,13 +450,11 @@ int kvc_bf_check(const uint8_t *image, uint64_t size,
 
 /* ---- publication ------------------------------------------------------- */
 
-int kvc_bf_prepare(const char *dir, const uint8_t key[KVC_BF_KEY_SIZE],
-		   const char *tmp_tag, char *final, char *tmp, size_t len)
+int kvc_bf_paths(const char *dir, const uint8_t key[KVC_BF_KEY_SIZE],
+		 const char *tmp_tag, char *final, char *tmp, size_t len)
 {
 	static atomic_uint tmp_seq;
 	char kh[2 * KVC_BF_KEY_SIZE + 1];
-	char d1[PATH_MAX], d2[PATH_MAX];
-	struct stat st;
 	size_t tag_len;
 	int err;
 
@@ -464,20 +462,31 @@ int kvc_bf_prepare(const char *dir, const uint8_t key[KVC_BF_KEY_SIZE],
 	if (tag_len < 1 || tag_len > KVC_BF_MAX_TAG || strchr(tmp_tag, '/'))
 		return -EINVAL;
 	hex(key, KVC_BF_KEY_SIZE, kh);
-	err = fits(snprintf(d1, sizeof(d1), "%s/%.2s", dir, kh), sizeof(d1));
-	if (!err)
-		err = fits(snprintf(d2, sizeof(d2), "%s/%.2s", d1, kh + 2),
-			   sizeof(d2));
-	if (!err)
-		err = fits(snprintf(final, len, "%s/%s.kvb", d2, kh), len);
+	err = fits(snprintf(final, len, "%s/%.2s/%.2s/%s.kvb", dir, kh,
+			    kh + 2, kh), len);
 	/* Tag (the node), pid and a counter: unique across nodes, processes
 	 * and threads; the key makes a leftover easy to attribute. */
 	if (!err)
-		err = fits(snprintf(tmp, len, "%s/.tmp.%s.%ld.%u.%s", d2,
-				    tmp_tag, (long)getpid(),
+		err = fits(snprintf(tmp, len, "%s/%.2s/%.2s/.tmp.%s.%ld.%u.%s",
+				    dir, kh, kh + 2, tmp_tag, (long)getpid(),
 				    atomic_fetch_add(&tmp_seq, 1), kh), len);
+	return err;
+}
+
+int kvc_bf_prepare(const char *dir, const uint8_t key[KVC_BF_KEY_SIZE],
+		   const char *tmp_tag, char *final, char *tmp, size_t len)
+{
+	char d1[PATH_MAX], d2[PATH_MAX];
+	struct stat st;
+	int err = kvc_bf_paths(dir, key, tmp_tag, final, tmp, len);
+
 	if (err)
 		return err;
+	/* The fan-out directories: the final path up to its last two '/'. */
+	snprintf(d2, sizeof(d2), "%s", final);
+	*strrchr(d2, '/') = '\0';
+	snprintf(d1, sizeof(d1), "%s", d2);
+	*strrchr(d1, '/') = '\0';
 	err = mkdir_one(d1, dir);
 	if (!err)
 		err = mkdir_one(d2, d1);

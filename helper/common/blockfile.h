@@ -125,11 +125,14 @@ int kvc_bf_check(const uint8_t *image, uint64_t size,
  * The steps of kvc_bf_publish(), for callers that do the writing
  * themselves (tierio.c, with io_uring):
  *
- * kvc_bf_prepare: validate @tmp_tag (1..KVC_BF_MAX_TAG characters, no
+ * kvc_bf_paths: validate @tmp_tag (1..KVC_BF_MAX_TAG characters, no
  * '/'), build the final path and a temp path unique to this writer (each
- * @len bytes), create the fan-out directories. Returns 0, -EEXIST (the
- * block is already published: nothing to write), -EINVAL, -ENAMETOOLONG
- * or -errno.
+ * @len bytes). Returns 0, -EINVAL or -ENAMETOOLONG.
+ *
+ * kvc_bf_prepare: kvc_bf_paths(), then create the fan-out directories
+ * (each new one with KVC_BF_DIR_MODE, its parent fsynced) and look for
+ * the final name. Returns 0, -EEXIST (the block is already published:
+ * nothing to write), the errors of kvc_bf_paths() or -errno.
  *
  * kvc_bf_open_tmp: create the temp file, with O_DIRECT when the
  * filesystem takes it (*direct says). Returns the descriptor or -errno.
@@ -141,6 +144,8 @@ int kvc_bf_check(const uint8_t *image, uint64_t size,
  * writer was first: its copy stays) or -errno. Then fsync the leaf
  * directory (kvc_bf_fsync_dir_of(final)) to make the name durable.
  */
+int kvc_bf_paths(const char *dir, const uint8_t key[KVC_BF_KEY_SIZE],
+		 const char *tmp_tag, char *final, char *tmp, size_t len);
 int kvc_bf_prepare(const char *dir, const uint8_t key[KVC_BF_KEY_SIZE],
 		   const char *tmp_tag, char *final, char *tmp, size_t len);
 int kvc_bf_open_tmp(const char *tmp, bool *direct);

@@ -9,15 +9,16 @@
  *     +------cancel---------+                       +--------+---------+
  *     +--read--> READ ---------------------------------------+--> callback
  *
- * A write's stages, each a request on the ring: create the temp file,
- * write (+ linked fsync), close, link to the final name (or a rename
- * that never replaces, where there are no hard links), unlink the temp
- * name; with fsync, open the leaf directory and fsync it. Only the
- * mkdir of the fan-out directories and the look for an existing file
- * stay on the caller's thread (kvc_bf_prepare()). On a shared
- * filesystem every one of these is a round trip to a server that may be
- * slow, or gone for a while: on the ring they wait in the kernel's
- * workers, and the daemon's loop goes on serving from DRAM meanwhile.
+ * A write's stages, each a request on the ring: look for the final name
+ * (there: nothing to write), create the temp file (its fan-out
+ * directories first where the create finds them missing), write (+
+ * linked fsync), close, link to the final name (or a rename that never
+ * replaces, where there are no hard links), unlink the temp name; with
+ * fsync, fsync the leaf directory, and the parent of each directory
+ * this write made. On a shared filesystem every one of these is a round
+ * trip to a server that may be slow, or gone for a while: on the ring
+ * they wait in the kernel's workers, and the daemon's loop goes on
+ * serving from DRAM meanwhile.
  *
  * A slot owns its staging buffer (registered, index = slot number), the
  * descriptor of the file being written or read and its paths. Every SQE
@@ -32,6 +33,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <liburing.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -44,7 +46,8 @@
 enum slot_state { S_FREE, S_BEGUN, S_WRITE, S_DIRSYNC, S_READ };
 enum stage {
 	ST_WRITE = 1, ST_FSYNC, ST_DIRSYNC, ST_OPEN, ST_READ,
-	ST_CREATE, ST_CLOSE, ST_LINK, ST_RENAME, ST_UNLINK, ST_DIROPEN,
+	ST_STATX, ST_MKDIR, ST_CREATE, ST_CLOSE, ST_LINK, ST_RENAME,
+	ST_UNLINK, ST_DIROPEN,
 };
 
 struct slot {
@@ -53,6 +56,10 @@ struct slot {
 	bool direct;
 	bool synced;			/* the linked fsync succeeded */
 	bool recreate;			/* the create removed a leftover */
+	int mkdir;			/* fan-out level being made, 1 or 2 */
+	int made;			/* fan-out directories made */
+	int dirsyncs;			/* directories still to fsync */
+	struct statx stx;
 	int oflags;			/* read: how the file is opened */
 	int pending;			/* CQEs still expected */
 	int err;
@@ -61,6 +68,7 @@ struct slot {
 	struct kvc_bf_header h;
 	uint8_t key[KVC_BF_KEY_SIZE];
 	char final[PATH_MAX], tmp[PATH_MAX];
+	char dir[PATH_MAX];		/* the directory a stage works on */
 	uint8_t *buf;
 };
 
@@ -317,6 +325,17 @@ static int queue_meta(struct kvc_tio *t, int i, int stage)
 	if (!sqe)
 		return -EAGAIN;
 	switch (stage) {
+	case ST_STATX:
+		io_uring_prep_statx(sqe, AT_FDCWD, s->final,
+				    AT_SYMLINK_NOFOLLOW, STATX_TYPE, &s->stx);
+		break;
+	case ST_MKDIR:
+		/* Level 1: the final path up to its last two '/'; 2: one. */
+		snprintf(s->dir, sizeof(s->dir), "%s", s->final);
+		for (int up = 0; up < 3 - s->mkdir; up++)
+			*strrchr(s->dir, '/') = '\0';
+		io_uring_prep_mkdirat(sqe, AT_FDCWD, s->dir, KVC_BF_DIR_MODE);
+		break;
 	case ST_CREATE:
 		io_uring_prep_openat(sqe, AT_FDCWD, s->tmp, O_WRONLY | O_CREAT |
 				     O_EXCL | O_CLOEXEC |
@@ -339,11 +358,13 @@ static int queue_meta(struct kvc_tio *t, int i, int stage)
 		io_uring_prep_unlinkat(sqe, AT_FDCWD, s->tmp, 0);
 		break;
 	case ST_DIROPEN:
-		/* The leaf directory: the final name without its last part. */
-		dir = strrchr(s->final, '/');
-		memcpy(s->tmp, s->final, (size_t)(dir - s->final));
-		s->tmp[dir - s->final] = '\0';
-		io_uring_prep_openat(sqe, AT_FDCWD, s->tmp, O_RDONLY |
+		/* The leaf directory first, then each one up from it. */
+		if (!s->dir[0])
+			snprintf(s->dir, sizeof(s->dir), "%s", s->final);
+		dir = strrchr(s->dir, '/');
+		if (dir)
+			*dir = '\0';
+		io_uring_prep_openat(sqe, AT_FDCWD, s->dir, O_RDONLY |
 				     O_DIRECTORY | O_CLOEXEC, 0);
 		break;
 	}
@@ -405,15 +426,15 @@ int kvc_tio_write_submit(struct kvc_tio *t, int i, const char *dir,
 	if (!ret)
 		ret = kvc_fault_err(KVC_FAULT_TIER_MKDIR);
 	if (!ret)
-		ret = kvc_bf_prepare(dir, h->key, t->tag, s->final, s->tmp,
-				     sizeof(s->final));
+		ret = kvc_bf_paths(dir, h->key, t->tag, s->final, s->tmp,
+				   sizeof(s->final));
 	if (ret)
 		goto fail;
 	s->size = kvc_bf_file_size(h->payload_len);
 	/* O_DIRECT when the filesystem takes it (create_settled()). */
 	s->direct = true;
 	s->state = S_WRITE;
-	ret = queue_meta(t, i, ST_CREATE);
+	ret = queue_meta(t, i, ST_STATX);
 	if (!ret)
 		return 0;
 fail:
@@ -490,6 +511,10 @@ static void create_settled(struct kvc_tio *t, int i, int res,
 	if (res == -EINVAL && s->direct) {
 		s->direct = false;
 		ret = queue_meta(t, i, ST_CREATE);
+	} else if (res == -ENOENT && !s->mkdir) {
+		/* A leaf directory's first use: make it (and its parent). */
+		s->mkdir = 1;
+		ret = queue_meta(t, i, ST_MKDIR);
 	} else if (res == -EEXIST && !s->recreate) {
 		s->recreate = true;
 		ret = unlink(s->tmp) && errno != ENOENT ? -errno :
@@ -533,8 +558,11 @@ static void published(struct kvc_tio *t, int i, kvc_tio_done_fn fn,
 	struct slot *s = &t->slots[i];
 	int ret = s->err;
 
-	/* The new name, and the temp name's removal, must be durable. */
+	/* The new name, and the temp name's removal, must be durable; so
+	 * must the entry of each directory this write made. */
 	if (!ret && t->fsync) {
+		s->dirsyncs = 1 + s->made;
+		s->dir[0] = '\0';
 		ret = queue_meta(t, i, ST_DIROPEN);
 		if (!ret)
 			return;
@@ -754,6 +782,27 @@ static void handle(struct kvc_tio *t, uint64_t data, int res,
 	case ST_OPEN:
 		open_settled(t, i, res, fn, arg);
 		return;
+	case ST_STATX:
+		/* Already there: skip writing up to 4 GiB to find out at link. */
+		res = res ? queue_meta(t, i, ST_CREATE) : -EEXIST;
+		if (res)
+			complete(t, s, res, fn, arg);
+		return;
+	case ST_MKDIR:
+		if (!res) {
+			s->made++;
+			/* The umask must not take the readers' search bit. */
+			if (t->chmod && chmod(s->dir, KVC_BF_DIR_MODE))
+				res = -errno;
+		} else if (res == -EEXIST) {
+			res = 0;
+		}
+		if (!res)
+			res = queue_meta(t, i, s->mkdir++ == 1 ? ST_MKDIR :
+					 ST_CREATE);
+		if (res)
+			complete(t, s, res, fn, arg);
+		return;
 	case ST_CREATE:
 		create_settled(t, i, res, fn, arg);
 		return;
@@ -825,6 +874,14 @@ static void handle(struct kvc_tio *t, uint64_t data, int res,
 		 */
 		if (res)
 			unlink(s->final);
+		if (!res && --s->dirsyncs > 0) {
+			close(s->fd);
+			s->fd = -1;
+			res = queue_meta(t, i, ST_DIROPEN);
+			if (!res)
+				return;
+			unlink(s->final);
+		}
 		complete(t, s, res, fn, arg);
 		return;
 	}
