@@ -20,6 +20,8 @@
 
 #include <liburing.h>
 
+#include "clock.h"
+#include "log.h"
 #include "proto.h"
 
 #define KVC_SERVER_MAX_WATCH	8
@@ -351,7 +353,33 @@ int kvc_server_reply(struct kvc_server *s, uint32_t id, uint64_t serial,
 	return 0;
 }
 
+/*
+ * A completion whose handling held the loop this long is logged: every
+ * other client waited as long. The daemon's own I/O goes through rings
+ * and should never come near; a slow filesystem or a bug shows here.
+ */
+#define KVC_SERVER_SLOW_S	1.0
+
+static void kvc_complete_one(struct kvc_server *s, struct io_uring_cqe *cqe);
+
 static void kvc_complete(struct kvc_server *s, struct io_uring_cqe *cqe)
+{
+	static const char *const what[] = {
+		[OP_ACCEPT] = "a connection", [OP_RECV] = "a request",
+		[OP_POLL] = "a watched descriptor", [OP_TICK] = "the tick",
+	};
+	uint64_t op = io_uring_cqe_get_data64(cqe) >> 32;
+	double t0 = kvc_now(), took;
+
+	kvc_complete_one(s, cqe);
+	took = kvc_now() - t0;
+	if (took > KVC_SERVER_SLOW_S)
+		kvc_log_ratelimited(KVC_LOG_WARN, "the event loop was held %.1f s by %s: clients waited as long",
+				    took, op < sizeof(what) / sizeof(what[0]) &&
+				    what[op] ? what[op] : "?");
+}
+
+static void kvc_complete_one(struct kvc_server *s, struct io_uring_cqe *cqe)
 {
 	uint64_t data = io_uring_cqe_get_data64(cqe);
 	uint32_t n = (uint32_t)data;
