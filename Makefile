@@ -33,7 +33,8 @@
 #   make fuzz-ioctl [FUZZ_SECONDS=600]  the ioctl fuzzer in the test VM by
 #                               time (KASAN, lockdep, kmemleak)
 #   make fuzz-parsers [FUZZ_SECONDS=20]  fuzz the wire format, block file,
-#                               manifest, config and journal parsers (libFuzzer);
+#                               manifest, config, journal and namespace
+#                               description parsers (libFuzzer);
 #                               fuzz-parsers-replay: the seed corpus only
 #   make clean
 
@@ -399,7 +400,7 @@ FUZZ_SECONDS ?= 20
 FUZZ_FLAGS := $(CSTD) $(WARN) -O1 -g $(COMMON_INC) \
 	      -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	      -fno-omit-frame-pointer
-FUZZ_HARNESSES := proto blockfile manifest config journal
+FUZZ_HARNESSES := proto blockfile manifest config journal nsdesc
 FUZZ_DEPS_proto := helper/common/proto.c
 FUZZ_DEPS_blockfile := helper/common/blockfile.c
 # manifest.c's writes go through the fault injection points (fault.h).
@@ -407,6 +408,7 @@ FUZZ_DEPS_manifest := helper/common/manifest.c helper/common/blockfile.c \
 		      helper/common/fault.c
 FUZZ_DEPS_config := helper/common/config.c
 FUZZ_DEPS_journal := helper/common/journal.c helper/common/blockfile.c
+FUZZ_DEPS_nsdesc := helper/common/nsdesc.c helper/common/blockfile.c
 
 .PHONY: fuzz-parsers fuzz-parsers-build fuzz-parsers-replay fuzz-corpus
 

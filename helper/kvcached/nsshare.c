@@ -15,17 +15,8 @@
  * NS_SALT gives the salt to; nobody else can open the description, as
  * nobody else can open the blocks. The format is text,
  * one "name value" line each, in this order, closed by a CRC-32C of the
- * lines before it (Documentation/design/tiers.md, "Namespaces across
- * nodes"):
- *
- *   kvcache-namespace 1
- *   id 7
- *   uid 1000
- *   gid 1000
- *   mode 750
- *   salt <64 hex digits>
- *   node a
- *   crc32c 1c291ca3
+ * lines before it (helper/common/nsdesc.h; Documentation/design/tiers.md,
+ * "Namespaces across nodes").
  *
  * A node learns a namespace it lacks from its description: at start,
  * before the tiers are recovered (so its blocks are found), and on each
@@ -69,11 +60,12 @@
 #include "blockfile.h"
 #include "clock.h"
 #include "log.h"
+#include "nsdesc.h"
 
 #define NSSHARE_NAME		"namespace"
-#define NSSHARE_MAGIC		"kvcache-namespace 1\n"
-#define NSSHARE_MAX		1024	/* a description is smaller */
 #define KVCD_NSSHARE_RETRY_S	5.0
+
+_Static_assert(KVC_NSDESC_SALT == KVC_PROTO_SALT_SIZE, "one salt size");
 
 static bool shared_on(const struct kvcd *d)
 {
@@ -99,114 +91,6 @@ static int desc_path(const struct kvcd *d, uint32_t ns, const char *name,
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-/* Namespace n as id's description, NUL-terminated: its length, or -1. */
-static int desc_encode(const struct kvcd_ns *n, uint32_t id,
-		       const char *node, char *buf, size_t len)
-{
-	int m = snprintf(buf, len, NSSHARE_MAGIC "id %" PRIu32 "\nuid %"
-			 PRIu32 "\ngid %" PRIu32 "\nmode %o\nsalt ", id,
-			 n->uid, n->gid, n->mode);
-
-	for (int i = 0; m > 0 && (size_t)m + 2 < len &&
-	     i < KVC_PROTO_SALT_SIZE; i++)
-		m += snprintf(buf + m, len - (size_t)m, "%02x", n->salt[i]);
-	if (m > 0 && (size_t)m < len)
-		m += snprintf(buf + m, len - (size_t)m, "\nnode %s\n", node);
-	if (m <= 0 || (size_t)m >= len)
-		return -1;
-	m += snprintf(buf + m, len - (size_t)m, "crc32c %08" PRIx32 "\n",
-		      kvc_crc32c(0, buf, (size_t)m));
-	return (size_t)m < len ? m : -1;
-}
-
-/* The next line of buf (from *pos), "name value": the value, or NULL. */
-static const char *line_value(char *buf, size_t *pos, const char *name)
-{
-	char *line = buf + *pos, *nl = strchr(line, '\n');
-	size_t n = strlen(name);
-
-	if (!nl || strncmp(line, name, n) || line[n] != ' ')
-		return NULL;
-	*nl = '\0';
-	*pos = (size_t)(nl + 1 - buf);
-	return line + n + 1;
-}
-
-/* A decimal number in [0, max] and nothing else. */
-static int parse_u32(const char *s, int base, uint32_t max, uint32_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
-		return -EBADMSG;
-	errno = 0;
-	v = strtoull(s, &end, base);
-	if (errno || *end || v > max)
-		return -EBADMSG;
-	*out = (uint32_t)v;
-	return 0;
-}
-
-/*
- * Parse buf (len bytes, NUL-terminated; modified) as namespace id's
- * description into *n, the node that wrote it into node. -EBADMSG for
- * anything but a whole, checked description of id.
- */
-static int desc_parse(char *buf, size_t len, uint32_t id, struct kvcd_ns *n,
-		      char *node, size_t nlen)
-{
-	size_t pos = sizeof(NSSHARE_MAGIC) - 1, body;
-	const char *v, *crc;
-	uint32_t got, want;
-	char *tail;
-
-	if (len < pos || memcmp(buf, NSSHARE_MAGIC, pos))
-		return -EBADMSG;
-	/* The CRC line is the last one, over every byte before it. */
-	if (len < 2 || buf[len - 1] != '\n')
-		return -EBADMSG;
-	buf[len - 1] = '\0';
-	tail = strrchr(buf, '\n');
-	buf[len - 1] = '\n';
-	if (!tail || strncmp(tail + 1, "crc32c ", 7))
-		return -EBADMSG;
-	body = (size_t)(tail + 1 - buf);
-	crc = tail + 8;
-	if (len - body != 7 + 8 + 1 ||
-	    strspn(crc, "0123456789abcdef") != 8)
-		return -EBADMSG;
-	buf[len - 1] = '\0';
-	if (parse_u32(crc, 16, UINT32_MAX, &want) ||
-	    kvc_crc32c(0, buf, body) != want)
-		return -EBADMSG;
-	buf[body] = '\0';	/* the lines before it, and no further */
-	memset(n, 0, sizeof(*n));
-	if (parse_u32(line_value(buf, &pos, "id"), 10, KVCACHE_NS_MAX, &got) ||
-	    got != id ||
-	    parse_u32(line_value(buf, &pos, "uid"), 10, UINT32_MAX - 1,
-		      &n->uid) ||
-	    parse_u32(line_value(buf, &pos, "gid"), 10, UINT32_MAX - 1,
-		      &n->gid) ||
-	    parse_u32(line_value(buf, &pos, "mode"), 8, 0777, &n->mode))
-		return -EBADMSG;
-	v = line_value(buf, &pos, "salt");
-	if (!v || strlen(v) != 2 * KVC_PROTO_SALT_SIZE ||
-	    strspn(v, "0123456789abcdef") != 2 * KVC_PROTO_SALT_SIZE)
-		return -EBADMSG;
-	for (int i = 0; i < KVC_PROTO_SALT_SIZE; i++) {
-		char hx[3] = { v[2 * i], v[2 * i + 1], '\0' };
-
-		n->salt[i] = (uint8_t)strtoul(hx, NULL, 16);
-	}
-	v = line_value(buf, &pos, "node");
-	if (!v || !*v || strlen(v) >= nlen || pos != body)
-		return -EBADMSG;
-	strcpy(node, v);
-	n->used = true;
-	return 0;
-}
-
 /*
  * Read namespace ns's description from g4. 0 with *n and node filled;
  * -ENOENT when there is none; -EPERM when it is not to be trusted,
@@ -216,7 +100,8 @@ static int desc_parse(char *buf, size_t len, uint32_t id, struct kvcd_ns *n,
 static int desc_read(const struct kvcd *d, uint32_t ns, struct kvcd_ns *n,
 		     char *node, size_t nlen, const char **why)
 {
-	char path[PATH_MAX], buf[NSSHARE_MAX + 2];
+	char path[PATH_MAX], buf[KVC_NSDESC_MAX + 1];
+	struct kvc_nsdesc nd;
 	struct stat st, top;
 	ssize_t len;
 	size_t got;
@@ -245,21 +130,28 @@ static int desc_read(const struct kvcd *d, uint32_t ns, struct kvcd_ns *n,
 		close(fd);
 		return -EPERM;
 	}
-	len = read(fd, buf, NSSHARE_MAX + 1);
+	len = read(fd, buf, sizeof(buf));
 	ret = len < 0 ? -errno : 0;
 	close(fd);
 	if (ret)
 		return ret;
 	got = (size_t)len;
-	if (got > NSSHARE_MAX) {
+	if (got > KVC_NSDESC_MAX) {
 		*why = "too long";
 		return -EBADMSG;
 	}
-	buf[got] = '\0';
-	if (strlen(buf) != got || desc_parse(buf, got, ns, n, node, nlen)) {
-		*why = "not a whole namespace description";
+	if (kvc_nsdesc_parse(buf, got, &nd) || nd.id != ns ||
+	    strlen(nd.node) >= nlen) {
+		*why = "not a whole namespace description of it";
 		return -EBADMSG;
 	}
+	memset(n, 0, sizeof(*n));
+	n->used = true;
+	n->uid = nd.uid;
+	n->gid = nd.gid;
+	n->mode = nd.mode;
+	memcpy(n->salt, nd.salt, KVC_PROTO_SALT_SIZE);
+	strcpy(node, nd.node);
 	return 0;
 }
 
@@ -270,14 +162,23 @@ static int desc_read(const struct kvcd *d, uint32_t ns, struct kvcd_ns *n,
  */
 static int desc_write(const struct kvcd *d, uint32_t ns, bool replace)
 {
-	char path[PATH_MAX], tmp[PATH_MAX], name[96], host[64], buf[512];
+	char path[PATH_MAX], tmp[PATH_MAX], name[96], host[64];
+	char buf[KVC_NSDESC_MAX + 1];
 	const char *node = node_name(d, host, sizeof(host));
+	struct kvc_nsdesc nd = {
+		.id = ns, .uid = d->ns[ns].uid, .gid = d->ns[ns].gid,
+		.mode = d->ns[ns].mode,
+	};
 	int fd, len, ret = 0;
 
-	len = desc_encode(&d->ns[ns], ns, node, buf, sizeof(buf));
+	memcpy(nd.salt, d->ns[ns].salt, KVC_NSDESC_SALT);
+	snprintf(nd.node, sizeof(nd.node), "%s", node);
+	len = kvc_nsdesc_encode(&nd, buf, sizeof(buf));
+	if (len < 0)
+		return len;
 	snprintf(name, sizeof(name), "." NSSHARE_NAME ".new.%.40s.%ld", node,
 		 (long)getpid());
-	if (len < 0 || desc_path(d, ns, NSSHARE_NAME, path, sizeof(path)) ||
+	if (desc_path(d, ns, NSSHARE_NAME, path, sizeof(path)) ||
 	    desc_path(d, ns, name, tmp, sizeof(tmp)))
 		return -ENAMETOOLONG;
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,

@@ -8,7 +8,7 @@
  * wrong magic, a flipped bit...) start the fuzzer on the refusal paths.
  *
  * Usage: gen_corpus OUTDIR [kvcached.conf]
- * Writes OUTDIR/{proto,blockfile,manifest,journal,config}/<name>; `make
+ * Writes OUTDIR/{proto,blockfile,manifest,journal,nsdesc,config}/<name>; `make
  * fuzz-corpus` runs it into tests/fuzz/corpus and the result is
  * committed. The encoders are deterministic and no clock is read (every
  * ctime is given), so a rerun gives the same files.
@@ -23,6 +23,7 @@
 
 #include "blockfile.h"
 #include "config.h"
+#include "nsdesc.h"
 #include "journal.h"
 #include "manifest.h"
 #include "proto.h"
@@ -450,6 +451,40 @@ static void gen_journal(void)
 	put("journal", "bad_old_format", j, n);
 }
 
+/* ---- namespace descriptions -------------------------------------------- */
+
+static void gen_nsdesc(void)
+{
+	struct kvc_nsdesc d = { .id = 7, .uid = 1000, .gid = 100,
+				.mode = 0750 };
+	char buf[KVC_NSDESC_MAX + 1];
+	int n;
+
+	for (int i = 0; i < KVC_NSDESC_SALT; i++)
+		d.salt[i] = (uint8_t)(i * 37 + 1);
+	snprintf(d.node, sizeof(d.node), "node-a");
+	n = kvc_nsdesc_encode(&d, buf, sizeof(buf));
+	put("nsdesc", "good", buf, (size_t)n);
+	d.id = 65535;
+	d.uid = d.gid = 0;
+	d.mode = 0;
+	memset(d.salt, 0, sizeof(d.salt));
+	snprintf(d.node, sizeof(d.node), "%s",
+		 "n0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd");
+	n = kvc_nsdesc_encode(&d, buf, sizeof(buf));
+	put("nsdesc", "good_limits", buf, (size_t)n);
+	/* Known bad: a wrong CRC, a truncation, a leading zero. */
+	buf[n - 2] ^= 1;
+	put("nsdesc", "bad_crc", buf, (size_t)n);
+	put("nsdesc", "bad_truncated", buf, (size_t)n / 2);
+	n = snprintf(buf, sizeof(buf),
+		     "kvcache-namespace 1\nid 07\nuid 0\ngid 0\nmode 0\nsalt %064d\nnode a\n",
+		     0);
+	n += snprintf(buf + n, sizeof(buf) - (size_t)n, "crc32c %08x\n",
+		      kvc_crc32c(0, buf, (size_t)n));
+	put("nsdesc", "bad_leading_zero", buf, (size_t)n);
+}
+
 /* ---- configuration ------------------------------------------------------- */
 
 static void conf(const char *name, const char *text)
@@ -520,6 +555,7 @@ int main(int argc, char **argv)
 	gen_blockfile();
 	gen_manifest();
 	gen_journal();
+	gen_nsdesc();
 	gen_config(argc > 2 ? argv[2] : NULL);
 	printf("gen_corpus: %u files in %s\n", written, outdir);
 	return 0;
