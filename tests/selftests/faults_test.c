@@ -157,16 +157,7 @@ static int restart_with(SELF *self, const char *spec, const char *conf,
 /* The daemon's log holds s. */
 static bool log_has(SELF *self, const char *s)
 {
-	char line[1024];
-	bool found = false;
-	FILE *f = fopen(self->log, "re");
-
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = strstr(line, s) != NULL;
-	fclose(f);
-	return found;
+	return file_has(self->log, s);
 }
 
 /* Wait until a counter has stayed the same for a while (settled). */

@@ -251,3 +251,17 @@ uint64_t wait_stat(struct kvcc *c, const char *name, uint64_t want,
 	}
 	return v;
 }
+
+bool file_has(const char *path, const char *s)
+{
+	char line[1024];
+	bool found = false;
+	FILE *f = fopen(path, "re");
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, s) != NULL;
+	fclose(f);
+	return found;
+}

@@ -67,6 +67,9 @@ void rm_rf(const char *path);
 /* Regular files under dir whose name starts with prefix, recursively. */
 int count_files(const char *dir, const char *prefix);
 
+/* Does the text file at path hold s (a daemon's log, say)? */
+bool file_has(const char *path, const char *s);
+
 /* A fresh directory $TMPDIR/kvcd-<pid>.<name>. */
 void tier_dir(char *out, size_t len, const char *name);
 

@@ -375,9 +375,13 @@ TEST_F_TIMEOUT(kvcd, corrupt_files_are_misses, 120)
 	rm_rf(dir);
 }
 
-/* A second daemon on the same g4 directory, as another node. */
-static SELF *second_node(struct __test_metadata *_metadata, SELF *self,
-			 const char *conf)
+/*
+ * A second daemon on the same g4 directory, as another node. With
+ * refused, it is expected not to start: NULL then, and what its log says
+ * in why (wlen bytes).
+ */
+static SELF *node_try(struct __test_metadata *_metadata, SELF *self,
+		      const char *conf, char *refused, size_t wlen)
 {
 	SELF *b = calloc(1, sizeof(*b));
 	char why[512] = "";
@@ -395,6 +399,27 @@ static SELF *second_node(struct __test_metadata *_metadata, SELF *self,
 	snprintf(b->conf, sizeof(b->conf), "%s.b", self->conf);
 	snprintf(b->log, sizeof(b->log), "%s.b", self->log);
 	b->extra_conf = conf;
+	if (refused) {
+		FILE *f;
+
+		refused[0] = '\0';
+		if (!write_config(b) && !daemon_start(b, why, sizeof(why))) {
+			TH_LOG("second node started, refusal expected");
+			fixture_down(_metadata, b);
+			free(b);
+			return NULL;
+		}
+		f = fopen(b->log, "re");
+		if (f) {
+			size_t n = fread(refused, 1, wlen - 1, f);
+
+			refused[n] = '\0';
+			fclose(f);
+		}
+		fixture_down(_metadata, b);
+		free(b);
+		return NULL;
+	}
 	if (write_config(b) || daemon_start(b, why, sizeof(why)) ||
 	    kvcc_open(&b->c, b->sock) || kvcc_hello(&b->c) ||
 	    ns_create(b, &b->c, self->ns, 0, 0, 0700)) {
@@ -404,6 +429,82 @@ static SELF *second_node(struct __test_metadata *_metadata, SELF *self,
 		return NULL;
 	}
 	return b;
+}
+
+static SELF *second_node(struct __test_metadata *_metadata, SELF *self,
+			 const char *conf)
+{
+	return node_try(_metadata, self, conf, NULL, 0);
+}
+
+/* Write a claim on node name node in g4 dir, as host wrote it age_s ago. */
+static int plant_claim(const char *dir, const char *node, const char *host,
+		       long age_s)
+{
+	char p[PATH_MAX];
+	struct timespec ts[2];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/.nodes", dir);
+	if (mkdir(p, 0755) && errno != EEXIST)
+		return -errno;
+	snprintf(p, sizeof(p), "%s/.nodes/%s", dir, node);
+	f = fopen(p, "we");
+	if (!f)
+		return -errno;
+	fprintf(f, "kvcache-node 1\nhost %s\nboot 0-elsewhere\npid 1 1\n", host);
+	if (fclose(f))
+		return -errno;
+	clock_gettime(CLOCK_REALTIME, &ts[0]);
+	ts[0].tv_sec -= age_s;
+	ts[1] = ts[0];
+	return utimensat(AT_FDCWD, p, ts, 0) ? -errno : 0;
+}
+
+/*
+ * Two daemons must not share a node name in one g4 (each would take the
+ * other's temp files for its own leftovers): a second daemon with the
+ * name a live one holds is refused at start, and says why; once the
+ * first has stopped (its claim removed) the name is free. A claim of
+ * another host renewed a moment ago refuses the name too; one silent for
+ * ten minutes is taken over, with a warning.
+ */
+TEST_F_TIMEOUT(kvcd, node_name_shared_is_refused, 120)
+{
+	const char *fmt = "[g4]\ndirectory = %s\ncapacity = 64M\nnode = %s\n";
+	char dir[PATH_MAX], ca[PATH_MAX + 128], cb[PATH_MAX + 128];
+	char p[PATH_MAX + 32], log[4096], why[512] = "";
+	SELF *b;
+
+	tier_dir(dir, sizeof(dir), "g4");
+	snprintf(ca, sizeof(ca), fmt, dir, "same");
+	ASSERT_EQ(0, restart(self, ca, why, sizeof(why))) TH_LOG("%s", why);
+	snprintf(p, sizeof(p), "%s/.nodes/same", dir);
+	EXPECT_EQ(0, access(p, F_OK));
+	EXPECT_EQ(NULL, node_try(_metadata, self, ca, log, sizeof(log)));
+	EXPECT_NE(NULL, strstr(log, "node name 'same' is in use on this machine"))
+		TH_LOG("its log: %s", log);
+	/* A clean stop gives the name back. */
+	ASSERT_EQ(0, restart(self, NULL, why, sizeof(why))) TH_LOG("%s", why);
+	EXPECT_NE(0, access(p, F_OK));
+	b = second_node(_metadata, self, ca);
+	ASSERT_NE(NULL, b);
+	fixture_down(_metadata, b);
+	free(b);
+
+	/* Another host's claim: fresh refuses, silent is taken over. */
+	ASSERT_EQ(0, plant_claim(dir, "theirs", "some-other-host", 10));
+	snprintf(cb, sizeof(cb), fmt, dir, "theirs");
+	EXPECT_EQ(NULL, node_try(_metadata, self, cb, log, sizeof(log)));
+	EXPECT_NE(NULL, strstr(log, "is in use by host some-other-host"))
+		TH_LOG("its log: %s", log);
+	ASSERT_EQ(0, plant_claim(dir, "theirs", "some-other-host", 600));
+	b = second_node(_metadata, self, cb);
+	ASSERT_NE(NULL, b);
+	EXPECT_TRUE(file_has(b->log, "silent for"));
+	fixture_down(_metadata, b);
+	free(b);
+	rm_rf(dir);
 }
 
 /*

@@ -169,6 +169,7 @@ int kvc_tier_open(struct kvc_tier **out, const struct kvc_tier_config *cfg,
 	t->opened = tier_now_s();
 	t->pass = 1;
 	t->mf_fd = -1;
+	t->node_fd = -1;
 	t->writable = access(t->dir, W_OK) == 0;
 	t->write_err = t->writable ? 0 : -errno;
 	t->st.last_error = t->write_err;
@@ -196,6 +197,7 @@ void kvc_tier_close(struct kvc_tier *t)
 	if (!t)
 		return;
 	kvc_tio_destroy(t->tio);
+	kvc_tier_node_release(t);
 	if (t->mf_fd >= 0)
 		close(t->mf_fd);
 	kvc_policy_destroy(t->policy);
@@ -257,8 +259,10 @@ void kvc_tier_tick(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg)
 				tier_mf_compact(t);
 			t->bg_pass = false;
 		}
-		if (t->cfg.shared)
+		if (t->cfg.shared) {
 			tier_gc_trash(t);
+			kvc_tier_node_beat(t);
+		}
 	}
 	if (t->st.usage > t->cfg.capacity)
 		tier_gc(t, 0);

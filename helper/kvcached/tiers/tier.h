@@ -94,6 +94,16 @@ struct kvc_tier;
 int kvc_tier_open(struct kvc_tier **out, const struct kvc_tier_config *cfg,
 		  struct kvc_index *idx);
 void kvc_tier_close(struct kvc_tier *t);
+/*
+ * A shared tier: claim this node's name in it (<dir>/.nodes/<node>,
+ * tier_node.c), renewed from the tick, given back at close. 0;
+ * -EADDRINUSE when a live daemon holds the name (on this machine, or
+ * another host renewed it within 5 minutes), with why filled; -errno.
+ * A claim taken over from a silent or unreadable one is 0 with why set.
+ */
+int kvc_tier_node_claim(struct kvc_tier *t, char *why, size_t len);
+void kvc_tier_node_beat(struct kvc_tier *t);
+void kvc_tier_node_release(struct kvc_tier *t);
 
 /*
  * The full scan (kvc_tier_recover() runs it when there is no manifest of

@@ -70,6 +70,9 @@ struct kvc_tier {
 	int write_err;			/* why not writable */
 	int mf_fd;			/* this node's manifest, or -1 */
 	char mf_path[PATH_MAX];
+	int node_fd;			/* shared: our claim on the name */
+	char node_path[PATH_MAX];	/* <dir>/.nodes/<node> */
+	int64_t node_beat;		/* its last rewrite, wall clock */
 	uint64_t mf_records;		/* appended since it was rewritten */
 	bool bg_pass;			/* g3: one scan after a recovery */
 	int64_t opened;			/* wall clock at open, seconds */

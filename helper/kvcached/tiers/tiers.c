@@ -331,10 +331,23 @@ static int open_tier(struct kvcd *d, unsigned int tier, const char *node)
 				tc.grace_ms);
 	if (ret)
 		return ret;
-	if (!kvc_tier_writable(tr->tier[tier]))
+	if (!kvc_tier_writable(tr->tier[tier])) {
 		kvc_warn("%s %s is not writable (%s): blocks there are read, none are written",
 			 tier_names[tier], tc.dir,
 			 strerror(-kvc_tier_stats(tr->tier[tier])->last_error));
+	} else if (tc.shared) {
+		/* Nothing written under a name another node uses. */
+		char why[512];
+
+		ret = kvc_tier_node_claim(tr->tier[tier], why, sizeof(why));
+		if (ret) {
+			kvc_err("%s %s: %s", tier_names[tier], tc.dir,
+				why[0] ? why : strerror(-ret));
+			return ret;
+		}
+		if (why[0])
+			kvc_warn("%s %s: %s", tier_names[tier], tc.dir, why);
+	}
 	ret = kvc_admit_create(&tr->tier_admit[tier], k, d->nr_blocks);
 	if (ret)
 		return ret;
