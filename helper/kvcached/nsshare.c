@@ -19,9 +19,10 @@
  * "Namespaces across nodes").
  *
  * A node learns a namespace it lacks from its description: at start,
- * before the tiers are recovered (so its blocks are found), and on each
- * g4 rescan (tiers.c asks kvcd_nsshare_learn() about every ns<id>
- * directory of a namespace it does not know). A namespace this node has
+ * before the tiers are recovered (so its blocks are found), then every
+ * KVCD_NSSHARE_RETRY_S from the tick (a read of g4's top directory), and
+ * on each g4 rescan (tiers.c asks kvcd_nsshare_learn() about every
+ * ns<id> directory of a namespace it does not know). A namespace this node has
  * and g4 does not describe is published: at NS_CREATE, at start, and
  * retried every KVCD_NSSHARE_RETRY_S while g4 refuses (a server in its
  * grace period). Publication is a temp file linked to the final name,
@@ -336,13 +337,12 @@ static int share_one(struct kvcd *d, uint32_t ns, bool fresh)
 	return ret;
 }
 
-void kvcd_nsshare_start(struct kvcd *d)
+/* Learn every namespace g4 describes that this node lacks. */
+static void learn_all(struct kvcd *d)
 {
 	struct dirent *de;
 	DIR *dp;
 
-	if (!shared_on(d))
-		return;
 	dp = opendir(d->cfg.g4.directory);
 	if (!dp)
 		return;		/* the tier's open says why */
@@ -355,10 +355,17 @@ void kvcd_nsshare_start(struct kvcd *d)
 		    !isdigit((unsigned char)de->d_name[2]))
 			continue;
 		ns = strtoul(de->d_name + 2, &end, 10);
-		if (!*end && ns >= 1 && ns <= KVCACHE_NS_MAX)
+		if (!*end && ns >= 1 && ns <= KVCACHE_NS_MAX &&
+		    !d->ns[ns].used)
 			kvcd_nsshare_learn(d, (uint32_t)ns);
 	}
 	closedir(dp);
+}
+
+void kvcd_nsshare_start(struct kvcd *d)
+{
+	if (shared_on(d))
+		learn_all(d);
 }
 
 void kvcd_nsshare_tick(struct kvcd *d)
@@ -369,6 +376,12 @@ void kvcd_nsshare_tick(struct kvcd *d)
 	    now < d->nsshare_at)
 		return;
 	d->nsshare_at = now + KVCD_NSSHARE_RETRY_S;
+	/*
+	 * Other nodes' new namespaces, within KVCD_NSSHARE_RETRY_S: a
+	 * rescan would learn them too, but a pass over a large or slow
+	 * directory takes far longer (one directory read of the top).
+	 */
+	learn_all(d);
 	for (uint32_t ns = 1; ns <= KVCACHE_NS_MAX; ns++) {
 		if (!d->ns[ns].used)
 			continue;
