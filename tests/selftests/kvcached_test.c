@@ -1440,16 +1440,7 @@ TEST_F_TIMEOUT(kvcd, stats_counters, 60)
 /* The daemon's log holds s. */
 static bool log_holds(SELF *self, const char *s)
 {
-	char line[1024];
-	bool found = false;
-	FILE *f = fopen(self->log, "re");
-
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = strstr(line, s) != NULL;
-	fclose(f);
-	return found;
+	return file_has(self->log, s);
 }
 
 /* Restart at log level lvl with an empty log; connected again after. */
