@@ -112,7 +112,9 @@ static int desc_read(const struct kvcd *d, uint32_t ns, struct kvcd_ns *n,
 	ret = desc_path(d, ns, NSSHARE_NAME, path, sizeof(path));
 	if (ret)
 		return ret;
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+	/* O_NONBLOCK: a FIFO planted under the name must not hang us. */
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY |
+		  O_NONBLOCK);
 	if (fd < 0)
 		return errno == ELOOP ? (*why = "a symbolic link", -EPERM) :
 		       -errno;
@@ -163,7 +165,7 @@ static int desc_read(const struct kvcd *d, uint32_t ns, struct kvcd_ns *n,
  */
 static int desc_write(const struct kvcd *d, uint32_t ns, bool replace)
 {
-	char path[PATH_MAX], tmp[PATH_MAX], name[96], host[64];
+	char path[PATH_MAX], tmp[PATH_MAX], name[128], host[64];
 	char buf[KVC_NSDESC_MAX + 1];
 	const char *node = node_name(d, host, sizeof(host));
 	struct kvc_nsdesc nd = {
@@ -177,13 +179,20 @@ static int desc_write(const struct kvcd *d, uint32_t ns, bool replace)
 	len = kvc_nsdesc_encode(&nd, buf, sizeof(buf));
 	if (len < 0)
 		return len;
-	snprintf(name, sizeof(name), "." NSSHARE_NAME ".new.%.40s.%ld", node,
+	snprintf(name, sizeof(name), "." NSSHARE_NAME ".new.%s.%ld", node,
 		 (long)getpid());
 	if (desc_path(d, ns, NSSHARE_NAME, path, sizeof(path)) ||
 	    desc_path(d, ns, name, tmp, sizeof(tmp)))
 		return -ENAMETOOLONG;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-		  0644);
+	/*
+	 * Ours alone: a leftover of an earlier daemon with our pid goes
+	 * first, and O_EXCL (which never follows a link or opens a FIFO
+	 * someone planted) makes a new file or nothing.
+	 */
+	if (unlink(tmp) && errno != ENOENT)
+		return -errno;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC |
+		  O_NONBLOCK, 0644);
 	if (fd < 0)
 		return -errno;
 	/* As the block files, whatever the umask: the directory guards it. */

@@ -616,7 +616,8 @@ static int plant_desc(const char *dir, uint32_t ns, mode_t mode, bool bad_crc,
  * harmless, with another mode is EEXIST. A salt set on a reaches g4: a
  * node starting later takes it. A description not to be trusted
  * (writable by group, a symbolic link) or not checking (a wrong CRC)
- * teaches nothing; a good one written by hand is learned.
+ * teaches nothing, and a FIFO under the name hangs nothing; a good one
+ * written by hand is learned.
  */
 TEST_F_TIMEOUT(kvcd, namespaces_shared_through_g4, 120)
 {
@@ -624,6 +625,7 @@ TEST_F_TIMEOUT(kvcd, namespaces_shared_through_g4, 120)
 			  "scan_interval = 200ms\n";
 	uint32_t n1 = self->ns + 1, n2 = self->ns + 2, good = self->ns + 3;
 	uint32_t group_w = self->ns + 4, crc = self->ns + 5, lnk = self->ns + 6;
+	uint32_t fifo = self->ns + 7;
 	uint8_t sa[KVC_PROTO_SALT_SIZE], sb[KVC_PROTO_SALT_SIZE];
 	uint8_t zero[KVC_PROTO_SALT_SIZE] = { 0 }, set[KVC_PROTO_SALT_SIZE];
 	char dir[PATH_MAX], ca[PATH_MAX + 128], cb[PATH_MAX + 128];
@@ -633,7 +635,7 @@ TEST_F_TIMEOUT(kvcd, namespaces_shared_through_g4, 120)
 	struct stat st;
 	SELF *b;
 
-	ASSERT_GE(KVCACHE_NS_MAX, lnk);
+	ASSERT_GE(KVCACHE_NS_MAX, fifo);
 	tier_dir(dir, sizeof(dir), "g4");
 	snprintf(ca, sizeof(ca), fmt, dir, "node-a");
 	snprintf(cb, sizeof(cb), fmt, dir, "node-b");
@@ -651,6 +653,11 @@ TEST_F_TIMEOUT(kvcd, namespaces_shared_through_g4, 120)
 	ASSERT_EQ(0, plant_desc(dir, group_w, 0620, false, false));
 	ASSERT_EQ(0, plant_desc(dir, crc, 0600, true, false));
 	ASSERT_EQ(0, plant_desc(dir, lnk, 0600, false, true));
+	/* A FIFO under the name must not hang the node that reads it. */
+	snprintf(p, sizeof(p), "%s/ns%u", dir, fifo);
+	ASSERT_EQ(0, mkdir(p, 0700));
+	snprintf(p, sizeof(p), "%s/ns%u/namespace", dir, fifo);
+	ASSERT_EQ(0, mkfifo(p, 0600));
 
 	b = second_node(_metadata, self, cb);
 	ASSERT_NE(NULL, b);
@@ -671,6 +678,7 @@ TEST_F_TIMEOUT(kvcd, namespaces_shared_through_g4, 120)
 	EXPECT_EQ(-ENOENT, kvcc_ns_salt(&b->c, group_w, NULL, sb));
 	EXPECT_EQ(-ENOENT, kvcc_ns_salt(&b->c, crc, NULL, sb));
 	EXPECT_EQ(-ENOENT, kvcc_ns_salt(&b->c, lnk, NULL, sb));
+	EXPECT_EQ(-ENOENT, kvcc_ns_salt(&b->c, fifo, NULL, sb));
 
 	/* Created on a while b runs: b learns it within 5 s (TCG: more). */
 	ASSERT_EQ(0, ns_create(self, &self->c, n2, 0, 0, 0700));

@@ -119,8 +119,11 @@ static int write_claim(struct kvc_tier *t, const struct claim *me,
 	int fd, n = encode(me, buf, sizeof(buf)), ret = 0;
 
 	snprintf(tmp, sizeof(tmp), "%s.new.%ld", t->node_path, me->pid);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-		  0644);
+	/* A new file of ours, never a link or a FIFO someone planted. */
+	if (unlink(tmp) && errno != ENOENT)
+		return -errno;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW |
+		  O_NONBLOCK, 0644);
 	if (fd < 0)
 		return -errno;
 	if (write(fd, buf, (size_t)n) != n || fsync(fd))
@@ -160,7 +163,8 @@ int kvc_tier_node_claim(struct kvc_tier *t, char *why, size_t len)
 	for (int tries = 0; tries < 2; tries++) {
 		bool replace = true;
 
-		fd = open(t->node_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		fd = open(t->node_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW |
+			  O_NONBLOCK);
 		if (fd < 0 && errno != ENOENT)
 			return -errno;
 		if (fd < 0) {
@@ -202,9 +206,21 @@ int kvc_tier_node_claim(struct kvc_tier *t, char *why, size_t len)
 	}
 	if (ret)
 		return ret;
-	t->node_fd = open(t->node_path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+	t->node_fd = open(t->node_path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW |
+			  O_NONBLOCK);
+	if (t->node_fd < 0)
+		return -errno;	/* no beat: the claim would go stale */
 	t->node_beat = tier_now_s();
 	return 0;
+}
+
+/* Is the claim at node_path still the file we hold (not taken over)? */
+static bool still_ours(const struct kvc_tier *t)
+{
+	struct stat a, b;
+
+	return !fstat(t->node_fd, &a) && !stat(t->node_path, &b) &&
+	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
 void kvc_tier_node_beat(struct kvc_tier *t)
@@ -227,7 +243,9 @@ void kvc_tier_node_release(struct kvc_tier *t)
 {
 	if (t->node_fd < 0)
 		return;
+	/* Taken over meanwhile (we were silent too long): not ours to go. */
+	if (still_ours(t))
+		unlink(t->node_path);
 	close(t->node_fd);
 	t->node_fd = -1;
-	unlink(t->node_path);
 }

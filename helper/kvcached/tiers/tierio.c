@@ -520,7 +520,8 @@ static void create_settled(struct kvc_tio *t, int i, int res,
 		ret = unlink(s->tmp) && errno != ENOENT ? -errno :
 		      queue_meta(t, i, ST_CREATE);
 	} else if (res < 0) {
-		ret = res;
+		/* Our temp name taken twice is no "already published". */
+		ret = res == -EEXIST ? -EIO : res;
 	} else {
 		s->fd = res;
 		/* Its mode whatever the umask (a file read by tenants). */

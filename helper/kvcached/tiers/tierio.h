@@ -16,10 +16,10 @@
  * with a linked fsync, close, link (never replacing), fsync of the leaf
  * directory. All of it goes through the ring, the temp file's create,
  * close, link and unlink too: on a shared filesystem each is a round
- * trip to a server, which must not stop the caller's thread. Only the
- * fan-out directories' mkdir and the look for an existing file
- * (kvc_bf_prepare()) are synchronous, and cached after a directory's
- * first use.
+ * trip to a server, which must not stop the caller's thread; so do the
+ * look for an existing file (statx) and the fan-out directories' mkdir
+ * where the create finds them missing. Needs Linux 5.15 or later (the
+ * ring's mkdirat and linkat).
  * A read (promotion) opens the file through the ring (a cold-cache open
  * reads directory and inode blocks: it must not block the thread), reads
  * the whole file into a slot in one request and verifies it
