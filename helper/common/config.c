@@ -59,6 +59,7 @@ enum {
 	K_MODE,
 	K_STATE_DIR,
 	K_ALLOW_MISSING_STATE,
+	K_LOAD_TIMEOUT,
 	K_MEMFD_SIZE,
 	K_BLOCK_SIZE,
 	K_HUGETLB,
@@ -191,6 +192,11 @@ static const struct key keys[NKEYS] = {
 		.section = "daemon", .name = "allow_missing_state",
 		.type = V_BOOL,
 		.offset = offsetof(struct kvc_config, daemon.allow_missing_state),
+	},
+	[K_LOAD_TIMEOUT] = {
+		.section = "daemon", .name = "load_timeout", .type = V_DURATION,
+		.offset = offsetof(struct kvc_config, daemon.load_timeout_ms),
+		.min = 10, .max = 600000,
 	},
 	[K_MEMFD_SIZE] = {
 		.section = "pool", .name = "memfd_size", .type = V_SIZE,
@@ -340,6 +346,7 @@ void kvc_config_defaults(struct kvc_config *cfg)
 	cfg->daemon.mode = KVC_CONFIG_MODE_AUTO;
 	strcpy(cfg->daemon.state_dir, DEF_STATE_DIR);
 	cfg->daemon.allow_missing_state = false;
+	cfg->daemon.load_timeout_ms = 2000;
 
 	cfg->pool.memfd_size = 256ULL << 20;
 	cfg->pool.block_size = 2ULL << 20;

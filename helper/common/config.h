@@ -98,6 +98,7 @@ struct kvc_config {
 		char state_dir[KVC_CONFIG_DIR_MAX];	/* namespaces, parents */
 		/* Start although g3 holds blocks and the state is gone. */
 		bool allow_missing_state;
+		uint64_t load_timeout_ms;	/* a LOAD waits for g3/g4 so long */
 	} daemon;
 	struct {
 		uint64_t memfd_size;		/* memfd mode only */

@@ -19,7 +19,7 @@ struct point {
 	uint64_t interval;		/* every interval-th eligible hit */
 	int64_t times;			/* injections left; -1: no limit */
 	uint64_t skip;			/* hits let through first */
-	unsigned int ms;		/* delay: how long a hit stalls */
+	unsigned int ms;		/* delay, hold: how long a hit lasts */
 	uint64_t hits, injected;
 };
 
@@ -152,10 +152,13 @@ static int entry(char *e, struct point *pts, uint64_t *seed, char *why,
 		p.kind = KVC_FAULT_SHORT;
 	} else if (!strcmp(eq + 1, "delay")) {
 		p.kind = KVC_FAULT_DELAY;
+	} else if (!strcmp(eq + 1, "hold") && i == KVC_FAULT_TIER_OPEN) {
+		p.kind = KVC_FAULT_HOLD;
 	} else {
 		snprintf(why, len,
 			 "fault %s: unknown kind '%s' (eio, enospc, delay%s)",
-			 tok, eq + 1, can_short(i) ? ", short" : "");
+			 tok, eq + 1, can_short(i) ? ", short" :
+			 i == KVC_FAULT_TIER_OPEN ? ", hold" : "");
 		return -EINVAL;
 	}
 	while ((tok = strtok_r(NULL, ",", &save))) {
@@ -173,12 +176,13 @@ static int entry(char *e, struct point *pts, uint64_t *seed, char *why,
 			else if (!strcmp(tok, "skip"))
 				ret = number(eq, 0, UINT64_MAX, &v);
 			else if (!strcmp(tok, "ms") &&
-				 p.kind == KVC_FAULT_DELAY)
+				 (p.kind == KVC_FAULT_DELAY ||
+				  p.kind == KVC_FAULT_HOLD))
 				ret = number(eq, 1, 60000, &v);
 		}
 		if (ret) {
 			snprintf(why, len,
-				 "fault %s: bad option '%s%s%s' (probability=0..100, interval=N>=1, times=N>=1, skip=N, ms=1..60000 for delay)",
+				 "fault %s: bad option '%s%s%s' (probability=0..100, interval=N>=1, times=N>=1, skip=N, ms=1..60000 for delay and hold)",
 				 names[i], tok, eq ? "=" : "", eq ? eq : "");
 			return ret;
 		}
@@ -264,6 +268,20 @@ int kvc_fault_should(enum kvc_fault_point i)
 		return KVC_FAULT_NONE;
 	}
 	return p->kind;
+}
+
+int kvc_fault_kind(enum kvc_fault_point p)
+{
+	return (unsigned int)p < KVC_FAULT_NR ? points[p].kind :
+	       KVC_FAULT_NONE;
+}
+
+unsigned int kvc_fault_hold(enum kvc_fault_point p)
+{
+	if (kvc_fault_kind(p) != KVC_FAULT_HOLD ||
+	    kvc_fault_should(p) != KVC_FAULT_HOLD)
+		return 0;
+	return points[p].ms ? points[p].ms : 100;
 }
 
 int kvc_fault_fail_sys(enum kvc_fault_point p)

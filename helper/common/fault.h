@@ -24,10 +24,13 @@
  *   POINT=KIND[,probability=P][,interval=N][,times=N][,skip=N][,ms=N]
  *   seed=N
  *
- * KIND is eio, enospc, delay or short (short only at tier_write,
- * tier_read and manifest_write). delay[,ms=N] stalls the daemon's one
- * thread for N ms (default 100, at most 60000) and then lets the real
- * call go on: a slow disk or a hung server, as the loop feels it. A hit
+ * KIND is eio, enospc, delay, short (only at tier_write, tier_read and
+ * manifest_write) or hold (only at tier_open). delay[,ms=N] stalls the
+ * daemon's one thread for N ms (default 100, at most 60000) and then
+ * lets the real call go on: a slow disk or a hung server, as the loop
+ * feels it. hold[,ms=N] holds the completion of a block file's open for
+ * N ms while the daemon goes on serving: the read of a hard-mounted
+ * share whose server is gone, as the engine feels it. A hit
  * is one pass through the point; the first skip hits pass untouched,
  * then every interval-th hit (default 1) fails with probability P
  * percent (default 100), times times at most (default: no limit). seed
@@ -71,6 +74,7 @@ enum kvc_fault_kind {
 	KVC_FAULT_ENOSPC,
 	KVC_FAULT_SHORT,
 	KVC_FAULT_DELAY,	/* never returned: kvc_fault_should() sleeps */
+	KVC_FAULT_HOLD,		/* tier_open: kvc_fault_hold() */
 };
 
 /* True when any point is configured: the only thing a disarmed point reads. */
@@ -96,6 +100,15 @@ uint64_t kvc_fault_injected_total(void);
 
 /* One hit of @p: the kind to inject now, or KVC_FAULT_NONE. */
 int kvc_fault_should(enum kvc_fault_point p);
+
+/* The kind @p is configured with (no hit): KVC_FAULT_NONE when off. */
+int kvc_fault_kind(enum kvc_fault_point p);
+
+/*
+ * One hit of a hold point: how many ms to hold the completion now, or 0
+ * (let it through). 0 without a hit where @p is not configured to hold.
+ */
+unsigned int kvc_fault_hold(enum kvc_fault_point p);
 
 /*
  * An error-only point: 0 (go on with the real call) or the -errno to

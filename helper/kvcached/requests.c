@@ -694,7 +694,7 @@ static int kvcd_ns_list(struct kvcd *d, struct kvc_peer *p,
 static int kvcd_stats(struct kvcd *d, const struct kvc_msg *m, uint8_t *reply)
 {
 	uint32_t free_blocks = 0;
-	struct kvc_stat st[64] = {
+	struct kvc_stat st[96] = {
 		{ "index_keys", 0, kvc_index_count(d->index) },
 		{ "index_bytes", 0, kvc_index_bytes(d->index) },
 		{ "lookups", 0, d->lookups },

@@ -385,6 +385,63 @@ TEST_F_TIMEOUT(kvcd, read_errors_are_misses, 180)
 }
 
 /*
+ * A tier that stops answering, as a hard-mounted share does when its
+ * server goes away: every block file's open is held HOLD_MS (a hold
+ * fault: the daemon goes on meanwhile). A LOAD of blocks that are only
+ * there is answered at load_timeout (500 ms here), long before the
+ * holds end, with misses, never wrong bytes, and counted; the reads go
+ * on, and once they are done the blocks are hits, exact.
+ */
+#define HOLD_MS		5000
+
+TEST_F_TIMEOUT(kvcd, hung_tier_answers_at_load_timeout, 180)
+{
+	char dir[PATH_MAX], conf[PATH_MAX + 256], why[512] = "";
+	struct kvc_load_result res[6];
+	struct kvcache_handle h[6];
+	char spec[64];
+	kvc_key keys[6];
+	double t0, took;
+	size_t len;
+
+	g3_through(dir, sizeof(dir), conf, sizeof(conf));
+	len = strlen(conf);
+	snprintf(conf + len, sizeof(conf) - len,
+		 "[daemon]\nload_timeout = 500ms\n");
+	ASSERT_EQ(0, restart_with(self, NULL, conf, why, sizeof(why)))
+		TH_LOG("%s", why);
+	chain_keys(self, 36, 6, keys);
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, 6, false, h));
+	ASSERT_EQ(6, wait_stat(&self->c, "g3_spills", 6, 30));
+	ASSERT_EQ(0, flush_pool(&self->c, self->ns));
+
+	snprintf(spec, sizeof(spec), "tier_open=hold,ms=%d,times=6", HOLD_MS);
+	ASSERT_EQ(0, restart_with(self, spec, conf, why, sizeof(why)))
+		TH_LOG("%s", why);
+	if (self->mode == KVC_PROTO_MODE_KERNEL)
+		ASSERT_EQ(0, flush_pool(&self->c, self->ns));
+	t0 = now_s();
+	ASSERT_EQ(0, kvcc_load(&self->c, self->ns, keys[0], 6, res))
+		TH_LOG("%s", self->c.why);
+	took = now_s() - t0;
+	EXPECT_LT(took, (HOLD_MS - 1000) / 1000.0)
+		TH_LOG("the LOAD waited %.1f s for a tier that hangs", took);
+	EXPECT_EQ(0, loaded_ok(self, res, keys, 6))
+		TH_LOG("served before the held reads could finish");
+	EXPECT_EQ(1, kvcc_stat1(&self->c, "load_timeouts"));
+	EXPECT_EQ(0, kvcc_stat1(&self->c, "g3_read_errors"));
+
+	/* The reads went on: up once the holds are over, exact. */
+	EXPECT_EQ(6, wait_stat(&self->c, "promotions", 6, 60));
+	EXPECT_EQ(6, kvcc_stat1(&self->c, "faults_injected"));
+	ASSERT_EQ(0, kvcc_load(&self->c, self->ns, keys[0], 6, res));
+	EXPECT_EQ(6, loaded_ok(self, res, keys, 6));
+	EXPECT_EQ(1, kvcc_stat1(&self->c, "load_timeouts"));
+	unsetenv(FAULT_ENV);
+	rm_rf(dir);
+}
+
+/*
  * A disk that fails every write for a while (24 writes: the first
  * spills and two rounds of retries): the service goes on from DRAM, the
  * retries are paced (a round per RETRY_MS, not a loop), and once the disk

@@ -174,7 +174,9 @@ static void spec_errors(void)
 		"tier_read=short;tier_open=eio;bogus=eio",
 		"tier_fsync=delay,ms=0",
 		"tier_fsync=delay,ms=60001",
-		"tier_fsync=eio,ms=5",		/* ms is delay's only */
+		"tier_fsync=eio,ms=5",		/* ms is delay's and hold's */
+		"tier_read=hold",		/* hold is tier_open's only */
+		"tier_open=hold,ms=0",
 	};
 	char why[256];
 
@@ -270,6 +272,25 @@ static void delays(void)
 	arm("tier_read=delay,ms=1");
 	TAP_EXPECT_EQ(kvc_fault_xfer(KVC_FAULT_TIER_READ, 16384), 16384);
 	TAP_EXPECT_EQ(kvc_fault_injected(KVC_FAULT_TIER_READ), 1);
+	arm(NULL);
+}
+
+/* hold says how long to hold, once a hit, and never fails the call. */
+static void holds(void)
+{
+	arm("tier_open=hold,ms=250,skip=1,times=2");
+	TAP_EXPECT_EQ(kvc_fault_kind(KVC_FAULT_TIER_OPEN), KVC_FAULT_HOLD);
+	TAP_EXPECT_EQ(kvc_fault_kind(KVC_FAULT_TIER_READ), KVC_FAULT_NONE);
+	TAP_EXPECT_EQ(kvc_fault_hold(KVC_FAULT_TIER_OPEN), 0);	/* skipped */
+	TAP_EXPECT_EQ(kvc_fault_hold(KVC_FAULT_TIER_OPEN), 250);
+	TAP_EXPECT_EQ(kvc_fault_hold(KVC_FAULT_TIER_OPEN), 250);
+	TAP_EXPECT_EQ(kvc_fault_hold(KVC_FAULT_TIER_OPEN), 0);	/* spent */
+	TAP_EXPECT_EQ(kvc_fault_injected(KVC_FAULT_TIER_OPEN), 2);
+	/* Not a hold point: no hit taken. */
+	TAP_EXPECT_EQ(kvc_fault_hold(KVC_FAULT_TIER_READ), 0);
+	TAP_EXPECT_EQ(kvc_fault_hits(KVC_FAULT_TIER_READ), 0);
+	arm("tier_open=hold");
+	TAP_EXPECT_EQ(kvc_fault_hold(KVC_FAULT_TIER_OPEN), 100);
 	arm(NULL);
 }
 
@@ -763,6 +784,7 @@ int main(void)
 	TAP_RUN(spec_errors);
 	TAP_RUN(counting);
 	TAP_RUN(delays);
+	TAP_RUN(holds);
 	TAP_RUN(probability);
 	TAP_RUN(tio_spill_faults);
 	TAP_RUN(tio_short_writes);

@@ -9,11 +9,18 @@
  * (pinned for the client in memfd mode), one that is neither in the
  * pool nor being read is a miss. That holds however the index changed
  * meanwhile.
+ *
+ * A LOAD waits load_timeout at most ([daemon], 2 s by default): a block
+ * still being read then is a miss, and the read goes on to promote it
+ * for the next request. A tier that stopped answering (a shared
+ * filesystem whose server is gone, a hard mount waiting for it) holds
+ * its reads, not the engine.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "fault.h"
 #include "tiers_priv.h"
 
@@ -45,6 +52,7 @@ bool kvcd_tiers_defer(struct kvcd *d, const struct kvc_peer *p,
 	w->seq = m->seq;
 	w->ns = l->ns_id;
 	w->count = l->count;
+	w->since = kvc_now();
 	w->outstanding = 0;
 	for (uint32_t i = 0; i < l->count; i++)
 		w->outstanding += res[i].status == KVCD_WAIT_PENDING;
@@ -62,13 +70,17 @@ void tiers_wait_free(struct kvcd_wait *w)
 void tiers_settle(struct kvcd *d)
 {
 	static uint8_t reply[KVC_PROTO_MSG_MAX];
+	double limit = (double)d->cfg.daemon.load_timeout_ms / 1e3;
+	double now = kvc_now();
 
 	for (uint32_t wi = 0; wi < KVC_SERVER_MAX_CLIENTS; wi++) {
 		struct kvcd_wait *w = &d->tiers->waits[wi];
+		bool late, cut = false;
 		int len;
 
 		if (!w->used)
 			continue;
+		late = now - w->since >= limit;
 		for (uint32_t i = 0; i < w->count; i++) {
 			struct kvc_load_result *r = &w->res[i];
 			const struct kvc_entry *e;
@@ -89,7 +101,10 @@ void tiers_settle(struct kvcd *d)
 				else
 					kvc_policy_on_access(d->policy, id);
 			} else if (tiers_is_fetching(d, id)) {
-				continue;
+				if (!late)
+					continue;
+				r->status = -ENOENT;
+				cut = true;
 			} else {
 				r->status = -ENOENT;
 			}
@@ -97,6 +112,8 @@ void tiers_settle(struct kvcd *d)
 		}
 		if (w->outstanding)
 			continue;
+		if (cut)
+			d->tiers->load_timeouts++;
 		len = kvc_proto_encode_load_reply(reply, sizeof(reply),
 						  (uint32_t)w->seq, w->res,
 						  w->count);

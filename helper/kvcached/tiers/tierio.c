@@ -47,7 +47,7 @@ enum slot_state { S_FREE, S_BEGUN, S_WRITE, S_DIRSYNC, S_READ };
 enum stage {
 	ST_WRITE = 1, ST_FSYNC, ST_DIRSYNC, ST_OPEN, ST_READ,
 	ST_STATX, ST_MKDIR, ST_CREATE, ST_CLOSE, ST_LINK, ST_RENAME,
-	ST_UNLINK, ST_DIROPEN,
+	ST_UNLINK, ST_DIROPEN, ST_HELD,
 };
 
 struct slot {
@@ -62,6 +62,8 @@ struct slot {
 	struct statx stx;
 	int oflags;			/* read: how the file is opened */
 	int pending;			/* CQEs still expected */
+	int held_res;			/* an open's result a fault holds */
+	struct __kernel_timespec hold;	/* ... for so long */
 	int err;
 	uint64_t size, done;		/* file bytes, bytes transferred */
 	uint64_t cookie;
@@ -755,7 +757,9 @@ static int inject(const struct slot *s, int stage, int res)
 		}
 		return err ? err : res;
 	case ST_OPEN:
-		if (res < 0)
+		/* A hold point holds; it never fails the open. */
+		if (res < 0 ||
+		    kvc_fault_kind(KVC_FAULT_TIER_OPEN) == KVC_FAULT_HOLD)
 			return res;
 		/* The open did succeed: its descriptor must not leak. */
 		err = kvc_fault_err(KVC_FAULT_TIER_OPEN);
@@ -764,6 +768,35 @@ static int inject(const struct slot *s, int stage, int res)
 		return err ? err : res;
 	}
 	return res;
+}
+
+/*
+ * A hold fault on an open's completion: the result waits in the slot,
+ * behind a timeout on the ring, while the daemon goes on (fault.h). The
+ * descriptor is the slot's meanwhile, so a teardown closes it. true
+ * when held.
+ */
+static bool hold(struct kvc_tio *t, int i, int res)
+{
+	unsigned int ms = kvc_fault_hold(KVC_FAULT_TIER_OPEN);
+	struct slot *s = &t->slots[i];
+	struct io_uring_sqe *sqe;
+
+	if (!ms)
+		return false;
+	sqe = sqe_get(t);
+	if (!sqe)
+		return false;
+	s->held_res = res;
+	if (res >= 0)
+		s->fd = res;
+	s->hold.tv_sec = ms / 1000;
+	s->hold.tv_nsec = (long long)(ms % 1000) * 1000000;
+	io_uring_prep_timeout(sqe, &s->hold, 0, 0);
+	io_uring_sqe_set_data64(sqe, udata(i, ST_HELD));
+	s->pending++;
+	io_uring_submit(&t->ring);
+	return true;
 }
 
 static void handle(struct kvc_tio *t, uint64_t data, int res,
@@ -777,8 +810,14 @@ static void handle(struct kvc_tio *t, uint64_t data, int res,
 		return;
 	s = &t->slots[i];
 	s->pending--;
-	if (kvc_fault_armed)
+	if (stage == ST_HELD) {
+		stage = ST_OPEN;	/* its hold is over */
+		res = s->held_res;
+	} else if (kvc_fault_armed) {
+		if (stage == ST_OPEN && hold(t, i, res))
+			return;
 		res = inject(s, stage, res);
+	}
 	switch (stage) {
 	case ST_OPEN:
 		open_settled(t, i, res, fn, arg);

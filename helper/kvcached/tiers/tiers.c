@@ -271,7 +271,7 @@ size_t kvcd_tiers_stats(struct kvcd *d, struct kvc_stat *st, size_t max)
 			st[n++] = (struct kvc_stat){ names[t][i], 0, v[i] };
 		}
 	}
-	if (n + 6 <= max) {
+	if (n + 7 <= max) {
 		st[n++] = (struct kvc_stat){ "pool_writeback", 0,
 					     tr->held_writing };
 		st[n++] = (struct kvc_stat){ "pool_dirty", 0, tr->held_dirty };
@@ -281,6 +281,8 @@ size_t kvcd_tiers_stats(struct kvcd *d, struct kvc_stat *st, size_t max)
 		st[n++] = (struct kvc_stat){ "prefetches", 0, tr->prefetches };
 		st[n++] = (struct kvc_stat){ "spill_retries", 0,
 					     tr->spill_retries };
+		st[n++] = (struct kvc_stat){ "load_timeouts", 0,
+					     tr->load_timeouts };
 	}
 	/* Only in a daemon started with KVCACHED_FAULT (fault.h). */
 	if (kvc_fault_armed && n < max)

@@ -32,6 +32,7 @@ struct kvcd_wait {
 	uint64_t seq;			/* the request's */
 	uint32_t ns;
 	uint32_t count, outstanding;
+	double since;			/* parked at, kvc_now() */
 	uint8_t (*keys)[KVCACHE_KEY_SIZE];
 	struct kvc_load_result *res;	/* status 1: still coming */
 };
@@ -78,6 +79,7 @@ struct kvcd_tiers {
 	uint8_t *fetching;		/* by id: a read is in flight */
 	size_t nfetching;
 	uint64_t promotions, promote_errors, prefetches, spill_retries;
+	uint64_t load_timeouts;		/* LOADs answered at load_timeout */
 };
 
 static inline bool tiers_present(const struct kvcd *d, uint32_t id,
