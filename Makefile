@@ -104,7 +104,7 @@ TEST_INC := $(KVCD_INC) $(NL_CFLAGS) -I$(TOP)/helper/libkvcache/include \
 	    -I$(TOP)/helper -I$(TOP)/helper/engine -I$(TOP)/tests/unit \
 	    -I$(TOP)/tests/selftests -I$(TOP)/tests/bench
 
-KVCD_LIBS := -lcrypto -lnl-genl-3 -lnl-3 -luring
+KVCD_LIBS := -lcrypto -lnl-genl-3 -lnl-3 -luring -pthread
 LIB_LIBS := -lcrypto -pthread
 
 # Three object trees, one per way of compiling: $(BUILD)/obj (the

@@ -117,17 +117,58 @@ int tier_file_path(const struct kvc_tier *t, uint32_t ns,
 	return kvc_bf_path(d, key, out, len);
 }
 
-/* Move a corrupt file aside for examination; count it. */
+/*
+ * Move a corrupt file aside for examination; count it. Shared: by the
+ * worker (a rename on the server).
+ */
 void tier_quarantine(struct kvc_tier *t, uint32_t ns, const uint8_t *key)
+{
+	struct tier_job *j;
+	char d[PATH_MAX];
+
+	t->st.corrupt++;
+	if (!t->cfg.shared) {
+		tier_ns_dir(t, ns, d, sizeof(d));
+		if (kvc_bf_quarantine(d, key) && t->writable)
+			kvc_warn_ratelimited("%s: cannot quarantine a corrupt block",
+					     d);
+		return;
+	}
+	j = tier_job_new(TJ_QUARANTINE);
+	if (!j)
+		return;
+	j->ns = ns;
+	memcpy(j->key, key, KVC_BF_KEY_SIZE);
+	tier_job_post(t, j);
+}
+
+bool tier_job_done(struct kvc_tier *t, struct tier_job *j)
 {
 	char d[PATH_MAX];
 
-	tier_ns_dir(t, ns, d, sizeof(d));
-	t->st.corrupt++;
-	if (kvc_bf_quarantine(d, key) && t->writable)
-		/* Anyone who can write the shared directory can cause it. */
-		kvc_warn_ratelimited("%s: cannot quarantine a corrupt block",
-				     d);
+	switch (j->kind) {
+	case TJ_WALK:
+		tier_pass_walked(t, j->walk, j->status);
+		j->walk = NULL;		/* the pass's now */
+		break;
+	case TJ_GC:
+		tier_gc_done(t, j);
+		break;
+	case TJ_TRASH:
+		t->trash_posted = false;
+		break;
+	case TJ_QUARANTINE:
+		tier_ns_dir(t, j->ns, d, sizeof(d));
+		if (j->status && j->status != -ENOENT && t->writable)
+			/* Anyone who can write the shared directory can
+			 * cause it. */
+			kvc_warn_ratelimited("%s: cannot quarantine a corrupt block: %s",
+					     d, strerror(-j->status));
+		break;
+	default:
+		break;	/* TOUCH, UNLINK_OLD: nothing to apply */
+	}
+	return true;
 }
 
 bool tier_corrupt_err(int err)
@@ -179,11 +220,14 @@ int kvc_tier_open(struct kvc_tier **out, const struct kvc_tier_config *cfg,
 	/* The manifest is opened by the recovery (or scan) that rewrites
 	 * it: before that, whether there is one decides how to recover. */
 	t->pend = calloc(cfg->depth ? cfg->depth : 1, sizeof(*t->pend));
-	ret = t->pend ? 0 : -ENOMEM;
+	t->ns_made = calloc(KVCACHE_NS_MAX / 8 + 1, 1);
+	ret = t->pend && t->ns_made ? 0 : -ENOMEM;
 	if (!ret)
 		ret = kvc_policy_create(&t->policy, "lru", idx, cfg->tier, 1024);
 	if (!ret)
 		ret = kvc_tio_create(&t->tio, &tc);
+	if (!ret)
+		ret = tier_worker_start(t);
 	if (ret) {
 		kvc_tier_close(t);
 		return ret;
@@ -196,6 +240,12 @@ void kvc_tier_close(struct kvc_tier *t)
 {
 	if (!t)
 		return;
+	/* Stuck in the filesystem: it reads t, so t stays (to the exit). */
+	if (!tier_worker_stop(t))
+		return;
+	tier_walk_free(t->walk);
+	free(t->wcache);
+	free(t->ns_made);
 	kvc_tio_destroy(t->tio);
 	kvc_tier_node_release(t);
 	if (t->mf_fd >= 0)
@@ -205,7 +255,6 @@ void kvc_tier_close(struct kvc_tier *t)
 	free(t->mark);
 	free(t->touched);
 	free(t->spilling);
-	free(t->scan_ns);
 	free(t->recs);
 	free(t->chain);
 	free(t);
@@ -213,59 +262,48 @@ void kvc_tier_close(struct kvc_tier *t)
 
 void kvc_tier_tick(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg)
 {
+	double now = kvc_now();
+
+	tier_jobs_reap(t);
 	/* g4 rescans without end; g3 once, after a recovery. */
 	if (t->cfg.shared || t->bg_pass) {
-		double now, begun, frac;
 		double interval = (double)t->cfg.scan_interval_ms / 1e3;
-		size_t total, want;
-		int64_t wall = tier_now_s();
 
-		if (!t->in_pass && tier_pass_begin(t, ns_ok, arg))
-			return;
-		/*
-		 * Steps so far should match the share of the interval, from
-		 * this pass's start: read after tier_pass_begin(), or a new pass
-		 * would be timed from the last one's start (from 0 after a
-		 * recovery) and done whole in one tick.
-		 */
-		now = kvc_now();
-		begun = (double)t->pass_start.tv_sec +
-			(double)t->pass_start.tv_nsec / 1e9;
-		total = t->scan_nns * 256;
-		frac = (now - begun) / interval;
-		want = frac >= 1 ? total : (size_t)(frac * (double)total) + 1;
-		/*
-		 * A share of the daemon's time, not only of the interval: on
-		 * a slow shared filesystem (a round trip to the server per
-		 * directory) a pass catching up in one tick would stop the
-		 * loop for as long as the whole pass. So one step per tick at
-		 * least and TIER_SCAN_BUDGET_S at most; the pass takes longer
-		 * than the interval there.
-		 */
-		while (t->scan_pos < total && t->scan_pos < want) {
-			tier_scan_step(t, t->scan_ns[t->scan_pos / 256],
-				       (unsigned int)(t->scan_pos % 256), wall);
-			t->scan_pos++;
-			if (kvc_now() - now > TIER_SCAN_BUDGET_S)
-				break;
-		}
-		if (t->scan_pos >= total && frac >= 1) {
+		/* A pass an interval after the last one began, or after it
+		 * ended where the walk took longer than that. */
+		if (!t->in_pass && now - t->pass_start >= interval)
+			tier_pass_post(t);
+		if (t->walk) {
 			uint64_t found = t->st.found;
 
-			tier_pass_end(t);
-			/* The pass after a recovery found blocks no manifest
-			 * names: name them, or every start finds them late. */
-			if (t->bg_pass && t->st.found != found)
-				tier_mf_compact(t);
-			t->bg_pass = false;
+			if (tier_pass_step(t, ns_ok, arg, TIER_SCAN_BUDGET_S)) {
+				/* The pass after a recovery found blocks no
+				 * manifest names: name them, or every start
+				 * finds them late. */
+				if (t->bg_pass && t->st.found != found)
+					tier_mf_compact(t);
+				t->bg_pass = false;
+			}
 		}
 		if (t->cfg.shared) {
-			tier_gc_trash(t);
+			if (!t->trash_posted &&
+			    now - t->trash_last >= TIER_TRASH_EVERY_S) {
+				struct tier_job *j = tier_job_new(TJ_TRASH);
+
+				t->trash_last = now;
+				t->trash_posted = j && !tier_job_post(t, j);
+			}
 			kvc_tier_node_beat(t);
 		}
 	}
-	if (t->st.usage > t->cfg.capacity)
+	if (tier_used(t) > t->cfg.capacity)
 		tier_gc(t, 0);
+}
+
+void kvc_tier_settle(struct kvc_tier *t)
+{
+	tier_jobs_wait(t);
+	tier_jobs_reap(t);
 }
 
 int kvc_tier_drop(struct kvc_tier *t, uint32_t id)

@@ -160,11 +160,18 @@ int kvc_tier_reap(struct kvc_tier *t, bool wait, kvc_tier_done_fn fn,
 		  void *arg);
 
 /*
- * Periodic work, from the daemon's tick: a slice of the rescan (shared
- * tiers), deleting collected files past their grace, and GC when the
- * usage is over capacity.
+ * Periodic work, from the daemon's tick: what the tier's metadata worker
+ * finished (tier_worker.c) is applied; a rescan is posted to it every
+ * scan interval (shared tiers; g3 once after a recovery) and applied a
+ * slice per tick; deleting collected files past their grace, and GC
+ * when the usage is over capacity. The worker does every directory
+ * listing, stat, rename and unlink of these, so a slow or unreachable
+ * shared filesystem delays them, not the daemon.
  */
 void kvc_tier_tick(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg);
+
+/* Wait for the worker's jobs and apply them (tests; a tick's work). */
+void kvc_tier_settle(struct kvc_tier *t);
 
 /*
  * The index entry @id leaves the index's view of this tier for a reason

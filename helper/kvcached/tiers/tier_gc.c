@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
@@ -48,39 +49,70 @@ void tier_gc_trash(struct kvc_tier *t)
 }
 
 /*
- * Remove one victim's file. Shared: skip it when another node read it
- * within the grace (its lease), else move it to .gc/. 0 when it went,
- * -EBUSY when leased, -errno.
+ * Remove one victim's file. Local: now. Shared: a TJ_GC job, which skips
+ * the file when another node read it within the grace (its lease) and
+ * else moves it to .gc/; tier_gc_done() applies the outcome. 0 when it
+ * went, 1 when it is going, -errno.
  */
 static int gc_one(struct kvc_tier *t, uint32_t id)
 {
 	const struct kvc_entry *e = kvc_index_entry(t->idx, id);
-	char path[PATH_MAX], trash[PATH_MAX];
-	struct stat st;
+	struct tier_job *j;
+	char path[PATH_MAX];
 
 	if (tier_file_path(t, e->ns, e->key, path, sizeof(path)))
 		return -ENAMETOOLONG;
 	if (!t->cfg.shared)
 		return unlink(path) && errno != ENOENT ? -errno : 0;
-	if (stat(path, &st))
-		return errno == ENOENT ? 0 : -errno;
-	if (tier_now_s() - st.st_mtime < (int64_t)(t->cfg.grace_ms / 1000))
-		return -EBUSY;
-	if (snprintf(trash, sizeof(trash), "%s/.gc", t->dir) >=
-	    (int)sizeof(trash))
-		return -ENAMETOOLONG;
-	/* Private: what waits there is other tenants' KV. */
-	if (mkdir(trash, 0700) && errno != EEXIST)
-		return -errno;
-	if (snprintf(trash, sizeof(trash), "%s/.gc/%s.%u.%s", t->dir, t->node,
-		     e->ns, strrchr(path, '/') + 1) >= (int)sizeof(trash))
-		return -ENAMETOOLONG;
-	if (rename(path, trash))
-		return errno == ENOENT ? 0 : -errno;
-	return 0;
+	j = tier_job_new(TJ_GC);
+	if (!j)
+		return -ENOMEM;
+	strcpy(j->path, path);
+	j->ns = e->ns;
+	memcpy(j->key, e->key, KVC_BF_KEY_SIZE);
+	j->size = e->loc[t->cfg.tier].u64;
+	if (tier_job_post(t, j))
+		return -EAGAIN;
+	t->gc_pending += j->size;
+	t->gc_jobs++;
+	return 1;
 }
 
-/* Evict until @need more bytes fit under the capacity. */
+/* A victim's GC job is back: gone, or given back to the policy. */
+void tier_gc_done(struct kvc_tier *t, const struct tier_job *j)
+{
+	uint32_t id;
+
+	t->gc_pending -= j->size <= t->gc_pending ? j->size : t->gc_pending;
+	t->gc_jobs--;
+	/* Forgotten meanwhile (a rescan, a failed read): nothing to do. */
+	if (kvc_index_find(t->idx, j->ns, j->key, &id) ||
+	    !tier_is_present(t, id))
+		return;
+	if (!j->status) {
+		tier_set_absent(t, id);
+		t->st.evictions++;
+		return;
+	}
+	/* Leased by a reader, or not removable now: back in as if just
+	 * used. */
+	if (j->status == -EBUSY)
+		t->st.lease_skips++;
+	kvc_policy_on_insert(t->policy, id);
+}
+
+/* Usage less what GC jobs in flight are taking away. */
+uint64_t tier_used(const struct kvc_tier *t)
+{
+	return t->st.usage > t->gc_pending ? t->st.usage - t->gc_pending : 0;
+}
+
+/*
+ * Evict until @need more bytes fit under the capacity. On a shared tier
+ * the bytes whose GC is in flight count as gone already; a victim that
+ * turns out leased comes back, and the tier is over its capacity by at
+ * most TIER_GC_MAX_JOBS blocks meanwhile.
+ */
 void tier_gc(struct kvc_tier *t, uint64_t need)
 {
 	size_t budget = kvc_policy_count(t->policy) + TIER_GC_SLACK;
@@ -89,9 +121,9 @@ void tier_gc(struct kvc_tier *t, uint64_t need)
 	if (!t->writable)
 		return;
 	/*
-	 * A bounded number of looks per call: on g4 each is a stat() on the
-	 * shared filesystem, and a directory whose every block is leased
-	 * must not hold the daemon's thread; the next tick goes on.
+	 * A bounded number of looks per call: a directory whose every
+	 * block is leased must not take the daemon's thread; the next tick
+	 * goes on.
 	 */
 	if (budget > TIER_GC_MAX_LOOKS)
 		budget = TIER_GC_MAX_LOOKS;
@@ -99,16 +131,17 @@ void tier_gc(struct kvc_tier *t, uint64_t need)
 	 * One victim at a time, so that no more go than needed: a picked
 	 * victim is detached, and one given back counts as just used.
 	 */
-	while (t->st.usage + need > t->cfg.capacity && budget-- &&
+	while (tier_used(t) + need > t->cfg.capacity &&
+	       t->gc_jobs < TIER_GC_MAX_JOBS && budget-- &&
 	       kvc_policy_pick(t->policy, &v, 1)) {
 		int ret = gc_one(t, v);
 
+		if (ret == 1)
+			continue;	/* tier_gc_done() */
 		if (ret) {
-			/* Leased by a reader, or not removable now: back in
-			 * as if just used. */
-			if (ret == -EBUSY)
-				t->st.lease_skips++;
 			kvc_policy_on_insert(t->policy, v);
+			if (ret == -EAGAIN)
+				break;	/* the worker's queue is full */
 			continue;
 		}
 		tier_set_absent(t, v);

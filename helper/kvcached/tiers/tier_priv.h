@@ -6,6 +6,7 @@
  *   tier_scan.c     rescans of a shared directory
  *   tier_recover.c  recovery from the nodes' manifests at open
  *   tier_gc.c       capacity: eviction of files, delayed deletion
+ *   tier_worker.c   the metadata worker: the jobs the loop posts
  * and by nothing else.
  *
  * Per-entry state lives in arrays indexed by index id, grown on demand:
@@ -19,12 +20,17 @@
  * A request in flight has a pend record (one per I/O slot) holding its
  * namespace, key and size; its index is the tierio cookie.
  *
- * Single-threaded, as the daemon.
+ * Threads: the daemon's loop owns everything here but struct
+ * tier_worker's lists (its mutex) and the walk cache (wcache, nwcache),
+ * which only the worker touches. The worker reads the fixed
+ * configuration (cfg, dir, node, opened, writable) and runs jobs
+ * (tier_worker.c); the loop applies their results.
  */
 #ifndef KVC_TIER_PRIV_H
 #define KVC_TIER_PRIV_H
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -34,8 +40,11 @@
 #include "tier.h"
 #include "tierio.h"
 
-/* A rescan's time per tick at most (one step at least: kvc_tier_tick). */
+/* The loop's time per tick for applying a walk, at most. */
 #define TIER_SCAN_BUDGET_S	0.005
+/* GC jobs in flight at most, and how often .gc/ is swept, seconds. */
+#define TIER_GC_MAX_JOBS	64
+#define TIER_TRASH_EVERY_S	1.0
 
 struct pend {
 	bool used;
@@ -57,6 +66,49 @@ struct rec {
 	uint8_t parent[KVC_BF_KEY_SIZE];
 	uint64_t size;
 	int64_t mtime;
+};
+
+/* A walk of the directory (the worker's) and its application (the loop's). */
+struct tier_walk {
+	struct rec *recs;		/* every block file, sorted */
+	size_t nrecs, cap;
+	uint64_t corrupt;		/* files it quarantined */
+	size_t pos;			/* the loop: next record to apply */
+	uint32_t last_ns;		/* the loop: ns_ok() of the last ns */
+	bool last_ok;
+};
+
+enum tier_job_kind {
+	TJ_WALK,		/* a rescan's walk: walk */
+	TJ_GC,			/* a victim: path, ns, key, size */
+	TJ_UNLINK_OLD,		/* an unreachable file: path, age */
+	TJ_TOUCH,		/* a lease renewal: path */
+	TJ_TRASH,		/* delete what waited its grace in .gc/ */
+	TJ_QUARANTINE,		/* a corrupt file: ns, key */
+};
+
+struct tier_job {
+	struct tier_job *next;
+	int kind;			/* enum tier_job_kind */
+	int status;			/* the worker's result */
+	uint32_t ns;
+	uint8_t key[KVC_BF_KEY_SIZE];
+	uint64_t size;
+	int64_t age;			/* seconds */
+	struct tier_walk *walk;
+	char path[PATH_MAX];
+};
+
+struct tier_worker {
+	bool on;			/* the thread runs */
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct tier_job *todo, *todo_tail;	/* mu */
+	struct tier_job *done, *done_tail;	/* mu */
+	struct tier_job *running;		/* mu */
+	bool stop, exited;			/* mu */
+	unsigned int queued;		/* the loop's: posted, not reaped */
 };
 
 struct kvc_tier {
@@ -84,17 +136,25 @@ struct kvc_tier {
 
 	struct pend *pend;		/* cfg.depth records */
 
-	/* The rescan in progress (shared tiers). */
+	struct tier_worker w;
+	struct rec *wcache;		/* the worker's: its last walk */
+	size_t nwcache;
+	uint8_t *ns_made;		/* bit per ns: its directory exists */
+	uint64_t gc_pending;		/* bytes of GC jobs in flight */
+	unsigned int gc_jobs;
+	bool trash_posted;
+	double trash_last;
+
+	/* The rescan in progress. */
 	uint32_t pass;			/* number of the pass, from 1 */
-	bool in_pass;
-	uint32_t *scan_ns;		/* namespaces of this pass */
-	size_t scan_nns, scan_pos;	/* position: ns index * 256 + aa */
+	bool in_pass;			/* walk posted, or being applied */
+	struct tier_walk *walk;		/* back from the worker */
 	struct rec *recs;
 	size_t nrecs, caprecs;
 	size_t *chain, capchain;	/* insert_rec()'s stack */
 	uint64_t pass_bytes;		/* bytes of files seen this pass */
 	uint64_t orphan_bytes;		/* unreachable files' bytes */
-	struct timespec pass_start, last_step;
+	double pass_start;		/* kvc_now() */
 };
 
 /* tier.c */
@@ -119,10 +179,16 @@ void tier_quarantine(struct kvc_tier *t, uint32_t ns, const uint8_t *key);
 bool tier_corrupt_err(int err);
 
 /* tier_scan.c */
-int tier_pass_begin(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg);
+/* The worker's walk of every ns<id>/aa/bb (cached: with its cache). */
+int tier_walk_run(struct kvc_tier *t, struct tier_walk *w, bool cached);
+void tier_walk_free(struct tier_walk *w);
+/* A pass: posted, walked (the job is back), applied a step a tick. */
+int tier_pass_post(struct kvc_tier *t);
+void tier_pass_walked(struct kvc_tier *t, struct tier_walk *w, int status);
+bool tier_pass_step(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg,
+		    double budget_s);
+void tier_pass_finish(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg);
 void tier_pass_end(struct kvc_tier *t);
-void tier_scan_step(struct kvc_tier *t, uint32_t ns, unsigned int aa,
-		    int64_t now);
 int tier_push_rec(struct kvc_tier *t, const struct rec *r);
 void tier_scan_tmp(struct kvc_tier *t, const char *path, const char *name,
 		   int64_t now);
@@ -133,6 +199,22 @@ void tier_mf_compact(struct kvc_tier *t);
 
 /* tier_gc.c */
 void tier_gc(struct kvc_tier *t, uint64_t need);
-void tier_gc_trash(struct kvc_tier *t);
+uint64_t tier_used(const struct kvc_tier *t);
+void tier_gc_done(struct kvc_tier *t, const struct tier_job *j);
+void tier_gc_trash(struct kvc_tier *t);	/* the worker's */
+
+/* tier_worker.c */
+int tier_worker_start(struct kvc_tier *t);
+/* false: the worker is stuck in the filesystem and was left running. */
+bool tier_worker_stop(struct kvc_tier *t);
+struct tier_job *tier_job_new(int kind);
+void tier_job_free(struct tier_job *j);
+/* Queue j (freed on failure: -EAGAIN when the queue is full). */
+int tier_job_post(struct kvc_tier *t, struct tier_job *j);
+/* Apply the jobs the worker finished; wait until it has none. */
+void tier_jobs_reap(struct kvc_tier *t);
+void tier_jobs_wait(struct kvc_tier *t);
+/* tier.c: apply one finished job; true when it may be freed. */
+bool tier_job_done(struct kvc_tier *t, struct tier_job *j);
 
 #endif /* KVC_TIER_PRIV_H */

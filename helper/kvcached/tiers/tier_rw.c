@@ -51,10 +51,20 @@ static int pend_get(struct kvc_tier *t)
 static int ensure_ns_dir(struct kvc_tier *t, uint32_t ns, char *d,
 			 size_t len)
 {
+	uint8_t bit = (uint8_t)(1u << (ns & 7));
+	int ret;
+
 	tier_ns_dir(t, ns, d, len);
+	/* Made or seen once: not a round trip to the server per spill. */
+	if (t->ns_made[ns / 8] & bit)
+		return 0;
 	if (mkdir(d, 0700) == 0)
-		return kvc_bf_fsync_dir(t->dir);
-	return errno == EEXIST ? 0 : -errno;
+		ret = kvc_bf_fsync_dir(t->dir);
+	else
+		ret = errno == EEXIST ? 0 : -errno;
+	if (!ret)
+		t->ns_made[ns / 8] |= bit;
+	return ret;
 }
 
 /*
@@ -86,15 +96,14 @@ static void mf_note(struct kvc_tier *t, const struct kvc_bf_header *h,
 		t->mf_records++;
 }
 
-/* A block file another writer published: present, at its size. */
-static void found_published(struct kvc_tier *t, uint32_t id, uint32_t ns,
-			    const uint8_t *key)
+/*
+ * A block file another writer published: present. Its size is the one
+ * ours would have had (the same key: the same payload), not a stat()
+ * on the shared filesystem; a rescan measures it anyway.
+ */
+static void found_published(struct kvc_tier *t, uint32_t id, uint64_t size)
 {
-	char path[PATH_MAX];
-	struct stat st;
-
-	if (!tier_file_path(t, ns, key, path, sizeof(path)) && !stat(path, &st))
-		tier_set_present(t, id, (uint64_t)st.st_size);
+	tier_set_present(t, id, size);
 }
 
 static void spill_failed(struct kvc_tier *t, int err)
@@ -136,7 +145,7 @@ int kvc_tier_spill_submit(struct kvc_tier *t, int slot, uint32_t id,
 		goto out;
 	}
 	tier_gc(t, size);
-	if (t->st.usage + size > t->cfg.capacity) {
+	if (tier_used(t) + size > t->cfg.capacity) {
 		ret = -ENOSPC;
 		goto out;
 	}
@@ -165,7 +174,7 @@ int kvc_tier_spill_submit(struct kvc_tier *t, int slot, uint32_t id,
 		t->pend[p].used = false;
 		/* Another node published it first: it is here now. */
 		if (ret == -EEXIST)
-			found_published(t, id, e->ns, e->key);
+			found_published(t, id, size);
 		goto out;
 	}
 	t->pend[p] = (struct pend){
@@ -201,7 +210,7 @@ unsigned int kvc_tier_in_flight(const struct kvc_tier *t)
 int kvc_tier_fetch(struct kvc_tier *t, uint32_t id, uint64_t cookie)
 {
 	const struct kvc_entry *e = kvc_index_entry(t->idx, id);
-	char d[PATH_MAX], path[PATH_MAX];
+	char d[PATH_MAX];
 	int64_t now = tier_now_s();
 	int p, ret;
 
@@ -214,15 +223,27 @@ int kvc_tier_fetch(struct kvc_tier *t, uint32_t id, uint64_t cookie)
 	/*
 	 * Renew the lease: GC on any node skips a file read within the
 	 * grace period. Every grace/4 at most, so reads do not turn into
-	 * metadata writes on the shared filesystem.
+	 * metadata writes on the shared filesystem; by the worker, as
+	 * every metadata operation there.
 	 */
 	if (t->cfg.shared && t->writable &&
 	    now - (int64_t)t->touched[id] >
-	    (int64_t)(t->cfg.grace_ms / 4000) &&
-	    !tier_file_path(t, e->ns, e->key, path, sizeof(path)) &&
-	    !utimensat(AT_FDCWD, path, NULL, 0))
-		t->touched[id] = (uint32_t)now;
+	    (int64_t)(t->cfg.grace_ms / 4000)) {
+		struct tier_job *j = tier_job_new(TJ_TOUCH);
+
+		if (j && tier_file_path(t, e->ns, e->key, j->path,
+					sizeof(j->path))) {
+			tier_job_free(j);
+			j = NULL;
+		}
+		/* Posted is as good as done: a renewal that fails is retried
+		 * at the next read after grace/4. */
+		if (j && !tier_job_post(t, j))
+			t->touched[id] = (uint32_t)now;
+	}
 	ret = kvc_tio_read(t->tio, d, e->key, (uint64_t)p);
+	if (ret == -ESTALE)
+		ret = -ENOENT;		/* as in read_finished() */
 	if (ret) {
 		t->pend[p].used = false;
 		if (ret == -EBUSY)
@@ -265,11 +286,15 @@ static void write_finished(struct kvc_tier *t, struct pend *p,
 	if (d->status == -EEXIST && !ret) {
 		/* Published by another node between our check and link. */
 		t->st.spill_exists++;
-		found_published(t, id, p->ns, p->key);
+		found_published(t, id, p->size);
 		o->id = id;
 		return;
 	}
 	if (d->status) {
+		/* Its namespace's directory went (removed by hand)? Made
+		 * again by the next spill. */
+		if (d->status == -ENOENT)
+			t->ns_made[p->ns / 8] &= (uint8_t)~(1u << (p->ns & 7));
 		spill_failed(t, d->status);
 		/* Kept for the spill (spill.c); nothing holds it now. */
 		if (!ret)
@@ -305,6 +330,10 @@ static void read_finished(struct kvc_tier *t, struct pend *p,
 	o->status = d->status;
 	if (!d->status && d->h->ns_id != p->ns)
 		o->status = -EBADMSG;	/* a file of another namespace */
+	/* NFS: the file another node removed, through a handle cached
+	 * here. Gone, as ENOENT says. */
+	if (o->status == -ESTALE)
+		o->status = -ENOENT;
 	if (!o->status) {
 		t->st.reads++;
 		t->st.read_bytes += d->file_size;

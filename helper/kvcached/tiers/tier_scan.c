@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * tier_scan: rescans of a tier's directory (tier_priv.h). A shared tier
- * (g4) is written by other nodes: a pass walks ns<id>/aa/ a step at a
- * time from the tick, indexes the files it did not know (parents
- * first), forgets the ones another node removed, and measures the
- * directory's usage; temp files of dead writers go, and unreachable
- * files (no parent anywhere) are left to age and be collected.
+ * (g4) is written by other nodes: every scan interval the metadata
+ * worker walks ns<id>/aa/bb (tier_walk_run, on its thread: directory
+ * listings and header reads are round trips to the server), and the
+ * loop applies what it found a slice per tick: it indexes the files it
+ * did not know (parents first), forgets the ones another node removed,
+ * and takes the measured usage. Temp files of dead writers go (the
+ * worker), and unreachable files (no parent anywhere) are left to age
+ * and be collected.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -17,6 +20,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "clock.h"
 #include "tier_priv.h"
 
 #define TIER_TMP_MAX_AGE	3600	/* s: any write is done by then */
@@ -102,21 +106,41 @@ void tier_scan_tmp(struct kvc_tier *t, const char *path, const char *name,
 	}
 }
 
-/* One leaf directory (ns<id>/aa/bb) of a scan. */
-static void scan_leaf(struct kvc_tier *t, uint32_t ns, const char *leaf,
-		      int64_t now)
+static int walk_push(struct tier_walk *w, const struct rec *r)
 {
-	char path[PATH_MAX];
+	if (w->nrecs == w->cap) {
+		size_t cap = w->cap ? w->cap * 2 : 1024;
+		struct rec *n = realloc(w->recs, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		w->recs = n;
+		w->cap = cap;
+	}
+	w->recs[w->nrecs++] = *r;
+	return 0;
+}
+
+/*
+ * One leaf directory (ns<id>/aa/bb) of a walk. A block file's header is
+ * read once: block files are immutable under their name (the name is the
+ * key), so what the worker's last walk read of a name still holds; a
+ * file replaced by a forgery is caught by the read's verification.
+ */
+static void walk_leaf(struct kvc_tier *t, struct tier_walk *w, uint32_t ns,
+		      const char *leaf, int64_t now, bool cached)
+{
+	char path[PATH_MAX], nsdir[PATH_MAX];
 	struct dirent *de;
 	DIR *dp = opendir(leaf);
 
 	if (!dp)
 		return;
+	tier_ns_dir(t, ns, nsdir, sizeof(nsdir));
 	while ((de = readdir(dp))) {
 		struct kvc_bf_header h;
+		struct rec r, *c;
 		struct stat st;
-		struct rec r;
-		uint32_t id;
 		int err;
 
 		if (de->d_name[0] == '.' && strncmp(de->d_name, ".tmp.", 5))
@@ -130,59 +154,183 @@ static void scan_leaf(struct kvc_tier *t, uint32_t ns, const char *leaf,
 		}
 		if (kvc_bf_parse_name(de->d_name, r.key))
 			continue;	/* not ours: left alone */
-		if (!kvc_index_find(t->idx, ns, r.key, &id) &&
-		    tier_is_present(t, id)) {
-			t->mark[id] = t->pass;
-			t->pass_bytes +=
-				kvc_index_entry(t->idx, id)->loc[t->cfg.tier].u64;
+		r.ns = ns;
+		c = cached && t->nwcache ?
+		    bsearch(&r, t->wcache, t->nwcache, sizeof(r), rec_cmp) :
+		    NULL;
+		if (c) {
+			walk_push(w, c);
 			continue;
 		}
 		err = kvc_bf_read_header(path, &h, &st);
 		if (tier_corrupt_err(err) ||
 		    (!err && (h.ns_id != ns ||
 			      memcmp(h.key, r.key, KVC_BF_KEY_SIZE)))) {
-			tier_quarantine(t, ns, r.key);
+			w->corrupt++;
+			kvc_bf_quarantine(nsdir, r.key);
 			continue;
 		}
 		if (err)
 			continue;	/* gone meanwhile, or unreadable */
-		r.ns = ns;
 		r.first = h.flags & KVC_BF_F_FIRST;
 		memcpy(r.parent, h.parent, KVC_BF_KEY_SIZE);
 		r.size = (uint64_t)st.st_size;
 		r.mtime = st.st_mtime;
-		t->pass_bytes += r.size;
-		tier_push_rec(t, &r);
+		walk_push(w, &r);
 	}
 	closedir(dp);
 }
 
-/* ns<id>/aa: its up to 256 leaves. */
-void tier_scan_step(struct kvc_tier *t, uint32_t ns, unsigned int aa,
-		    int64_t now)
+/* The entries of dir whose names are two characters, not dot files. */
+static size_t fanout(const char *dir, char (*names)[3], size_t max)
 {
-	char d[PATH_MAX], leaf[PATH_MAX];
 	struct dirent *de;
-	DIR *dp;
+	size_t n = 0;
+	DIR *dp = opendir(dir);
 
-	tier_ns_dir(t, ns, d, sizeof(d));
-	if (snprintf(leaf, sizeof(leaf), "%s/%02x", d, aa & 0xff) >=
-	    (int)sizeof(leaf))
-		return;
-	dp = opendir(leaf);
 	if (!dp)
-		return;
-	while ((de = readdir(dp))) {
-		char sub[PATH_MAX];
-
+		return 0;
+	while ((de = readdir(dp)) && n < max) {
 		if (strlen(de->d_name) != 2 || de->d_name[0] == '.')
 			continue;
-		if (snprintf(sub, sizeof(sub), "%s/%s", leaf, de->d_name) >=
-		    (int)sizeof(sub))
-			continue;
-		scan_leaf(t, ns, sub, now);
+		memcpy(names[n++], de->d_name, 3);
 	}
 	closedir(dp);
+	return n;
+}
+
+/* The namespaces under the tier's directory: its ns<id> entries. */
+static int walk_namespaces(const struct kvc_tier *t, uint32_t **out,
+			   size_t *nout)
+{
+	uint32_t *nss = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *dp = opendir(t->dir);
+
+	if (!dp)
+		return -errno;
+	while ((de = readdir(dp))) {
+		unsigned long ns;
+		char *end;
+
+		if (strncmp(de->d_name, "ns", 2))
+			continue;
+		ns = strtoul(de->d_name + 2, &end, 10);
+		if (*end || ns < 1 || ns > KVCACHE_NS_MAX)
+			continue;
+		if (n == cap) {
+			uint32_t *m;
+
+			cap = cap ? cap * 2 : 16;
+			m = realloc(nss, cap * sizeof(*m));
+			if (!m)
+				break;
+			nss = m;
+		}
+		nss[n++] = (uint32_t)ns;
+	}
+	closedir(dp);
+	*out = nss;
+	*nout = n;
+	return 0;
+}
+
+int tier_walk_run(struct kvc_tier *t, struct tier_walk *w, bool cached)
+{
+	static const size_t max = 256;
+	char (*aa)[3] = malloc(max * 3), (*bb)[3] = malloc(max * 3);
+	int64_t now = tier_now_s();
+	uint32_t *nss = NULL;
+	size_t nns = 0;
+	int ret;
+
+	ret = aa && bb ? walk_namespaces(t, &nss, &nns) : -ENOMEM;
+	for (size_t i = 0; !ret && i < nns; i++) {
+		char d[PATH_MAX], sub[PATH_MAX], leaf[PATH_MAX];
+		size_t na;
+
+		tier_ns_dir(t, nss[i], d, sizeof(d));
+		na = fanout(d, aa, max);
+		for (size_t a = 0; a < na; a++) {
+			size_t nb;
+
+			if (snprintf(sub, sizeof(sub), "%s/%s", d, aa[a]) >=
+			    (int)sizeof(sub))
+				continue;
+			nb = fanout(sub, bb, max);
+			for (size_t b = 0; b < nb; b++) {
+				if (snprintf(leaf, sizeof(leaf), "%s/%s", sub,
+					     bb[b]) >= (int)sizeof(leaf))
+					continue;
+				walk_leaf(t, w, nss[i], leaf, now, cached);
+			}
+		}
+	}
+	free(nss);
+	free(aa);
+	free(bb);
+	if (ret)
+		return ret;
+	if (w->nrecs)
+		qsort(w->recs, w->nrecs, sizeof(*w->recs), rec_cmp);
+	if (cached) {
+		/* What this walk read is the next one's cache. */
+		struct rec *c = NULL;
+
+		if (w->nrecs) {
+			c = malloc(w->nrecs * sizeof(*c));
+			if (c)
+				memcpy(c, w->recs, w->nrecs * sizeof(*c));
+		}
+		free(t->wcache);
+		t->wcache = c;
+		t->nwcache = c ? w->nrecs : 0;
+	}
+	return 0;
+}
+
+void tier_walk_free(struct tier_walk *w)
+{
+	if (!w)
+		return;
+	free(w->recs);
+	free(w);
+}
+
+/*
+ * Apply a finished walk to the index, on the loop: a file the index has
+ * is marked seen, one it lacks is kept for tier_pass_end(). Within
+ * budget_s of the loop's time (one record at least); true once done.
+ */
+static bool walk_apply(struct kvc_tier *t, struct tier_walk *w,
+		       kvc_tier_ns_fn ns_ok, void *arg, double budget_s)
+{
+	double start = kvc_now();
+
+	while (w->pos < w->nrecs) {
+		const struct rec *r = &w->recs[w->pos++];
+		uint32_t id;
+
+		if (r->ns != w->last_ns) {
+			w->last_ns = r->ns;
+			w->last_ok = ns_ok(arg, r->ns);
+		}
+		if (!w->last_ok)
+			continue;
+		if (!kvc_index_find(t->idx, r->ns, r->key, &id) &&
+		    tier_is_present(t, id)) {
+			t->mark[id] = t->pass;
+			t->pass_bytes +=
+				kvc_index_entry(t->idx, id)->loc[t->cfg.tier].u64;
+		} else {
+			t->pass_bytes += r->size;
+			tier_push_rec(t, r);
+		}
+		if (!(w->pos & 255) && kvc_now() - start > budget_s)
+			break;
+	}
+	return w->pos >= w->nrecs;
 }
 
 /*
@@ -203,8 +351,17 @@ static void unreachable(struct kvc_tier *t, struct rec *r, int64_t now)
 	if (age < TIER_ORPHAN_AGE)
 		age = TIER_ORPHAN_AGE;
 	if (t->writable && now - r->mtime > age) {
-		if (!tier_file_path(t, r->ns, r->key, path, sizeof(path)))
-			unlink(path);
+		/* The worker looks at its mtime again: a lease may have
+		 * been renewed since the walk. */
+		struct tier_job *j = tier_job_new(TJ_UNLINK_OLD);
+
+		if (j && !tier_file_path(t, r->ns, r->key, path, sizeof(path))) {
+			strcpy(j->path, path);
+			j->age = age;
+			tier_job_post(t, j);
+		} else {
+			tier_job_free(j);
+		}
 	} else {
 		t->orphan_bytes += r->size;
 	}
@@ -268,44 +425,62 @@ static int insert_rec(struct kvc_tier *t, size_t i, int64_t now)
 	return 0;
 }
 
-/* The namespaces of a new pass: ns<id> directories ns_ok() accepts. */
-int tier_pass_begin(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg)
+/* A new pass: the worker walks the directory (a TJ_WALK job). */
+int tier_pass_post(struct kvc_tier *t)
 {
-	struct dirent *de;
-	size_t cap = 0;
-	DIR *dp = opendir(t->dir);
+	struct tier_job *j = tier_job_new(TJ_WALK);
+	int ret;
 
-	if (!dp)
-		return -errno;
+	if (j)
+		j->walk = calloc(1, sizeof(*j->walk));
+	if (!j || !j->walk) {
+		tier_job_free(j);
+		return -ENOMEM;
+	}
 	t->in_pass = true;
-	t->scan_nns = 0;
-	t->scan_pos = 0;
+	t->walk = NULL;
 	t->nrecs = 0;
 	t->pass_bytes = 0;
 	t->orphan_bytes = 0;
-	clock_gettime(CLOCK_MONOTONIC, &t->pass_start);
-	while ((de = readdir(dp))) {
-		char *end;
-		unsigned long ns;
+	t->pass_start = kvc_now();
+	ret = tier_job_post(t, j);
+	if (ret)
+		t->in_pass = false;
+	return ret;
+}
 
-		if (strncmp(de->d_name, "ns", 2))
-			continue;
-		ns = strtoul(de->d_name + 2, &end, 10);
-		if (*end || ns < 1 || ns > KVCACHE_NS_MAX || !ns_ok(arg, (uint32_t)ns))
-			continue;
-		if (t->scan_nns == cap) {
-			uint32_t *n;
-
-			cap = cap ? cap * 2 : 16;
-			n = realloc(t->scan_ns, cap * sizeof(*n));
-			if (!n)
-				break;
-			t->scan_ns = n;
-		}
-		t->scan_ns[t->scan_nns++] = (uint32_t)ns;
+/* The worker's walk is back (tier_job_done): the loop applies it. */
+void tier_pass_walked(struct kvc_tier *t, struct tier_walk *w, int status)
+{
+	if (status || !t->in_pass) {
+		tier_walk_free(w);
+		t->in_pass = false;
+		return;
 	}
-	closedir(dp);
-	return 0;
+	t->st.corrupt += w->corrupt;
+	t->walk = w;
+}
+
+bool tier_pass_step(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg,
+		    double budget_s)
+{
+	if (!t->walk || !walk_apply(t, t->walk, ns_ok, arg, budget_s))
+		return false;
+	tier_walk_free(t->walk);
+	t->walk = NULL;
+	tier_pass_end(t);
+	return true;
+}
+
+/* A pass in flight, finished now: the worker's walk waited for. */
+void tier_pass_finish(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg)
+{
+	if (!t->in_pass)
+		return;
+	tier_jobs_wait(t);
+	tier_jobs_reap(t);
+	if (t->in_pass)
+		tier_pass_step(t, ns_ok, arg, 1e9);
 }
 
 /*
@@ -349,17 +524,28 @@ void tier_pass_end(struct kvc_tier *t)
 
 long kvc_tier_scan(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg)
 {
-	uint64_t found = t->st.found;
-	int64_t now = tier_now_s();
+	struct tier_walk *w = calloc(1, sizeof(*w));
+	uint64_t found;
 	int ret;
 
-	ret = tier_pass_begin(t, ns_ok, arg);
-	if (ret)
+	if (!w)
+		return -ENOMEM;
+	tier_pass_finish(t, ns_ok, arg);
+	found = t->st.found;
+	/* Here, on the caller's thread, without the worker's cache: the
+	 * worker may be walking at the same time. */
+	ret = tier_walk_run(t, w, false);
+	if (ret) {
+		tier_walk_free(w);
 		return ret;
-	for (size_t i = 0; i < t->scan_nns; i++)
-		for (unsigned int aa = 0; aa < 256; aa++)
-			tier_scan_step(t, t->scan_ns[i], aa, now);
-	tier_pass_end(t);
+	}
+	t->in_pass = true;
+	t->nrecs = 0;
+	t->pass_bytes = 0;
+	t->orphan_bytes = 0;
+	t->pass_start = kvc_now();
+	tier_pass_walked(t, w, 0);
+	tier_pass_step(t, ns_ok, arg, 1e9);
 	tier_mf_compact(t);		/* the next start reads this instead */
 	return (long)(t->st.found - found);
 }

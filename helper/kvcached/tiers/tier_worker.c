@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * tier_worker: a tier's metadata work, on a thread of its own (tier_priv.h).
+ *
+ * The reads and writes of block files go through io_uring (tierio.c),
+ * but a rescan lists directories, and readdir has no io_uring
+ * operation; GC stats and renames, lease renewals touch mtimes. On a
+ * shared filesystem each of those is a round trip to a server that may
+ * be slow, restarting (its grace period: tens of seconds) or, on a hard
+ * mount whose link is cut, gone for as long as the cut lasts. Done on
+ * the daemon's one thread they would stop every engine it serves. So
+ * the loop posts them here as jobs and goes on; the worker runs them one
+ * at a time, in order, and the loop applies their results at its next
+ * tick (kvc_tier_tick -> tier_jobs_reap).
+ *
+ * Lifetime: a job is malloc()ed by the loop, owned by the queue from
+ * tier_job_post() until the worker has run it, then by the done list,
+ * then by the loop again, which applies and frees it. The worker reads
+ * the tier's fixed configuration (dir, node, opened, writable, grace)
+ * and its own walk cache; it never touches the index, the policy, the
+ * counters or anything else of the loop's.
+ *
+ * Locking: one mutex guards the two lists, the queue length and stop;
+ * the condition variable wakes the worker. Nothing else is shared.
+ *
+ * A worker stuck in the filesystem (a hard mount, a cut link) at close:
+ * the close waits TIER_WORKER_JOIN_S for it, then leaves it, and the
+ * tier with it, to the process's exit rather than hang the shutdown.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "log.h"
+#include "tier_priv.h"
+
+#define TIER_JOBS_MAX		4096	/* queued at most: then refused */
+#define TIER_WORKER_JOIN_S	2
+
+/* GC of one victim: skip it when leased, else move it to .gc/. */
+static int run_gc(struct kvc_tier *t, struct tier_job *j)
+{
+	char trash[PATH_MAX];
+	struct stat st;
+
+	if (stat(j->path, &st))
+		return errno == ENOENT ? 0 : -errno;
+	if (tier_now_s() - st.st_mtime < (int64_t)(t->cfg.grace_ms / 1000))
+		return -EBUSY;
+	if (snprintf(trash, sizeof(trash), "%s/.gc", t->dir) >=
+	    (int)sizeof(trash))
+		return -ENAMETOOLONG;
+	/* Private: what waits there is other tenants' KV. */
+	if (mkdir(trash, 0700) && errno != EEXIST)
+		return -errno;
+	if (snprintf(trash, sizeof(trash), "%s/.gc/%s.%u.%s", t->dir, t->node,
+		     j->ns, strrchr(j->path, '/') + 1) >= (int)sizeof(trash))
+		return -ENAMETOOLONG;
+	if (rename(j->path, trash))
+		return errno == ENOENT ? 0 : -errno;
+	return 0;
+}
+
+/* A file left unreachable: removed if it is still old (its mtime now). */
+static int run_unlink_old(struct tier_job *j)
+{
+	struct stat st;
+
+	if (lstat(j->path, &st))
+		return -errno;
+	if (tier_now_s() - st.st_mtime <= j->age)
+		return -EBUSY;
+	return unlink(j->path) ? -errno : 0;
+}
+
+static void run(struct kvc_tier *t, struct tier_job *j)
+{
+	char d[PATH_MAX];
+
+	switch (j->kind) {
+	case TJ_WALK:
+		j->status = tier_walk_run(t, j->walk, true);
+		break;
+	case TJ_GC:
+		j->status = run_gc(t, j);
+		break;
+	case TJ_UNLINK_OLD:
+		j->status = run_unlink_old(j);
+		break;
+	case TJ_TOUCH:
+		j->status = utimensat(AT_FDCWD, j->path, NULL, 0) ? -errno : 0;
+		break;
+	case TJ_TRASH:
+		tier_gc_trash(t);
+		j->status = 0;
+		break;
+	case TJ_QUARANTINE:
+		tier_ns_dir(t, j->ns, d, sizeof(d));
+		j->status = kvc_bf_quarantine(d, j->key);
+		break;
+	default:
+		j->status = -EINVAL;
+	}
+}
+
+static void *worker(void *arg)
+{
+	struct kvc_tier *t = arg;
+	struct tier_worker *w = &t->w;
+
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		struct tier_job *j;
+
+		while (!w->todo && !w->stop)
+			pthread_cond_wait(&w->cv, &w->mu);
+		if (w->stop)
+			break;
+		j = w->todo;
+		w->todo = j->next;
+		if (!w->todo)
+			w->todo_tail = NULL;
+		w->running = j;
+		pthread_mutex_unlock(&w->mu);
+
+		run(t, j);
+
+		pthread_mutex_lock(&w->mu);
+		w->running = NULL;
+		j->next = NULL;
+		if (w->done_tail)
+			w->done_tail->next = j;
+		else
+			w->done = j;
+		w->done_tail = j;
+		pthread_cond_broadcast(&w->cv);	/* tier_jobs_wait() */
+	}
+	w->exited = true;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+int tier_worker_start(struct kvc_tier *t)
+{
+	struct tier_worker *w = &t->w;
+	sigset_t all, old;
+	int ret;
+
+	ret = pthread_mutex_init(&w->mu, NULL);
+	if (ret)
+		return -ret;
+	ret = pthread_cond_init(&w->cv, NULL);
+	if (ret) {
+		pthread_mutex_destroy(&w->mu);
+		return -ret;
+	}
+	/* Signals are the loop's (a SIGTERM must interrupt its wait): the
+	 * worker starts with all of them blocked. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	ret = pthread_create(&w->thread, NULL, worker, t);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret) {
+		pthread_cond_destroy(&w->cv);
+		pthread_mutex_destroy(&w->mu);
+		return -ret;
+	}
+	w->on = true;
+	return 0;
+}
+
+static void free_jobs(struct tier_job *j)
+{
+	while (j) {
+		struct tier_job *next = j->next;
+
+		tier_job_free(j);
+		j = next;
+	}
+}
+
+bool tier_worker_stop(struct kvc_tier *t)
+{
+	struct tier_worker *w = &t->w;
+	struct timespec until;
+	bool exited;
+
+	if (!w->on)
+		return true;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += TIER_WORKER_JOIN_S;
+	pthread_mutex_lock(&w->mu);
+	w->stop = true;
+	pthread_cond_broadcast(&w->cv);
+	while (!w->exited &&
+	       pthread_cond_timedwait(&w->cv, &w->mu, &until) != ETIMEDOUT)
+		;
+	exited = w->exited;
+	pthread_mutex_unlock(&w->mu);
+	if (!exited) {
+		/* In the filesystem still: its job, its tier stay. */
+		kvc_warn("%s: the metadata worker is still waiting for the filesystem after %d s: left to the exit",
+			 t->dir, TIER_WORKER_JOIN_S);
+		pthread_detach(w->thread);
+		return false;
+	}
+	pthread_join(w->thread, NULL);
+	free_jobs(w->todo);
+	free_jobs(w->done);
+	w->todo = w->todo_tail = w->done = w->done_tail = NULL;
+	pthread_cond_destroy(&w->cv);
+	pthread_mutex_destroy(&w->mu);
+	w->on = false;
+	return true;
+}
+
+struct tier_job *tier_job_new(int kind)
+{
+	struct tier_job *j = calloc(1, sizeof(*j));
+
+	if (j)
+		j->kind = kind;
+	return j;
+}
+
+void tier_job_free(struct tier_job *j)
+{
+	if (!j)
+		return;
+	if (j->walk)
+		tier_walk_free(j->walk);
+	free(j);
+}
+
+int tier_job_post(struct kvc_tier *t, struct tier_job *j)
+{
+	struct tier_worker *w = &t->w;
+
+	if (!w->on) {
+		/* No worker (it could not start): run it here. */
+		run(t, j);
+		j->next = w->done;
+		w->done = j;
+		if (!w->done_tail)
+			w->done_tail = j;
+		w->queued++;
+		return 0;
+	}
+	pthread_mutex_lock(&w->mu);
+	if (w->queued >= TIER_JOBS_MAX) {
+		pthread_mutex_unlock(&w->mu);
+		tier_job_free(j);
+		return -EAGAIN;
+	}
+	j->next = NULL;
+	if (w->todo_tail)
+		w->todo_tail->next = j;
+	else
+		w->todo = j;
+	w->todo_tail = j;
+	w->queued++;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	return 0;
+}
+
+/* Take the finished jobs (in the order they ran). */
+static struct tier_job *take_done(struct kvc_tier *t)
+{
+	struct tier_worker *w = &t->w;
+	struct tier_job *j;
+
+	if (w->on)
+		pthread_mutex_lock(&w->mu);
+	j = w->done;
+	w->done = w->done_tail = NULL;
+	for (struct tier_job *k = j; k; k = k->next)
+		w->queued--;
+	if (w->on)
+		pthread_mutex_unlock(&w->mu);
+	return j;
+}
+
+void tier_jobs_reap(struct kvc_tier *t)
+{
+	struct tier_job *j = take_done(t);
+
+	while (j) {
+		struct tier_job *next = j->next;
+
+		j->next = NULL;
+		if (tier_job_done(t, j))
+			tier_job_free(j);
+		j = next;
+	}
+}
+
+void tier_jobs_wait(struct kvc_tier *t)
+{
+	struct tier_worker *w = &t->w;
+
+	if (!w->on)
+		return;
+	pthread_mutex_lock(&w->mu);
+	while (w->todo || w->running)
+		pthread_cond_wait(&w->cv, &w->mu);
+	pthread_mutex_unlock(&w->mu);
+}
