@@ -73,6 +73,7 @@ struct kvcd {
 	uint32_t nr_blocks;
 
 	struct kvc_index *index;
+	struct kvcd_events *events;	/* KV events, or NULL (events.c) */
 	struct kvc_policy *policy;	/* the pool tier */
 	struct kvc_admit *admit;	/* the pool tier's admission filter */
 	uint32_t *by_block;		/* pool block index -> entry id */
@@ -99,6 +100,7 @@ struct kvcd {
 	uint64_t ns_learned;		/* namespaces taken from g4 */
 	uint64_t ns_conflicts;		/* ... described otherwise there */
 	double nsshare_at;		/* the next look at unshared ones */
+	bool nsshare_job;		/* a learning on g4's worker */
 	int journal_fd;			/* parents (journal.h); -1: none */
 	uint64_t journal_bytes;		/* its size */
 	uint64_t journal_last;		/* its size after the last compaction */

@@ -20,9 +20,9 @@
  *
  * A node learns a namespace it lacks from its description: at start,
  * before the tiers are recovered (so its blocks are found), then every
- * KVCD_NSSHARE_RETRY_S from the tick (a read of g4's top directory), and
- * on each g4 rescan (tiers.c asks kvcd_nsshare_learn() about every
- * ns<id> directory of a namespace it does not know). A namespace this node has
+ * KVCD_NSSHARE_RETRY_S from the tick (g4's top directory and the new
+ * descriptions read by g4's metadata worker, learn_async()), and at an
+ * NS_CREATE of it (kvcd_nsshare_learn()). A namespace this node has
  * and g4 does not describe is published: at NS_CREATE, at start, and
  * retried every KVCD_NSSHARE_RETRY_S while g4 refuses (a server in its
  * grace period). Publication is a temp file linked to the final name,
@@ -346,7 +346,115 @@ static int share_one(struct kvcd *d, uint32_t ns, bool fresh)
 	return ret;
 }
 
-/* Learn every namespace g4 describes that this node lacks. */
+/*
+ * The tick's learning, on g4's metadata worker: g4's top directory read
+ * and each description of a namespace this node did not have when the
+ * job was posted, so that a slow or absent server holds the worker, not
+ * the daemon. The daemon adopts what it found when the job is back.
+ */
+struct learn_job {
+	struct kvcd *d;
+	bool ran;
+	uint8_t known[KVCACHE_NS_MAX / 8 + 1];	/* bit per namespace */
+	size_t n, cap;
+	struct learned {
+		uint32_t ns;
+		int ret;
+		const char *why;
+		struct kvcd_ns desc;
+		char node[KVC_CONFIG_NODE_MAX];
+	} *found;
+};
+
+static void learn_run(void *arg)
+{
+	struct learn_job *j = arg;
+	struct dirent *de;
+	DIR *dp;
+
+	j->ran = true;
+	dp = opendir(j->d->cfg.g4.directory);
+	if (!dp)
+		return;
+	while ((de = readdir(dp))) {
+		struct learned *l;
+		unsigned long ns;
+		char *end;
+
+		if (strncmp(de->d_name, "ns", 2) ||
+		    !isdigit((unsigned char)de->d_name[2]))
+			continue;
+		ns = strtoul(de->d_name + 2, &end, 10);
+		if (*end || ns < 1 || ns > KVCACHE_NS_MAX ||
+		    (j->known[ns / 8] & (1u << (ns & 7))))
+			continue;
+		if (j->n == j->cap) {
+			size_t cap = j->cap ? j->cap * 2 : 16;
+
+			l = realloc(j->found, cap * sizeof(*l));
+			if (!l)
+				break;
+			j->found = l;
+			j->cap = cap;
+		}
+		l = &j->found[j->n];
+		l->ns = (uint32_t)ns;
+		/* desc_read reads the daemon's fixed configuration only. */
+		l->ret = desc_read(j->d, l->ns, &l->desc, l->node,
+				   sizeof(l->node), &l->why);
+		if (l->ret != -ENOENT)	/* blocks, no description (yet) */
+			j->n++;
+	}
+	closedir(dp);
+}
+
+static void learn_done(void *arg)
+{
+	struct learn_job *j = arg;
+	struct kvcd *d = j->d;
+
+	for (size_t i = 0; j->ran && i < j->n; i++) {
+		struct learned *l = &j->found[i];
+		int ret = l->ret;
+
+		if (d->ns[l->ns].used)
+			continue;	/* created or learned meanwhile */
+		if (!ret)
+			ret = adopt(d, l->ns, &l->desc, l->node);
+		if (ret)
+			kvc_log_ratelimited(KVC_LOG_WARN, "g4 %s/ns%" PRIu32 "/" NSSHARE_NAME ": %s%s%s: namespace %" PRIu32 " not learned",
+					    d->cfg.g4.directory, l->ns,
+					    strerror(-ret), *l->why ? ", " : "",
+					    l->why, l->ns);
+	}
+	d->nsshare_job = false;
+	free(j->found);
+	free(j);
+}
+
+/* Post the learning to g4's worker, unless one is on its way. */
+static void learn_async(struct kvcd *d)
+{
+	struct learn_job *j;
+
+	if (d->nsshare_job)
+		return;
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return;
+	j->d = d;
+	for (uint32_t ns = 1; ns <= KVCACHE_NS_MAX; ns++)
+		if (d->ns[ns].used)
+			j->known[ns / 8] |= (uint8_t)(1u << (ns & 7));
+	if (kvc_tier_call(kvcd_tier(d, KVC_TIER_G4), learn_run, learn_done,
+			  j)) {
+		free(j);
+		return;
+	}
+	d->nsshare_job = true;
+}
+
+/* Learn every namespace g4 describes that this node lacks (at start). */
 static void learn_all(struct kvcd *d)
 {
 	struct dirent *de;
@@ -388,9 +496,10 @@ void kvcd_nsshare_tick(struct kvcd *d)
 	/*
 	 * Other nodes' new namespaces, within KVCD_NSSHARE_RETRY_S: a
 	 * rescan would learn them too, but a pass over a large or slow
-	 * directory takes far longer (one directory read of the top).
+	 * directory takes far longer (one directory read of the top), on
+	 * the worker.
 	 */
-	learn_all(d);
+	learn_async(d);
 	for (uint32_t ns = 1; ns <= KVCACHE_NS_MAX; ns++) {
 		if (!d->ns[ns].used)
 			continue;

@@ -165,6 +165,9 @@ bool tier_job_done(struct kvc_tier *t, struct tier_job *j)
 			kvc_warn_ratelimited("%s: cannot quarantine a corrupt block: %s",
 					     d, strerror(-j->status));
 		break;
+	case TJ_CALL:
+		j->done(j->arg);
+		break;
 	default:
 		break;	/* TOUCH, UNLINK_OLD: nothing to apply */
 	}

@@ -174,6 +174,19 @@ void kvc_tier_tick(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg);
 void kvc_tier_settle(struct kvc_tier *t);
 
 /*
+ * Other work on the tier's filesystem, off the daemon's thread: run(arg)
+ * on the tier's metadata worker, in order with its other jobs, then
+ * done(arg) on the daemon's thread at a later tick. run must touch
+ * nothing of the daemon's but what arg gives it. done is called once in
+ * any case, also at the tier's close for a job run never saw (arg must
+ * say whether it ran). 0, or -EAGAIN (the worker's queue is full) /
+ * -ENOMEM: then neither is called.
+ */
+typedef void (*kvc_tier_call_fn)(void *arg);
+int kvc_tier_call(struct kvc_tier *t, kvc_tier_call_fn run,
+		  kvc_tier_call_fn done, void *arg);
+
+/*
  * The index entry @id leaves the index's view of this tier for a reason
  * other than the tier's own (an admin EVICT): remove its file too.
  */

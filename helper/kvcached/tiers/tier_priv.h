@@ -85,6 +85,7 @@ enum tier_job_kind {
 	TJ_TOUCH,		/* a lease renewal: path */
 	TJ_TRASH,		/* delete what waited its grace in .gc/ */
 	TJ_QUARANTINE,		/* a corrupt file: ns, key */
+	TJ_CALL,		/* kvc_tier_call(): run, then done */
 };
 
 struct tier_job {
@@ -96,6 +97,8 @@ struct tier_job {
 	uint64_t size;
 	int64_t age;			/* seconds */
 	struct tier_walk *walk;
+	kvc_tier_call_fn run, done;	/* TJ_CALL */
+	void *arg;
 	char path[PATH_MAX];
 };
 

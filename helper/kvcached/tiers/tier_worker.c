@@ -106,6 +106,10 @@ static void run(struct kvc_tier *t, struct tier_job *j)
 		tier_ns_dir(t, j->ns, d, sizeof(d));
 		j->status = kvc_bf_quarantine(d, j->key);
 		break;
+	case TJ_CALL:
+		j->run(j->arg);
+		j->status = 0;
+		break;
 	default:
 		j->status = -EINVAL;
 	}
@@ -183,6 +187,9 @@ static void free_jobs(struct tier_job *j)
 	while (j) {
 		struct tier_job *next = j->next;
 
+		/* Its owner frees arg there (a job never run says so). */
+		if (j->kind == TJ_CALL)
+			j->done(j->arg);
 		tier_job_free(j);
 		j = next;
 	}
@@ -302,6 +309,19 @@ void tier_jobs_reap(struct kvc_tier *t)
 			tier_job_free(j);
 		j = next;
 	}
+}
+
+int kvc_tier_call(struct kvc_tier *t, kvc_tier_call_fn run,
+		  kvc_tier_call_fn done, void *arg)
+{
+	struct tier_job *j = tier_job_new(TJ_CALL);
+
+	if (!j)
+		return -ENOMEM;
+	j->run = run;
+	j->done = done;
+	j->arg = arg;
+	return tier_job_post(t, j);
 }
 
 void tier_jobs_wait(struct kvc_tier *t)

@@ -48,12 +48,6 @@ static bool ns_ok(void *arg, uint32_t ns)
 	return ns >= 1 && ns <= KVCACHE_NS_MAX && d->ns[ns].used;
 }
 
-/* g4: a namespace another node described there is learned (nsshare.c). */
-static bool ns_ok_shared(void *arg, uint32_t ns)
-{
-	return ns_ok(arg, ns) || kvcd_nsshare_learn(arg, ns);
-}
-
 struct done_ctx {
 	struct kvcd *d;
 	unsigned int tier;
@@ -208,8 +202,7 @@ void kvcd_tiers_tick(struct kvcd *d)
 
 	for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++)
 		if (tr->tier[t])
-			kvc_tier_tick(tr->tier[t], t == KVC_TIER_G4 ?
-				      ns_ok_shared : ns_ok, d);
+			kvc_tier_tick(tr->tier[t], ns_ok, d);
 	kvcd_nsshare_tick(d);
 	tiers_run_promotions(d);
 	tiers_drain_fetches(d);
