@@ -104,7 +104,7 @@ TEST_INC := $(KVCD_INC) $(NL_CFLAGS) -I$(TOP)/helper/libkvcache/include \
 	    -I$(TOP)/helper -I$(TOP)/helper/engine -I$(TOP)/tests/unit \
 	    -I$(TOP)/tests/selftests -I$(TOP)/tests/bench
 
-KVCD_LIBS := -lcrypto -lnl-genl-3 -lnl-3 -luring -pthread
+KVCD_LIBS := -lcrypto -lnl-genl-3 -lnl-3 -luring -lzmq -pthread
 LIB_LIBS := -lcrypto -pthread
 
 # Three object trees, one per way of compiling: $(BUILD)/obj (the
@@ -284,7 +284,7 @@ vllm-env:
 
 vllm-check: helper lib
 	cd $(TOP)/tests/vllm && "$$($(TOP)/scripts/vllm-env | tail -n 1)" \
-		-m pytest -q -p no:cacheprovider test_connector.py
+		-m pytest -q -p no:cacheprovider test_connector.py test_kv_events.py
 
 # ---- selftests (in the test VM, and some on the host) ----------------------
 #

@@ -86,6 +86,8 @@ enum {
 	K_G4_FSYNC,
 	K_G4_QUEUE_DEPTH,
 	K_G4_GRACE,
+	K_EVENTS_ENDPOINT,
+	K_EVENTS_TOPIC,
 	NKEYS
 };
 
@@ -150,6 +152,25 @@ static const char *check_address(const char *v)
 	if (inet_pton(AF_INET, v, buf) == 1 || inet_pton(AF_INET6, v, buf) == 1)
 		return NULL;
 	return "not an IPv4 or IPv6 address";
+}
+
+/* A ZeroMQ endpoint to bind: tcp://ADDRESS:PORT or ipc:///PATH. */
+static const char *check_endpoint(const char *v)
+{
+	const char *colon;
+
+	if (!v[0])
+		return NULL;	/* off */
+	if (!strncmp(v, "ipc://", 6))
+		return v[6] == '/' ? NULL : "ipc:// needs an absolute path";
+	if (strncmp(v, "tcp://", 6))
+		return "not tcp://ADDRESS:PORT or ipc:///PATH";
+	colon = strrchr(v + 6, ':');
+	if (!colon || colon == v + 6 || !colon[1] ||
+	    strspn(colon + 1, "0123456789") != strlen(colon + 1) ||
+	    atol(colon + 1) < 1 || atol(colon + 1) > 65535)
+		return "tcp:// needs ADDRESS:PORT, a port from 1 to 65535";
+	return NULL;
 }
 
 /* Durations are in milliseconds: 1ms to 1m, 100ms to 60m. */
@@ -327,10 +348,20 @@ static const struct key keys[NKEYS] = {
 		.offset = offsetof(struct kvc_config, g4.grace_ms),
 		.min = 1000, .max = 86400000,
 	},
+	[K_EVENTS_ENDPOINT] = {
+		.section = "events", .name = "endpoint", .type = V_STRING,
+		.offset = offsetof(struct kvc_config, events.endpoint),
+		.size = KVC_CONFIG_EVENTS_MAX, .check = check_endpoint,
+	},
+	[K_EVENTS_TOPIC] = {
+		.section = "events", .name = "topic", .type = V_STRING,
+		.offset = offsetof(struct kvc_config, events.topic),
+		.size = KVC_CONFIG_TOPIC_MAX,
+	},
 };
 
 static const char *const sections[] = {
-	"daemon", "pool", "eviction", "g3", "g4", NULL
+	"daemon", "pool", "eviction", "g3", "g4", "events", NULL
 };
 
 void kvc_config_defaults(struct kvc_config *cfg)

@@ -28,6 +28,8 @@
 #define KVC_CONFIG_DIR_MAX		4096	/* PATH_MAX */
 #define KVC_CONFIG_NODE_MAX		65	/* 64 characters and NUL */
 #define KVC_CONFIG_ADDR_MAX		46	/* INET6_ADDRSTRLEN */
+#define KVC_CONFIG_EVENTS_MAX		128	/* a ZeroMQ endpoint */
+#define KVC_CONFIG_TOPIC_MAX		64
 
 /* The largest file kvc_config_load() reads; a config is a few kB. */
 #define KVC_CONFIG_FILE_MAX		(1024 * 1024)
@@ -134,6 +136,10 @@ struct kvc_config {
 		unsigned int queue_depth;
 		uint64_t grace_ms;		/* GC lease and grace */
 	} g4;
+	struct {
+		char endpoint[KVC_CONFIG_EVENTS_MAX];	/* "" = no events */
+		char topic[KVC_CONFIG_TOPIC_MAX];
+	} events;
 };
 
 /* Fill *cfg with the documented defaults. */

@@ -14,6 +14,7 @@
  * Single-threaded: everything runs on the server loop's thread.
  */
 #include "daemon.h"
+#include "events.h"
 #include "kvcd.h"
 
 #include <errno.h>
@@ -79,6 +80,7 @@ static void kvcd_tick(void *ctx)
 {
 	kvcd_check_pool(ctx);
 	kvcd_tiers_tick(ctx);
+	kvcd_events_flush(ctx);
 }
 
 static void kvcd_loop_round(void *ctx)
@@ -210,6 +212,11 @@ int kvcd_create(struct kvcd **out, const struct kvcd_options *opt)
 			strerror(-ret));
 		goto err;
 	}
+	/* Before the pool's rebuild and the tiers' recovery: what they
+	 * find is published as stored. */
+	ret = kvcd_events_open(d);
+	if (ret)
+		goto err;
 	/*
 	 * The journal restarts with the blocks that are still there: the
 	 * rebuild places them, the compaction writes their links. In memfd
@@ -266,6 +273,7 @@ void kvcd_destroy(struct kvcd *d)
 			unlink(d->cfg.daemon.metrics.path);
 	}
 	free(d->metrics_buf);
+	kvcd_events_close(d);
 	kvc_admit_destroy(d->admit);
 	kvc_policy_destroy(d->policy);
 	kvc_index_destroy(d->index);

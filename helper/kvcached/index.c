@@ -48,6 +48,8 @@ struct kvc_index {
 	size_t count;
 	struct kvc_group *groups;
 	size_t nslots;			/* power of two, >= MIN_SLOTS */
+	kvc_index_observer observer;	/* kvc_index_observe() */
+	void *observer_arg;
 };
 
 /*
@@ -373,13 +375,22 @@ int kvc_index_set(struct kvc_index *idx, uint32_t id, unsigned int tier,
 		return -EINVAL;
 	if (!e)
 		return -ENOENT;
+	e->loc[tier] = loc;
 	if (!(e->tiers & (1u << tier))) {
 		e->tiers |= (uint8_t)(1u << tier);
 		if (e->parent != KVC_ID_NONE)
 			slab(idx, e->parent)->child_in[tier]++;
+		if (idx->observer)
+			idx->observer(idx->observer_arg, idx, id, tier, true);
 	}
-	e->loc[tier] = loc;
 	return 0;
+}
+
+void kvc_index_observe(struct kvc_index *idx, kvc_index_observer fn,
+		       void *arg)
+{
+	idx->observer = fn;
+	idx->observer_arg = arg;
 }
 
 int kvc_index_clear(struct kvc_index *idx, uint32_t id, unsigned int tier)
@@ -390,6 +401,8 @@ int kvc_index_clear(struct kvc_index *idx, uint32_t id, unsigned int tier)
 		return -EINVAL;
 	if (!e || !(e->tiers & (1u << tier)))
 		return -ENOENT;
+	if (idx->observer)
+		idx->observer(idx->observer_arg, idx, id, tier, false);
 	e->tiers &= (uint8_t)~(1u << tier);
 	e->loc[tier].u64 = 0;
 	if (e->parent != KVC_ID_NONE)

@@ -36,6 +36,7 @@
 #ifndef KVC_INDEX_H
 #define KVC_INDEX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -143,6 +144,18 @@ int kvc_index_set(struct kvc_index *idx, uint32_t id, unsigned int tier,
 
 /* The reverse: -ENOENT when the entry is not present in tier. O(1). */
 int kvc_index_clear(struct kvc_index *idx, uint32_t id, unsigned int tier);
+
+/*
+ * Who hears of an entry entering (present true) or leaving a tier: fn is
+ * called by kvc_index_set() when the tier's bit turns on, and by
+ * kvc_index_clear() before the entry's location is gone. One observer
+ * (events.c); NULL removes it. It must not change the index.
+ */
+typedef void (*kvc_index_observer)(void *arg, const struct kvc_index *idx,
+				   uint32_t id, unsigned int tier,
+				   bool present);
+void kvc_index_observe(struct kvc_index *idx, kvc_index_observer fn,
+		       void *arg);
 
 /*
  * Remove an entry that is present in no tier and has no children

@@ -10,6 +10,7 @@
  * tiers, which reply later). Batches are answered entry by entry: one
  * bad entry does not fail the others.
  */
+#include "events.h"
 #include "kvcd.h"
 
 #include <errno.h>
@@ -714,8 +715,10 @@ static int kvcd_stats(struct kvcd *d, const struct kvc_msg *m, uint8_t *reply)
 		{ "unknown_namespaces", 0, d->unknown_ns },
 		{ "ns_learned", 0, d->ns_learned },
 		{ "ns_conflicts", 0, d->ns_conflicts },
+		{ "events_sent", 0, kvcd_events_sent(d) },
+		{ "events_dropped", 0, kvcd_events_dropped(d) },
 	};
-	size_t n = 19;
+	size_t n = 21;
 
 	kvc_pool_nr_free(d->pool, &free_blocks);
 	st[9].value = free_blocks;

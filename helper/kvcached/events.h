@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * events: KV events for cache-aware routers, in vLLM's format
+ * (Documentation/admin-guide/kv-events.md). Off unless [events] endpoint
+ * is set; then kvcached binds a ZeroMQ PUB socket there and publishes,
+ * for every block entering or leaving one of its tiers, a BlockStored or
+ * BlockRemoved whose medium and locality name the tier ("CPU" "LOCAL":
+ * the pool in DRAM; "STORAGE" "LOCAL": g3; "STORAGE" "REMOTE": g4, which
+ * every node sharing it can load), and an AllBlocksCleared when it
+ * starts. Each message is vLLM's
+ * ZmqEventPublisher's: the topic, an 8-byte big-endian sequence number
+ * and a msgpack KVEventBatch.
+ *
+ * The daemon's loop only: the index tells it of each change
+ * (kvc_index_observe), and the tick publishes what piled up. A send never
+ * waits: a subscriber too slow for the socket's high-water mark loses
+ * messages (counted, events_dropped), as with vLLM's publisher.
+ */
+#ifndef KVCD_EVENTS_H
+#define KVCD_EVENTS_H
+
+#include <stdint.h>
+
+struct kvcd;
+
+/* Bind and start listening to the index: 0 (also when off), -errno. */
+int kvcd_events_open(struct kvcd *d);
+/* Publish what piled up since the last call (the tick). */
+void kvcd_events_flush(struct kvcd *d);
+void kvcd_events_close(struct kvcd *d);
+/* Messages sent, and events lost to a full socket or memory. */
+uint64_t kvcd_events_sent(const struct kvcd *d);
+uint64_t kvcd_events_dropped(const struct kvcd *d);
+
+#endif /* KVCD_EVENTS_H */

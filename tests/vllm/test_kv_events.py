@@ -1,0 +1,159 @@
+# SPDX-License-Identifier: GPL-2.0
+"""kvcached's KV events ([events] endpoint), read as a cache-aware router
+reads vLLM's: a ZeroMQ SUB socket, each message decoded with vLLM's own
+KVEventBatch (vllm.distributed.kv_events). Every block stored is a
+BlockStored in "CPU" (the pool) and, written through, in "STORAGE" (g3,
+locality LOCAL), with its key as the hash and its parent's key as the
+parent; a flush of the pool is a BlockRemoved in "CPU" for each, the g3
+copies stay; the sequence numbers count up by one. Off by default."""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+import msgspec
+import pytest
+import zmq
+
+from conftest import Daemon, REPO  # noqa: F401
+
+import kvcache
+from vllm.distributed.kv_events import (AllBlocksCleared, BlockRemoved,
+                                        BlockStored, KVEventBatch)
+
+IDENTITY = dict(model="kvcache-events/model", weights_revision="r1",
+                tokenizer="tok-1", kv_layout="paged-nhd", kv_dtype="bf16",
+                tokens_per_block=16)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Router:
+    """A subscriber, as vLLM's examples/online_serving/kv_events_subscriber
+    is: topic, 8-byte big-endian sequence number, msgpack batch."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.ctx = zmq.Context()
+        self.sub = self.ctx.socket(zmq.SUB)
+        self.sub.setsockopt(zmq.SUBSCRIBE, b"")
+        self.sub.connect(endpoint)
+        self.decoder = msgspec.msgpack.Decoder(type=KVEventBatch)
+        self.seqs: list[int] = []
+        self.topics: set[bytes] = set()
+        self.events: list[Any] = []
+
+    def drain(self, until, timeout: float = 20.0) -> None:
+        """Receive until until(events) holds (or fail after timeout)."""
+        end = time.monotonic() + timeout
+        while not until(self.events):
+            left = end - time.monotonic()
+            assert left > 0, f"events so far: {self.events!r}"
+            if not self.sub.poll(int(min(left, 0.5) * 1000)):
+                continue
+            topic, seq, payload = self.sub.recv_multipart()
+            self.topics.add(topic)
+            self.seqs.append(int.from_bytes(seq, "big"))
+            batch = self.decoder.decode(payload)
+            assert abs(batch.ts - time.time()) < 60
+            self.events.extend(batch.events)
+
+    def close(self) -> None:
+        self.sub.close(0)
+        self.ctx.term()
+
+
+def counters(d: Daemon) -> dict[str, int]:
+    """kvcached's STATS (kvcachectl stats)."""
+    return {f[0]: int(f[1]) for f in
+            (line.split() for line in d.ctl("stats").splitlines())
+            if len(f) >= 2 and f[1].isdigit()}
+
+
+def of(events: list[Any], cls: type, medium: str) -> list[Any]:
+    return [e for e in events if isinstance(e, cls) and e.medium == medium]
+
+
+@pytest.fixture
+def published() -> Any:
+    port = free_port()
+    endpoint = f"tcp://127.0.0.1:{port}"
+    # The router is there first: a SUB connects (and reconnects) to an
+    # endpoint before its PUB binds.
+    r = Router(endpoint)
+    d = Daemon(g3=True, extra_conf="[events]\n"
+               f"endpoint = {endpoint}\ntopic = node-a\n")
+    try:
+        d.start()
+        yield d, r
+    finally:
+        d.cleanup()
+        r.close()
+
+
+def test_stored_and_removed_in_vllm_format(published) -> None:
+    d, r = published
+    ns_id = d.new_ns()
+    time.sleep(0.5)         # the subscription reaches the PUB socket
+    with kvcache.Client(socket=d.sock) as c:
+        ns = c.namespace(ns_id, **IDENTITY, block_bytes=4096)
+        keys = ns.keys(list(range(1, 16 * 6 + 1)))
+        assert len(keys) == 6
+        assert ns.store(keys, [bytes([i]) * 4096 for i in range(6)]) == 6
+
+        r.drain(lambda ev: len(of(ev, BlockStored, "CPU")) >= 6 and
+                len(of(ev, BlockStored, "STORAGE")) >= 6)
+        for medium in ("CPU", "STORAGE"):
+            stored = of(r.events, BlockStored, medium)
+            # Each block with its parent; spills complete in any order.
+            assert all(len(e.block_hashes) == 1 for e in stored)
+            assert {e.block_hashes[0]: e.parent_block_hash
+                    for e in stored} == dict(zip(keys, [None] + keys[:-1]))
+            assert len(stored) == 6
+            assert all(e.token_ids == [] and e.lora_id is None and
+                       e.locality == "LOCAL" for e in stored)
+        assert r.topics == {b"node-a"}
+
+        d.ctl("flush", str(ns_id), "pool")
+        r.drain(lambda ev: len(of(ev, BlockRemoved, "CPU")) >= 6)
+        removed = of(r.events, BlockRemoved, "CPU")
+        assert sorted(h for e in removed for h in e.block_hashes) == \
+            sorted(keys)
+        assert not of(r.events, BlockRemoved, "STORAGE")
+        # What is still there: served from g3, and published again as it
+        # comes back up into the pool.
+        assert ns.load(keys) == [bytes([i]) * 4096 for i in range(6)]
+        r.drain(lambda ev: len(of(ev, BlockStored, "CPU")) >= 12)
+    assert not [e for e in r.events if isinstance(e, AllBlocksCleared)
+                and r.events.index(e) > 0]
+    assert r.seqs == list(range(r.seqs[0], r.seqs[0] + len(r.seqs)))
+    stats = counters(d)
+    assert stats["events_sent"] >= len(r.seqs)
+    assert stats["events_dropped"] == 0
+
+
+def test_off_by_default() -> None:
+    d = Daemon()
+    try:
+        d.start()
+        assert "KV events" not in d.log()
+        assert counters(d)["events_sent"] == 0
+    finally:
+        d.cleanup()
+
+
+@pytest.mark.parametrize("endpoint", ["udp://1.2.3.4:5", "tcp://127.0.0.1",
+                                      "tcp://127.0.0.1:0", "ipc://rel"])
+def test_bad_endpoint_refused(endpoint: str) -> None:
+    d = Daemon(extra_conf=f"[events]\nendpoint = {endpoint}\n")
+    try:
+        with pytest.raises(RuntimeError):
+            d.start(timeout=5)
+        assert "endpoint" in d.log()
+    finally:
+        d.cleanup()
