@@ -432,6 +432,20 @@ static void learn_done(void *arg)
 	free(j);
 }
 
+/* A learning of what this node lacks now. */
+static struct learn_job *learn_job_new(struct kvcd *d)
+{
+	struct learn_job *j = calloc(1, sizeof(*j));
+
+	if (!j)
+		return NULL;
+	j->d = d;
+	for (uint32_t ns = 1; ns <= KVCACHE_NS_MAX; ns++)
+		if (d->ns[ns].used)
+			j->known[ns / 8] |= (uint8_t)(1u << (ns & 7));
+	return j;
+}
+
 /* Post the learning to g4's worker, unless one is on its way. */
 static void learn_async(struct kvcd *d)
 {
@@ -439,13 +453,9 @@ static void learn_async(struct kvcd *d)
 
 	if (d->nsshare_job)
 		return;
-	j = calloc(1, sizeof(*j));
+	j = learn_job_new(d);
 	if (!j)
 		return;
-	j->d = d;
-	for (uint32_t ns = 1; ns <= KVCACHE_NS_MAX; ns++)
-		if (d->ns[ns].used)
-			j->known[ns / 8] |= (uint8_t)(1u << (ns & 7));
 	if (kvc_tier_call(kvcd_tier(d, KVC_TIER_G4), learn_run, learn_done,
 			  j)) {
 		free(j);
@@ -454,29 +464,17 @@ static void learn_async(struct kvcd *d)
 	d->nsshare_job = true;
 }
 
-/* Learn every namespace g4 describes that this node lacks (at start). */
+/* Learn every namespace g4 describes that this node lacks (at start,
+ * before anything is served: here, on the daemon's thread). */
 static void learn_all(struct kvcd *d)
 {
-	struct dirent *de;
-	DIR *dp;
+	struct learn_job *j = learn_job_new(d);
 
-	dp = opendir(d->cfg.g4.directory);
-	if (!dp)
-		return;		/* the tier's open says why */
-	/* Learn first: a namespace g4 has must not get a salt of ours. */
-	while ((de = readdir(dp))) {
-		unsigned long ns;
-		char *end;
-
-		if (strncmp(de->d_name, "ns", 2) ||
-		    !isdigit((unsigned char)de->d_name[2]))
-			continue;
-		ns = strtoul(de->d_name + 2, &end, 10);
-		if (!*end && ns >= 1 && ns <= KVCACHE_NS_MAX &&
-		    !d->ns[ns].used)
-			kvcd_nsshare_learn(d, (uint32_t)ns);
-	}
-	closedir(dp);
+	if (!j)
+		return;
+	learn_run(j);
+	d->nsshare_job = true;
+	learn_done(j);
 }
 
 void kvcd_nsshare_start(struct kvcd *d)

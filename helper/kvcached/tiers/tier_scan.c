@@ -35,19 +35,26 @@ static int rec_cmp(const void *a, const void *b)
 	return memcmp(x->key, y->key, KVC_BF_KEY_SIZE);
 }
 
+/* Append r to the growing array *recs of *n records (room for *cap). */
+static int rec_append(struct rec **recs, size_t *n, size_t *cap,
+		      const struct rec *r)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 1024;
+		struct rec *m = realloc(*recs, c * sizeof(*m));
+
+		if (!m)
+			return -ENOMEM;
+		*recs = m;
+		*cap = c;
+	}
+	(*recs)[(*n)++] = *r;
+	return 0;
+}
+
 int tier_push_rec(struct kvc_tier *t, const struct rec *r)
 {
-	if (t->nrecs == t->caprecs) {
-		size_t cap = t->caprecs ? t->caprecs * 2 : 1024;
-		struct rec *n = realloc(t->recs, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		t->recs = n;
-		t->caprecs = cap;
-	}
-	t->recs[t->nrecs++] = *r;
-	return 0;
+	return rec_append(&t->recs, &t->nrecs, &t->caprecs, r);
 }
 
 /*
@@ -108,17 +115,7 @@ void tier_scan_tmp(struct kvc_tier *t, const char *path, const char *name,
 
 static int walk_push(struct tier_walk *w, const struct rec *r)
 {
-	if (w->nrecs == w->cap) {
-		size_t cap = w->cap ? w->cap * 2 : 1024;
-		struct rec *n = realloc(w->recs, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		w->recs = n;
-		w->cap = cap;
-	}
-	w->recs[w->nrecs++] = *r;
-	return 0;
+	return rec_append(&w->recs, &w->nrecs, &w->cap, r);
 }
 
 /*
