@@ -19,6 +19,16 @@
  *   vm-crash-tool put SOCKET FIRST N
  *   vm-crash-tool get SOCKET FIRST N
  *
+ * and, for its failures (a cut link, a restarted server, files another
+ * node removed): flush drops this node's pool and g3 copies of every
+ * block, so that the next LOADs read g4; probe LOADs each chain once,
+ * at once, and passes when every LOAD is answered within MAX_S seconds,
+ * every block served is byte-exact, and at least MIN_HITS blocks were
+ * served (a block that is not is a miss, which is allowed).
+ *
+ *   vm-crash-tool flush SOCKET
+ *   vm-crash-tool probe SOCKET FIRST N MAX_S MIN_HITS
+ *
  * Blocks hold crash_pattern.h's pattern of their key. "Published" is what
  * survives a power loss: the block is on g3 (LOOKUP's tier mask, set only
  * once the file, its link and its directory are fsynced) and so are all
@@ -587,6 +597,69 @@ static int do_get(const char *sock, uint32_t first, uint32_t n)
 	return exact != n * CHAIN || bad;
 }
 
+static int do_flush(const char *sock)
+{
+	struct kvc_flush_reply r;
+	struct kvcc c;
+	int dev, ret;
+
+	if (setup(&c, sock, &dev))
+		return 1;
+	ret = kvcc_flush_tiers(&c, NS, KVC_PROTO_TIER_POOL | KVC_PROTO_TIER_G3,
+			       &r);
+	printf("# flush of the pool and g3: %d %s\n", ret, ret ? c.why : "");
+	printf("RESULT flush %s\n", ret ? "fail" : "ok");
+	kvcc_close(&c);
+	close(dev);
+	return ret != 0;
+}
+
+static int do_probe(const char *sock, uint32_t first, uint32_t n,
+		    double max_s, uint32_t min_hits)
+{
+	uint32_t hits = 0, misses = 0;
+	double slowest = 0;
+	struct kvcc c;
+	int dev, bad = 0, err = 0;
+
+	if (setup(&c, sock, &dev))
+		return 1;
+	for (uint32_t i = 0; i < n; i++) {
+		key_t32 keys[CHAIN];
+		int32_t st[CHAIN];
+		double t0 = now_s(), took;
+		int ret;
+
+		chain_of(first + i, keys);
+		ret = load_check(&c, dev, keys, CHAIN, st, &bad);
+		took = now_s() - t0;
+		if (took > slowest)
+			slowest = took;
+		if (ret) {
+			printf("# chain %u: LOAD: %d %s\n", first + i, ret,
+			       c.why);
+			err++;
+			continue;
+		}
+		for (int k = 0; k < CHAIN; k++) {
+			if (!st[k])
+				hits++;
+			else if (st[k] != -EBADMSG)
+				misses++;
+		}
+	}
+	printf("# probe: %u hits, %u misses, %d wrong of %u blocks; slowest LOAD %.1f s (at most %.0f); load_timeouts %llu, g4_read_errors %llu\n",
+	       hits, misses, bad, n * CHAIN, slowest, max_s,
+	       (unsigned long long)kvcc_stat1(&c, "load_timeouts"),
+	       (unsigned long long)kvcc_stat1(&c, "g4_read_errors"));
+	printf("RESULT probe %s\n",
+	       !err && !bad && slowest <= max_s && hits >= min_hits ?
+	       "ok" : "fail");
+	kvcc_close(&c);
+	close(dev);
+	return err || bad || slowest > max_s || hits < min_hits;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 5 && !strcmp(argv[1], "put"))
@@ -600,10 +673,19 @@ int main(int argc, char **argv)
 				(uint32_t)strtoul(argv[5], NULL, 0));
 	if (argc == 5 && !strcmp(argv[1], "verify"))
 		return do_verify(argv[2], argv[3], argv[4]);
+	if (argc == 3 && !strcmp(argv[1], "flush"))
+		return do_flush(argv[2]);
+	if (argc == 7 && !strcmp(argv[1], "probe"))
+		return do_probe(argv[2], (uint32_t)strtoul(argv[3], NULL, 0),
+				(uint32_t)strtoul(argv[4], NULL, 0),
+				strtod(argv[5], NULL),
+				(uint32_t)strtoul(argv[6], NULL, 0));
 	fprintf(stderr,
 		"usage: vm-crash-tool store SOCKET LOG MARKER FIRST_CHAIN\n"
 		"       vm-crash-tool verify SOCKET LOG G3_DIR\n"
 		"       vm-crash-tool put SOCKET FIRST N\n"
-		"       vm-crash-tool get SOCKET FIRST N\n");
+		"       vm-crash-tool get SOCKET FIRST N\n"
+		"       vm-crash-tool flush SOCKET\n"
+		"       vm-crash-tool probe SOCKET FIRST N MAX_S MIN_HITS\n");
 	return 2;
 }
