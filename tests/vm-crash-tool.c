@@ -575,9 +575,22 @@ static int do_get(const char *sock, uint32_t first, uint32_t n)
 		int32_t st[CHAIN];
 
 		chain_of(first + i, keys);
-		if (load_check(&c, dev, keys, CHAIN, st, &bad)) {
-			printf("# LOAD: %s\n", c.why);
-			return 1;
+		/*
+		 * A miss may be a LOAD answered at load_timeout while the read
+		 * goes on (a share slow to come back): the read promotes the
+		 * block, so ask again, for CLUSTER_WAIT_S at most.
+		 */
+		for (double end = now_s() + CLUSTER_WAIT_S;; msleep(1000)) {
+			int missed = 0;
+
+			if (load_check(&c, dev, keys, CHAIN, st, &bad)) {
+				printf("# LOAD: %s\n", c.why);
+				return 1;
+			}
+			for (int k = 0; k < CHAIN; k++)
+				missed += st[k] == -ENOENT;
+			if (!missed || now_s() > end)
+				break;
 		}
 		for (int k = 0; k < CHAIN; k++) {
 			if (!st[k])
