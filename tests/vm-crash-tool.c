@@ -29,6 +29,20 @@
  *   vm-crash-tool flush SOCKET
  *   vm-crash-tool probe SOCKET FIRST N MAX_S MIN_HITS
  *
+ * The cluster verbs hash the namespace's salt (NS_SALT) into every key, as
+ * libkvcache does, so a node's blocks are hits on another only when that
+ * node learned the same salt from g4; put and get print it. The cluster's
+ * last steps reuse store and verify on g4: "store ... g4" logs a block
+ * once it and its prefix are on g4 (the host kills the node's VM while
+ * it spills), "verify ... G4_DIR g4" checks them after the reboot, or
+ * from the other node. deny checks, as an unprivileged user, that the
+ * namespace (mode 0700, root's) gives that user nothing on this node:
+ * neither its salt, nor a hit, nor a listing of its g4 directory.
+ *
+ *   vm-crash-tool store SOCKET LOG MARKER FIRST_CHAIN [g4]
+ *   vm-crash-tool verify SOCKET LOG DIR [g4]
+ *   vm-crash-tool deny SOCKET FIRST N UID G4_DIR
+ *
  * Blocks hold crash_pattern.h's pattern of their key. "Published" is what
  * survives a power loss: the block is on g3 (LOOKUP's tier mask, set only
  * once the file, its link and its directory are fsynced) and so are all
@@ -40,6 +54,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -69,6 +84,8 @@
 typedef uint8_t key_t32[KVCACHE_KEY_SIZE];
 
 static uint8_t seed[KVCACHE_KEY_SIZE];
+static bool salted;			/* the cluster verbs */
+static uint32_t log_tier = KVC_PROTO_TIER_G3;	/* what store logs */
 
 static void chain_of(uint32_t c, key_t32 *keys)
 {
@@ -95,20 +112,44 @@ static void msleep(unsigned int ms)
 		;
 }
 
-static int setup(struct kvcc *c, const char *sock, int *dev)
-{
-	struct kvc_ns_identity id = {
-		.model = "vm-crash/model", .weights_revision = "r1",
-		.tokenizer = "tok-1", .kv_layout = "paged-nhd",
-		.kv_dtype = "bf16", .lora = "", .tokens_per_block = TPB,
-		.tp_size = 1, .pp_size = 1,
-	};
-	int ret = kvc_ns_seed(&id, seed);
+static struct kvc_ns_identity identity = {
+	.model = "vm-crash/model", .weights_revision = "r1",
+	.tokenizer = "tok-1", .kv_layout = "paged-nhd",
+	.kv_dtype = "bf16", .lora = "", .tokens_per_block = TPB,
+	.tp_size = 1, .pp_size = 1,
+};
 
+/* The seed, with the namespace's salt from kvcached when salted. */
+static int make_seed(struct kvcc *c)
+{
+	static uint8_t salt[KVC_PROTO_SALT_SIZE];
+	int ret;
+
+	if (salted) {
+		ret = kvcc_ns_salt(c, NS, NULL, salt);
+		if (ret) {
+			fprintf(stderr, "NS_SALT: %d %s\n", ret, c->why);
+			return -1;
+		}
+		identity.ns_salt = salt;
+		identity.ns_salt_len = sizeof(salt);
+		/* The first 8 bytes: the host compares the nodes' lines. */
+		printf("# salt of namespace %u: %02x%02x%02x%02x%02x%02x%02x%02x...\n",
+		       NS, salt[0], salt[1], salt[2], salt[3], salt[4],
+		       salt[5], salt[6], salt[7]);
+	}
+	ret = kvc_ns_seed(&identity, seed);
 	if (ret) {
 		fprintf(stderr, "kvc_ns_seed: %s\n", strerror(-ret));
-		return ret;
+		return -1;
 	}
+	return 0;
+}
+
+static int setup(struct kvcc *c, const char *sock, int *dev)
+{
+	int ret;
+
 	kvcc_init(c);
 	ret = kvcc_open(c, sock);
 	if (!ret)
@@ -132,7 +173,7 @@ static int setup(struct kvcc *c, const char *sock, int *dev)
 		fprintf(stderr, "NS_CREATE: %d %s\n", ret, c->why);
 		return -1;
 	}
-	return 0;
+	return make_seed(c);
 }
 
 /* ---- store ------------------------------------------------------------------- */
@@ -211,8 +252,14 @@ static int do_store(const char *sock, const char *logpath, const char *marker,
 	}
 	for (;;) {
 		if (n < MAX_CHAINS) {
-			ret = store_chain(&c, dev, c.hello.block_size,
-					  first + n);
+			/* A pool full of blocks not yet spilled: again. */
+			for (int tries = 0; tries < 50; tries++) {
+				ret = store_chain(&c, dev, c.hello.block_size,
+						  first + n);
+				if (ret != -ENOSPC)
+					break;
+				msleep(100);
+			}
 			if (ret) {
 				fprintf(stderr, "store chain %u: %d %s\n",
 					first + n, ret, c.why);
@@ -237,7 +284,7 @@ static int do_store(const char *sock, const char *logpath, const char *marker,
 				fprintf(stderr, "LOOKUP: %d %s\n", m, c.why);
 				return 1;
 			}
-			while (k < m && (le[k].tiers & KVC_PROTO_TIER_G3))
+			while (k < m && (le[k].tiers & log_tier))
 				k++;
 			for (uint8_t j = logged[i]; j < k; j++) {
 				char hx[2 * KVCACHE_KEY_SIZE + 1];
@@ -344,8 +391,10 @@ static int load_check(struct kvcc *c, int dev, const key_t32 *keys,
 	return 0;
 }
 
-static int do_verify(const char *sock, const char *logpath, const char *g3)
+static int do_verify(const char *sock, const char *logpath, const char *dir)
 {
+	const char *tier = log_tier == KVC_PROTO_TIER_G4 ? "g4" : "g3";
+	char corrupt[32], foundc[32];
 	struct logged_block *lb = NULL;
 	size_t nlb = 0, cap = 0, missing = 0, found = 0;
 	uint32_t maxc = 0, offered = 0;
@@ -355,6 +404,8 @@ static int do_verify(const char *sock, const char *logpath, const char *g3)
 	double t0 = now_s();
 	FILE *f;
 
+	snprintf(corrupt, sizeof(corrupt), "%s_corrupt", tier);
+	snprintf(foundc, sizeof(foundc), "%s_found", tier);
 	if (setup(&c, sock, &dev))
 		return 1;
 	f = fopen(logpath, "re");
@@ -403,7 +454,7 @@ static int do_verify(const char *sock, const char *logpath, const char *g3)
 			int m;
 
 			chain_of(lb[i].chain, keys);
-			m = kvcc_lookup(&c, NS, KVC_PROTO_TIER_G3, keys[0],
+			m = kvcc_lookup(&c, NS, log_tier, keys[0],
 					lb[i].k + 1, le);
 			if (m < (int)lb[i].k + 1)
 				missing++;
@@ -411,8 +462,8 @@ static int do_verify(const char *sock, const char *logpath, const char *g3)
 		if (!missing || now_s() > end)
 			break;
 	}
-	printf("# %zu logged blocks, %zu not on g3 after %.1f s\n", nlb,
-	       missing, now_s() - t0);
+	printf("# %zu logged blocks, %zu not on %s after %.1f s\n", nlb,
+	       missing, tier, now_s() - t0);
 
 	/* Every logged block loads byte-exact. */
 	for (size_t i = 0; i < nlb; i++) {
@@ -420,9 +471,19 @@ static int do_verify(const char *sock, const char *logpath, const char *g3)
 		int32_t st;
 
 		chain_of(lb[i].chain, keys);
-		if (load_check(&c, dev, &keys[lb[i].k], 1, &st, &bad)) {
-			printf("# LOAD: %s\n", c.why);
-			return 1;
+		/*
+		 * On g4 a LOAD may be answered at load_timeout while its
+		 * read goes on over the network: ask again a while.
+		 */
+		for (double end = now_s() + (log_tier == KVC_PROTO_TIER_G4 ?
+					     30 : 0);; msleep(500)) {
+			if (load_check(&c, dev, &keys[lb[i].k], 1, &st,
+				       &bad)) {
+				printf("# LOAD: %s\n", c.why);
+				return 1;
+			}
+			if (st != -ENOENT || now_s() > end)
+				break;
 		}
 		if (st) {
 			if (missing < 20)
@@ -459,15 +520,22 @@ static int do_verify(const char *sock, const char *logpath, const char *g3)
 				offered += !st[i];
 		}
 	}
-	for (double end = now_s() + 30; now_s() < end; msleep(200)) {
-		tmps = count_tmp(g3);
+	/*
+	 * "-": another node's check, while the writer's temp files stay. On
+	 * g4 a temp file whose manifest record the crash lost (NFS writes
+	 * it back lazily) goes with the background walk: a minute or two
+	 * under TCG, and a walk of the share per look.
+	 */
+	for (double end = now_s() + (log_tier == KVC_PROTO_TIER_G4 ? 180 : 30);
+	     now_s() < end; msleep(log_tier == KVC_PROTO_TIER_G4 ? 3000 : 200)) {
+		tmps = strcmp(dir, "-") ? count_tmp(dir) : 0;
 		if (!tmps)
 			break;
 	}
-	printf("# found %zu of %zu logged blocks byte-exact; %u blocks offered, %d wrong; %d temp files; g3_corrupt %llu, g3_found %llu\n",
-	       found, nlb, offered, bad, tmps,
-	       (unsigned long long)kvcc_stat1(&c, "g3_corrupt"),
-	       (unsigned long long)kvcc_stat1(&c, "g3_found"));
+	printf("# found %zu of %zu logged blocks byte-exact; %u blocks offered, %d wrong; %d temp files; %s_corrupt %llu, %s_found %llu\n",
+	       found, nlb, offered, bad, tmps, tier,
+	       (unsigned long long)kvcc_stat1(&c, corrupt), tier,
+	       (unsigned long long)kvcc_stat1(&c, foundc));
 	/* One line per promise, for the host's TAP (tests/vm-crash-test). */
 	printf("RESULT blocks %s\n",
 	       found == nlb && !bad && !fail ? "ok" : "fail");
@@ -548,9 +616,13 @@ static int do_put(const char *sock, uint32_t first, uint32_t n)
 		}
 	}
 	left = wait_chains(&c, first, n, KVC_PROTO_TIER_G4);
-	printf("# %u chains stored, %d not whole on g4 after %.1f s; g4_spills %llu\n",
+	printf("# %u chains stored, %d not whole on g4 after %.1f s; g4_spills %llu, g4_spill_errors %llu, g4_spill_exists %llu, spill_retries %llu, through_dropped %llu\n",
 	       n, left, now_s() - t0,
-	       (unsigned long long)kvcc_stat1(&c, "g4_spills"));
+	       (unsigned long long)kvcc_stat1(&c, "g4_spills"),
+	       (unsigned long long)kvcc_stat1(&c, "g4_spill_errors"),
+	       (unsigned long long)kvcc_stat1(&c, "g4_spill_exists"),
+	       (unsigned long long)kvcc_stat1(&c, "spill_retries"),
+	       (unsigned long long)kvcc_stat1(&c, "through_dropped"));
 	printf("RESULT put %s\n", left ? "fail" : "ok");
 	kvcc_close(&c);
 	close(dev);
@@ -673,8 +745,105 @@ static int do_probe(const char *sock, uint32_t first, uint32_t n,
 	return err || bad || slowest > max_s || hits < min_hits;
 }
 
+/* ---- deny: a tenant the namespace does not admit -------------------------- */
+
+/*
+ * As root, the keys of chains first.. (salted, as a reader's); then, as
+ * uid, what this node gives a user the namespace (root's, 0700) does not
+ * admit, even one who somehow knew those keys: NS_SALT, LOOKUP and LOAD
+ * must be refused or find nothing, and the namespace's g4 directory must
+ * not list. Passes when nothing is given.
+ */
+static int do_deny(const char *sock, uint32_t first, uint32_t n, uid_t uid,
+		   const char *g4)
+{
+	uint8_t salt[KVC_PROTO_SALT_SIZE];
+	uint32_t refused = 0, given = 0;
+	char path[PATH_MAX];
+	struct kvcc c;
+	int dev, ret;
+	DIR *dp;
+
+	if (setup(&c, sock, &dev))
+		return 1;
+	kvcc_close(&c);
+	close(dev);
+	if (setgroups(0, NULL) || setgid(uid) || setuid(uid)) {
+		perror("setuid");
+		return 1;
+	}
+	kvcc_init(&c);
+	ret = kvcc_open(&c, sock);
+	if (!ret)
+		ret = kvcc_hello(&c);
+	if (ret) {
+		printf("# uid %u: HELLO: %d %s\n", (unsigned int)uid, ret,
+		       c.why);
+		printf("RESULT deny fail\n");
+		return 1;
+	}
+	ret = kvcc_ns_salt(&c, NS, NULL, salt);
+	printf("# uid %u: NS_SALT: %d\n", (unsigned int)uid, ret);
+	given += ret != -EACCES;
+	for (uint32_t i = 0; i < n; i++) {
+		struct kvc_lookup_entry le[CHAIN];
+		struct kvc_load_result res[CHAIN];
+		key_t32 keys[CHAIN];
+
+		chain_of(first + i, keys);
+		ret = kvcc_lookup(&c, NS, KVC_PROTO_TIERS_ALL, keys[0], CHAIN,
+				  le);
+		if (ret == -EACCES)
+			refused++;
+		else if (ret != 0)
+			given++;
+		ret = kvcc_load(&c, NS, keys[0], CHAIN, res);
+		if (ret == -EACCES) {
+			refused++;
+			continue;
+		}
+		for (int k = 0; k < CHAIN; k++)
+			given += !ret && !res[k].status;
+		given += ret != 0;
+	}
+	snprintf(path, sizeof(path), "%s/ns%u", g4, NS);
+	dp = opendir(path);
+	printf("# uid %u: opendir %s: %s\n", (unsigned int)uid, path,
+	       dp ? "listed" : strerror(errno));
+	if (dp) {
+		given++;
+		closedir(dp);
+	} else if (errno != EACCES) {
+		given++;	/* not there at all proves nothing */
+	}
+	printf("# uid %u: %u of %u LOOKUPs and LOADs refused, %u things given\n",
+	       (unsigned int)uid, refused, 2 * n, given);
+	printf("RESULT deny %s\n", !given && refused == 2 * n ? "ok" : "fail");
+	kvcc_close(&c);
+	return given || refused != 2 * n;
+}
+
 int main(int argc, char **argv)
 {
+	bool crash;
+
+	if (argc < 2)
+		goto usage;
+	/*
+	 * The crash test's store and verify use unsalted keys on g3; every
+	 * other verb, and those two with "g4" last, are the cluster test's.
+	 */
+	crash = !strcmp(argv[1], "store") || !strcmp(argv[1], "verify");
+	if (crash && argc >= 6 && !strcmp(argv[argc - 1], "g4")) {
+		log_tier = KVC_PROTO_TIER_G4;
+		argc--;
+		crash = false;
+	}
+	salted = !crash;
+	if (argc == 7 && !strcmp(argv[1], "deny"))
+		return do_deny(argv[2], (uint32_t)strtoul(argv[3], NULL, 0),
+			       (uint32_t)strtoul(argv[4], NULL, 0),
+			       (uid_t)strtoul(argv[5], NULL, 0), argv[6]);
 	if (argc == 5 && !strcmp(argv[1], "put"))
 		return do_put(argv[2], (uint32_t)strtoul(argv[3], NULL, 0),
 			      (uint32_t)strtoul(argv[4], NULL, 0));
@@ -693,9 +862,11 @@ int main(int argc, char **argv)
 				(uint32_t)strtoul(argv[4], NULL, 0),
 				strtod(argv[5], NULL),
 				(uint32_t)strtoul(argv[6], NULL, 0));
+usage:
 	fprintf(stderr,
-		"usage: vm-crash-tool store SOCKET LOG MARKER FIRST_CHAIN\n"
-		"       vm-crash-tool verify SOCKET LOG G3_DIR\n"
+		"usage: vm-crash-tool store SOCKET LOG MARKER FIRST_CHAIN [g4]\n"
+		"       vm-crash-tool verify SOCKET LOG DIR|- [g4]\n"
+		"       vm-crash-tool deny SOCKET FIRST N UID G4_DIR\n"
 		"       vm-crash-tool put SOCKET FIRST N\n"
 		"       vm-crash-tool get SOCKET FIRST N\n"
 		"       vm-crash-tool flush SOCKET\n"
