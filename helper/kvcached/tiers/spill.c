@@ -333,6 +333,14 @@ void tiers_drain_spills(struct kvcd *d)
 			ret = spill_one(d, t, id);
 			busy |= ret == -EBUSY;
 			retry |= tiers_retryable(ret);
+			/*
+			 * The pool let it go while it waited for a staging
+			 * buffer (another tier had it): this tier's copy is
+			 * not made. Said, as it costs the other nodes a hit.
+			 */
+			if (ret == -ENOENT && !tiers_present(d, id, t) &&
+			    tiers_on_a_tier(d, id))
+				tr->through_dropped++;
 		}
 		if (busy)
 			tr->spillq[kept++] = id;

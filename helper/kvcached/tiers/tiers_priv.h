@@ -80,6 +80,7 @@ struct kvcd_tiers {
 	size_t nfetching;
 	uint64_t promotions, promote_errors, prefetches, spill_retries;
 	uint64_t load_timeouts;		/* LOADs answered at load_timeout */
+	uint64_t through_dropped;	/* write-through copies not made */
 };
 
 static inline bool tiers_present(const struct kvcd *d, uint32_t id,
