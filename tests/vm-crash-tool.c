@@ -222,6 +222,22 @@ static int store_chain(struct kvcc *c, int dev, uint64_t bs, uint32_t chain)
 	return ret;
 }
 
+/*
+ * store_chain, again for 5 s at most while the pool is full of blocks
+ * not yet spilled (the pressure event frees them as their writes end).
+ */
+static int store_chain_retry(struct kvcc *c, int dev, uint32_t chain)
+{
+	int ret = -ENOSPC;
+
+	for (int tries = 0; tries < 50 && ret == -ENOSPC; tries++) {
+		if (tries)
+			msleep(100);
+		ret = store_chain(c, dev, c->hello.block_size, chain);
+	}
+	return ret;
+}
+
 static void hex(const uint8_t *k, char *out)
 {
 	for (int i = 0; i < KVCACHE_KEY_SIZE; i++)
@@ -252,14 +268,7 @@ static int do_store(const char *sock, const char *logpath, const char *marker,
 	}
 	for (;;) {
 		if (n < MAX_CHAINS) {
-			/* A pool full of blocks not yet spilled: again. */
-			for (int tries = 0; tries < 50; tries++) {
-				ret = store_chain(&c, dev, c.hello.block_size,
-						  first + n);
-				if (ret != -ENOSPC)
-					break;
-				msleep(100);
-			}
+			ret = store_chain_retry(&c, dev, first + n);
 			if (ret) {
 				fprintf(stderr, "store chain %u: %d %s\n",
 					first + n, ret, c.why);
@@ -598,16 +607,8 @@ static int do_put(const char *sock, uint32_t first, uint32_t n)
 	if (setup(&c, sock, &dev))
 		return 1;
 	for (uint32_t i = 0; i < n; i++) {
-		int ret;
+		int ret = store_chain_retry(&c, dev, first + i);
 
-		/* A full pool frees blocks at the pressure event: retry. */
-		for (int tries = 0; tries < 50; tries++) {
-			ret = store_chain(&c, dev, c.hello.block_size,
-					  first + i);
-			if (ret != -ENOSPC)
-				break;
-			msleep(100);
-		}
 		if (ret) {
 			printf("# store chain %u: %d %s\n", first + i, ret,
 			       c.why);
