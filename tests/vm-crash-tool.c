@@ -31,16 +31,18 @@
  *
  * The cluster verbs hash the namespace's salt (NS_SALT) into every key, as
  * libkvcache does, so a node's blocks are hits on another only when that
- * node learned the same salt from g4; put and get print it. The cluster's
- * last steps reuse store and verify on g4: "store ... g4" logs a block
- * once it and its prefix are on g4 (the host kills the node's VM while
- * it spills), "verify ... G4_DIR g4" checks them after the reboot, or
- * from the other node. deny checks, as an unprivileged user, that the
+ * node learned the same salt from g4; each of them prints it. The
+ * cluster's last steps reuse store and verify on g4: "store ... g4" logs
+ * a block once it and its prefix are on g4 (the host kills the node's VM
+ * while it spills), "verify ... G4_DIR g4" checks them after the reboot
+ * and that no temp file is left there, "verify ... - g4" the same from
+ * the other node without the temp files (the dead writer's stay until
+ * it recovers). deny checks, as an unprivileged user, that the
  * namespace (mode 0700, root's) gives that user nothing on this node:
  * neither its salt, nor a hit, nor a listing of its g4 directory.
  *
  *   vm-crash-tool store SOCKET LOG MARKER FIRST_CHAIN [g4]
- *   vm-crash-tool verify SOCKET LOG DIR [g4]
+ *   vm-crash-tool verify SOCKET LOG DIR|- [g4]
  *   vm-crash-tool deny SOCKET FIRST N UID G4_DIR
  *
  * Blocks hold crash_pattern.h's pattern of their key. "Published" is what
