@@ -94,6 +94,9 @@ static uint64_t udata(int slot, int stage)
 	return (uint64_t)slot << 8 | (uint64_t)stage;
 }
 
+/* The user data of a close that nobody waits for (fd_release()). */
+#define UDATA_ORPHAN	UINT64_MAX
+
 int kvc_tio_create(struct kvc_tio **out, const struct kvc_tio_config *cfg)
 {
 	struct iovec *iov = NULL;
@@ -175,10 +178,37 @@ err_noring:
 	return ret;
 }
 
+/*
+ * Close a descriptor the slot is done with, through the ring: on NFS a
+ * close(2) waits for the CLOSE round trip to the server, and while the
+ * server is away (a hard mount) that would hold the daemon's loop for
+ * as long. The kernel takes the descriptor out of the table when it
+ * starts the request, so its number is not reused before; nothing waits
+ * for the completion, which handle() skips. A full ring closes here.
+ */
+static void fd_release(struct kvc_tio *t, int fd)
+{
+	struct io_uring_sqe *sqe;
+
+	if (fd < 0)
+		return;
+	sqe = io_uring_get_sqe(&t->ring);
+	if (!sqe) {
+		io_uring_submit(&t->ring);
+		sqe = io_uring_get_sqe(&t->ring);
+	}
+	if (!sqe) {
+		close(fd);
+		return;
+	}
+	io_uring_prep_close(sqe, fd);
+	io_uring_sqe_set_data64(sqe, UDATA_ORPHAN);
+	io_uring_submit(&t->ring);
+}
+
 static void slot_free(struct kvc_tio *t, struct slot *s)
 {
-	if (s->fd >= 0)
-		close(s->fd);
+	fd_release(t, s->fd);
 	s->fd = -1;
 	if (s->state != S_FREE)
 		t->busy--;
@@ -196,6 +226,10 @@ void kvc_tio_destroy(struct kvc_tio *t)
 
 		if (io_uring_wait_cqe(&t->ring, &cqe))
 			break;
+		if (cqe->user_data == UDATA_ORPHAN) {
+			io_uring_cqe_seen(&t->ring, cqe);
+			continue;
+		}
 		s = &t->slots[cqe->user_data >> 8];
 		io_uring_cqe_seen(&t->ring, cqe);
 		if (--s->pending == 0) {
@@ -204,8 +238,13 @@ void kvc_tio_destroy(struct kvc_tio *t)
 			slot_free(t, s);
 		}
 	}
-	for (unsigned int i = 0; i < t->depth; i++)
+	/* At the end, closed here: the ring goes with what it queued. */
+	for (unsigned int i = 0; i < t->depth; i++) {
+		if (t->slots[i].fd >= 0)
+			close(t->slots[i].fd);
+		t->slots[i].fd = -1;
 		slot_free(t, &t->slots[i]);
+	}
 	io_uring_queue_exit(&t->ring);
 	close(t->efd);
 	munmap(t->mem, t->mem_len);
@@ -488,8 +527,7 @@ static void complete(struct kvc_tio *t, struct slot *s, int status,
 		d.h = &s->h;
 		d.payload = s->buf + KVC_BF_HEADER_SIZE;
 	}
-	if (s->fd >= 0)
-		close(s->fd);
+	fd_release(t, s->fd);
 	s->fd = -1;
 	t->completed++;
 	/* The slot stays busy during the callback: the payload is in it. */
@@ -806,7 +844,7 @@ static void handle(struct kvc_tio *t, uint64_t data, int res,
 	bool eof = false;
 	struct slot *s;
 
-	if (i < 0 || (unsigned int)i >= t->depth)
+	if (data == UDATA_ORPHAN || i < 0 || (unsigned int)i >= t->depth)
 		return;
 	s = &t->slots[i];
 	s->pending--;
