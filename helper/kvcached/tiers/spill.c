@@ -339,7 +339,8 @@ void tiers_drain_spills(struct kvcd *d)
 			 * not made. Said, as it costs the other nodes a hit.
 			 */
 			if (ret == -ENOENT && !tiers_present(d, id, t) &&
-			    tiers_on_a_tier(d, id))
+			    tiers_on_a_tier(d, id) &&
+			    tiers_admitted(d, t, id, false))
 				tr->through_dropped++;
 		}
 		if (busy)
