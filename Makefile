@@ -477,7 +477,7 @@ vm-shell:
 	$(TOP)/scripts/vm shell
 
 .PHONY: cluster-check
-cluster-check: helper crash-tool
+cluster-check: helper crash-tool engine
 	@test -f $(MODULE_OUT)/kvcache.ko || \
 		{ echo "cluster-check needs $(MODULE_OUT)/kvcache.ko: make module"; exit 1; }
 	KVC_CLUSTER_MODULE_DIR=$(MODULE_OUT) $(TOP)/tests/vm-cluster-test

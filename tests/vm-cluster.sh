@@ -45,8 +45,9 @@ cluster_start() {
 	shift
 	cluster_why=""
 	if ! make -s "$top/build/crash/vm-crash-tool" \
-		"$top/build/helper/kvcached" >&2; then
-		cluster_why="cannot build vm-crash-tool and kvcached"
+		"$top/build/helper/kvcached" "$top/build/engine/kvc-engine" >&2
+	then
+		cluster_why="cannot build vm-crash-tool, kvcached and kvc-engine"
 		return 1
 	fi
 	if [ ! -f "$moddir/kvcache.ko" ]; then
