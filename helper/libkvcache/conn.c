@@ -10,6 +10,15 @@
  * holding pins of the old connection (memfd mode) know they are gone. The
  * next call to take the slot connects again, which is how a daemon
  * restart is ridden out.
+ *
+ * A dead daemon's connections do not all close at once: its io_uring is
+ * torn down by a kernel worker after the process is gone, and until then
+ * the sockets it had requests on stay open and silent. So when one
+ * connection finds its daemon gone, the client remembers that daemon's
+ * pid (the peer's SO_PEERCRED), and every other connection to the same
+ * pid is dropped when a call takes it, instead of being tried and failing
+ * the next call too: a call caught by a restart fails once, the next one
+ * works.
  */
 #include "lib_priv.h"
 
@@ -52,7 +61,18 @@ static void conn_drop(struct lib_conn *k)
 		close(k->fd);
 	k->fd = -1;
 	k->version = 0;
+	k->peer = 0;
 	k->epoch++;
+}
+
+/* The daemon behind k is gone: so is every connection to it. */
+static void conn_peer_died(struct kvcache *c, struct lib_conn *k)
+{
+	if (!k->peer)
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->dead_peer = k->peer;
+	pthread_mutex_unlock(&c->lock);
 }
 
 void lib_conn_fini(struct kvcache *c)
@@ -178,6 +198,8 @@ static int conn_exchange(struct kvcache *c, struct lib_conn *k, int len,
 	}
 	return 0;
 broken:
+	if (ret == -ECONNRESET)
+		conn_peer_died(c, k);
 	conn_drop(k);
 	return ret;
 }
@@ -245,6 +267,18 @@ uint8_t *lib_pool_block(struct kvcache *c, uint32_t index)
 	return p;
 }
 
+/* The daemon's pid, or 0 where this pid namespace cannot see it. */
+static pid_t conn_peer_pid(int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) ||
+	    len != sizeof(cred))
+		return 0;
+	return cred.pid;
+}
+
 static int conn_connect(struct kvcache *c, struct lib_conn *k)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
@@ -267,6 +301,7 @@ static int conn_connect(struct kvcache *c, struct lib_conn *k)
 		conn_drop(k);
 		return ret;
 	}
+	k->peer = conn_peer_pid(k->fd);
 	ret = conn_exchange(c, k, kvc_proto_encode_hello(LIB_TX(k), &h),
 			    KVC_MSG_HELLO_REPLY, &pool_fd);
 	if (ret) {
@@ -276,6 +311,8 @@ static int conn_connect(struct kvcache *c, struct lib_conn *k)
 	r = &k->msg.hello_reply;
 	k->version = r->version;
 	pthread_mutex_lock(&c->lock);
+	if (k->peer && k->peer == c->dead_peer)
+		c->dead_peer = 0;	/* the pid was reused by a live daemon */
 	first = !c->mode;
 	/*
 	 * A restarted daemon must keep the geometry: block handles and
@@ -321,6 +358,7 @@ static bool conn_idle_ok(struct lib_conn *k)
 struct lib_conn *lib_conn_get(struct kvcache *c, int want, int *err)
 {
 	struct lib_conn *k = NULL;
+	bool stale;
 	int ret;
 
 	pthread_mutex_lock(&c->lock);
@@ -350,7 +388,10 @@ struct lib_conn *lib_conn_get(struct kvcache *c, int want, int *err)
 		pthread_cond_wait(&c->cond, &c->lock);
 	}
 	k->busy = true;
+	stale = k->fd >= 0 && k->peer && k->peer == c->dead_peer;
 	pthread_mutex_unlock(&c->lock);
+	if (stale)
+		conn_drop(k);
 	if (k->fd >= 0 && conn_idle_ok(k))
 		return k;
 	ret = conn_connect(c, k);

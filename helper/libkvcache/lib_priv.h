@@ -11,8 +11,8 @@
  * device descriptor (kernel mode), the pool mappings (memfd mode) and the
  * workers; all live until kvcache_close().
  *
- * Locking: c->lock (a mutex) guards the connection slots' busy flags, the
- * pool mapping fields and the namespace list; c->cond signals a slot
+ * Locking: c->lock (a mutex) guards the connection slots' busy flags,
+ * dead_peer, the pool mapping fields and the namespace list; c->cond signals a slot
  * coming free. A call takes a slot (conn_get), which gives it the
  * connection alone, drops c->lock, talks to the daemon and copies block
  * data without any lock, and puts the slot back (conn_put). Kernel-side
@@ -49,6 +49,7 @@ struct lib_conn {
 	uint32_t seq;		/* of the last request */
 	uint32_t epoch;		/* bumped when the connection is dropped */
 	uint16_t version;	/* negotiated by HELLO; 0 while down */
+	pid_t peer;		/* the daemon's pid (SO_PEERCRED); 0: unknown */
 	uint8_t *tx;		/* KVC_PROTO_MSG_MAX bytes */
 	uint8_t *rx;		/* KVC_PROTO_MSG_MAX + 1 bytes */
 	struct kvc_msg msg;	/* the last reply, pointing into rx */
@@ -74,6 +75,7 @@ struct kvcache {
 	struct lib_conn *conns;
 	unsigned int nconns;
 	unsigned int next_conn;		/* where conn_get starts looking */
+	pid_t dead_peer;		/* a daemon a connection saw die */
 
 	/* From the last HELLO (under lock; the geometry never changes). */
 	uint32_t mode;			/* KVC_PROTO_MODE_* */

@@ -8,6 +8,7 @@ Run: python3 -m pytest -q tests/python (after make lib helper).
 from __future__ import annotations
 
 import array
+import ctypes
 import errno
 import hashlib
 import json
@@ -1210,6 +1211,145 @@ def test_restart_with_many_connections(make_daemon) -> None:
             par = list(pool.map(call_twice, range(32)))
         assert all(r[-1] == "0" for r in par), \
             f"concurrent callers after a restart: {par}"
+        assert n.store(keys, data) == 2
+        assert n.load(keys) == data
+
+
+SYS_PIDFD_GETFD = 438     # the same number on every architecture
+
+
+class Lingering:
+    """A killed daemon's sockets kept open, as its io_uring keeps them until
+    a kernel worker tears the ring down after the process is reaped: the
+    daemon's descriptors, taken with pidfd_getfd(2) while it lives. A
+    request that reaches one is never answered; a watcher then closes that
+    socket (what the teardown does in the end) and leaves the others open,
+    so every connection a client tries meets a dead daemon that looks
+    alive."""
+
+    def __init__(self, pid: int) -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.fds: list[int] = []
+        self.requests = 0       # requests that reached a lingering socket
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        pidfd = os.pidfd_open(pid)
+        try:
+            for name in os.listdir(f"/proc/{pid}/fd"):
+                try:
+                    what = os.readlink(f"/proc/{pid}/fd/{name}")
+                except OSError:
+                    continue
+                if not what.startswith("socket:"):
+                    continue
+                fd = libc.syscall(SYS_PIDFD_GETFD, pidfd, int(name), 0)
+                if fd < 0:
+                    err = ctypes.get_errno()
+                    self.close()
+                    if err in (errno.EPERM, errno.ENOSYS):
+                        pytest.skip(f"pidfd_getfd: {os.strerror(err)}")
+                    raise OSError(err, "pidfd_getfd")
+                self.fds.append(fd)
+        finally:
+            os.close(pidfd)
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def watch(self) -> "Lingering":
+        self.thread.start()
+        return self
+
+    def _watch(self) -> None:
+        while not self.done.is_set():
+            p = select.poll()
+            with self.lock:
+                for fd in self.fds:
+                    p.register(fd, select.POLLIN)
+            for fd, _ev in p.poll(20):
+                with self.lock:
+                    if fd not in self.fds:
+                        continue
+                    # A request waiting (not the client's hang-up)?
+                    with socket.fromfd(fd, socket.AF_UNIX,
+                                       socket.SOCK_SEQPACKET) as s:
+                        try:
+                            if s.recv(1, socket.MSG_PEEK |
+                                      socket.MSG_DONTWAIT):
+                                self.requests += 1
+                        except OSError:
+                            pass
+                    self.fds.remove(fd)
+                    os.close(fd)
+
+    def close(self) -> None:
+        self.done.set()
+        if getattr(self, "thread", None) and self.thread.is_alive():
+            self.thread.join()
+        with self.lock:
+            for fd in self.fds:
+                os.close(fd)
+            self.fds = []
+
+
+def test_restart_while_old_connections_linger(make_daemon) -> None:
+    """The daemon restarts while the old one's connections stay open and
+    silent (io_uring tears them down after the process is gone): a call
+    that meets one fails once with ECONNRESET, and the next call, or a
+    concurrent caller's retry, does not meet another one."""
+    d = make_daemon()
+    nsid = d.new_ns()
+    with make_client(d, connections=4) as c, open_ns(c, nsid) as n:
+        keys = n.keys(tokens(510, 2))
+        data = blocks(2)
+
+        def use(_: int) -> int:
+            return len(n.lookup(keys))
+
+
+        def call_twice(_: int) -> list[str]:
+            out = []
+            for _attempt in range(2):
+                try:
+                    out.append(str(use(0)))
+                    break
+                except kvcache.KvcacheError as e:
+                    out.append(errno.errorcode.get(e.errno, str(e.errno)))
+            return out
+
+        def daemon_sockets() -> int:
+            fds = Path(f"/proc/{d.proc.pid}/fd")
+            return sum(1 for f in fds.iterdir()
+                       if os.readlink(f).startswith("socket:"))
+
+        def restart() -> Lingering:
+            for _ in range(100):    # until every connection is open
+                with ThreadPoolExecutor(8) as pool:
+                    assert list(pool.map(use, range(64))) == [0] * 64
+                if daemon_sockets() == 1 + 4:
+                    break
+            held = Lingering(d.proc.pid)
+            d.kill()
+            d.start()
+            return held.watch()
+
+        held = restart()
+        try:
+            assert len(held.fds) == 1 + 4, "the listener and 4 connections"
+            seq = call_twice(0)
+            assert seq == ["ECONNRESET", "0"], \
+                f"one caller after a restart, old connections lingering: {seq}"
+            assert [use(0) for _ in range(8)] == [0] * 8
+            assert held.requests == 1
+        finally:
+            held.close()
+        held = restart()
+        try:
+            with ThreadPoolExecutor(8) as pool:
+                par = list(pool.map(call_twice, range(32)))
+            assert all(r[-1] == "0" and len(r) <= 2 for r in par), \
+                f"concurrent callers after a restart: {par}"
+            assert 1 <= held.requests <= 4
+        finally:
+            held.close()
         assert n.store(keys, data) == 2
         assert n.load(keys) == data
 
