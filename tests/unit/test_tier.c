@@ -1142,6 +1142,7 @@ static void g3_recovery(void)
 	TAP_CHECK(kvc_tier_stats(t)->usage ==
 		  chain_bytes() + 2 * kvc_bf_file_size(sizeof(payload)));
 
+	kvc_tier_settle(t);	/* the worker removes the old ones */
 	TAP_CHECK(!exists(stale));
 	TAP_CHECK(exists(mine));
 	TAP_CHECK(exists(other));
@@ -1460,10 +1461,12 @@ static void g4_two_nodes(void)
 		TAP_CHECK(fetch(b, bids[i], 40 + i) == 0);
 		TAP_CHECK(same_pattern(seen.payload, chain_len[i], 20 + i));
 	}
+	kvc_tier_settle(b);	/* the worker renews them */
 	TAP_CHECK(stat(path, &st) == 0 && time(NULL) - st.st_mtime < 60);
 	/* Not at every read: a read is not a metadata write each time. */
 	TAP_CHECK(age(path, 3600) == 0);
 	TAP_CHECK(fetch(b, bids[2], 50) == 0);
+	kvc_tier_settle(b);
 	TAP_CHECK(stat(path, &st) == 0 && time(NULL) - st.st_mtime > 3000);
 	TAP_CHECK(age(path, 0) == 0);	/* leased, for the GC below */
 
@@ -1602,6 +1605,82 @@ out:
 	kvc_index_destroy(ia);
 	kvc_index_destroy(ib);
 	TAP_CHECK(count_tmp(g4dir) == 0);
+}
+
+/* A job that holds the worker until a byte comes down the pipe. */
+static void gate_run(void *arg)
+{
+	char c;
+
+	while (read(*(int *)arg, &c, 1) < 0 && errno == EINTR)
+		;
+}
+
+static void gate_done(void *arg)
+{
+	(void)arg;
+}
+
+/*
+ * A victim's GC job waits in the worker's queue (here: behind a job that
+ * holds the worker) while the node reads the victim: the read cancels
+ * the job, and the block stays, though its mtime says nobody read it for
+ * an hour (the read's own renewal was not due yet).
+ */
+static void g4_gc_read_cancels(void)
+{
+	uint8_t keys[CHAIN_LEN][KEY];
+	char dir[PATH_MAX], path[PATH_MAX];
+	struct kvc_tier_config ca, cb;
+	struct kvc_index *ia = index_new(), *ib = index_new();
+	struct kvc_tier *a = NULL, *b = NULL;
+	uint32_t ids[CHAIN_LEN], bids[CHAIN_LEN];
+	int gate[2] = { -1, -1 };
+
+	subdir(dir, sizeof(dir), "g4-cancel");
+	TAP_CHECK(mkdir(dir, 0755) == 0);
+	if (!ia || !ib || pipe(gate))
+		goto out;
+	chain_keys(keys);
+	TAP_CHECK(chain_insert(ia, ids) == 0);
+	ca = tier_cfg(KVC_TIER_G4, dir, 1 << 20, "node-a", 60000);
+	cb = tier_cfg(KVC_TIER_G4, dir,
+		      chain_bytes() - kvc_bf_file_size(chain_len[2]),
+		      "node-b", 60000);
+	a = tier_new(&ca, ia);
+	b = tier_new(&cb, ib);
+	TAP_CHECK(a && b);
+	if (!a || !b)
+		goto out;
+	for (int i = 0; i < CHAIN_LEN; i++)
+		TAP_CHECK(spill(a, ids[i], chain_len[i], 20 + i) == 0);
+	TAP_CHECK(kvc_tier_scan(b, ns1_only, NULL) == CHAIN_LEN);
+	TAP_CHECK(chain_find(ib, bids) == 0);
+	/* Read once (the lease renewed), then made to look an hour old. */
+	TAP_CHECK(fetch(b, bids[2], 1) == 0);
+	kvc_tier_settle(b);
+	tier_path(dir, 1, keys[2], path, sizeof(path));
+	TAP_CHECK(age(path, 3600) == 0);
+
+	TAP_CHECK(kvc_tier_call(b, gate_run, gate_done, &gate[0]) == 0);
+	kvc_tier_tick(b, ns1_only, NULL);	/* over capacity: GC posted */
+	TAP_CHECK(fetch(b, bids[2], 2) == 0);	/* read meanwhile */
+	TAP_CHECK(same_pattern(seen.payload, chain_len[2], 22));
+	TAP_CHECK(write(gate[1], "x", 1) == 1);
+	kvc_tier_settle(b);
+	TAP_EXPECT_EQ(kvc_tier_stats(b)->evictions, 0);
+	TAP_CHECK(kvc_tier_stats(b)->lease_skips > 0);
+	TAP_CHECK(exists(path));
+	TAP_CHECK(chain_present(ib, G4_BIT) == CHAIN_LEN);
+out:
+	kvc_tier_close(a);
+	kvc_tier_close(b);
+	kvc_index_destroy(ia);
+	kvc_index_destroy(ib);
+	if (gate[0] >= 0) {
+		close(gate[0]);
+		close(gate[1]);
+	}
 }
 
 /* ---- recovery from manifests --------------------------------------------- */
@@ -2301,6 +2380,7 @@ int main(void)
 	TAP_RUN(g3_long_chain);
 	TAP_RUN(g4_two_nodes);
 	TAP_RUN(g4_gc);
+	TAP_RUN(g4_gc_read_cancels);
 	TAP_RUN(g3_recover_no_manifest);
 	TAP_RUN(g3_recover_from_manifest);
 	TAP_RUN(g3_recover_checks_files);

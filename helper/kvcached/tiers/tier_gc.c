@@ -4,6 +4,12 @@
  * evict files first, leaves first by the tier's policy; on a shared
  * tier a file is moved to trash and deleted only after the lease grace,
  * as another node may be reading it.
+ *
+ * A victim's GC job can wait in the worker's queue for a while (behind
+ * a walk, or other GC jobs on a slow server). A read of the victim that
+ * starts meanwhile cancels the job, so that this node does not collect
+ * a block it has just used: the job's lease renewal, queued behind it,
+ * would come too late for its stat.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -73,9 +79,24 @@ static int gc_one(struct kvc_tier *t, uint32_t id)
 	j->size = e->loc[t->cfg.tier].u64;
 	if (tier_job_post(t, j))
 		return -EAGAIN;
+	for (unsigned int i = 0; i < TIER_GC_MAX_JOBS; i++)
+		if (!t->gc_flight[i]) {
+			t->gc_flight[i] = j;
+			break;
+		}
 	t->gc_pending += j->size;
 	t->gc_jobs++;
 	return 1;
+}
+
+void tier_gc_cancel(struct kvc_tier *t, uint32_t ns, const uint8_t *key)
+{
+	for (unsigned int i = 0; t->gc_jobs && i < TIER_GC_MAX_JOBS; i++) {
+		struct tier_job *j = t->gc_flight[i];
+
+		if (j && j->ns == ns && !memcmp(j->key, key, KVC_BF_KEY_SIZE))
+			__atomic_store_n(&j->cancel, 1, __ATOMIC_RELEASE);
+	}
 }
 
 /* A victim's GC job is back: gone, or given back to the policy. */
@@ -83,6 +104,9 @@ void tier_gc_done(struct kvc_tier *t, const struct tier_job *j)
 {
 	uint32_t id;
 
+	for (unsigned int i = 0; i < TIER_GC_MAX_JOBS; i++)
+		if (t->gc_flight[i] == j)
+			t->gc_flight[i] = NULL;
 	t->gc_pending -= j->size <= t->gc_pending ? j->size : t->gc_pending;
 	t->gc_jobs--;
 	/* Forgotten meanwhile (a rescan, a failed read): nothing to do. */
@@ -94,8 +118,8 @@ void tier_gc_done(struct kvc_tier *t, const struct tier_job *j)
 		t->st.evictions++;
 		return;
 	}
-	/* Leased by a reader, or not removable now: back in as if just
-	 * used. */
+	/* Leased by a reader (here or on another node), or not removable
+	 * now: back in as if just used. */
 	if (j->status == -EBUSY)
 		t->st.lease_skips++;
 	kvc_policy_on_insert(t->policy, id);

@@ -21,8 +21,9 @@
  * namespace, key and size; its index is the tierio cookie.
  *
  * Threads: the daemon's loop owns everything here but struct
- * tier_worker's lists (its mutex) and the walk cache (wcache, nwcache),
- * which only the worker touches. The worker reads the fixed
+ * tier_worker's lists (its mutex), the walk cache (wcache, nwcache),
+ * which only the worker touches, and a queued job's cancel flag, which
+ * the loop sets and the worker reads (atomics). The worker reads the fixed
  * configuration (cfg, dir, node, opened, writable) and runs jobs
  * (tier_worker.c); the loop applies their results.
  */
@@ -92,6 +93,9 @@ struct tier_job {
 	struct tier_job *next;
 	int kind;			/* enum tier_job_kind */
 	int status;			/* the worker's result */
+	int cancel;			/* TJ_GC: a read wants the file
+					 * (set by the loop, read by the
+					 * worker: atomic) */
 	uint32_t ns;
 	uint8_t key[KVC_BF_KEY_SIZE];
 	uint64_t size;
@@ -145,6 +149,7 @@ struct kvc_tier {
 	uint8_t *ns_made;		/* bit per ns: its directory exists */
 	uint64_t gc_pending;		/* bytes of GC jobs in flight */
 	unsigned int gc_jobs;
+	struct tier_job *gc_flight[TIER_GC_MAX_JOBS];	/* those jobs */
 	bool trash_posted;
 	double trash_last;
 
@@ -204,6 +209,8 @@ void tier_mf_compact(struct kvc_tier *t);
 void tier_gc(struct kvc_tier *t, uint64_t need);
 uint64_t tier_used(const struct kvc_tier *t);
 void tier_gc_done(struct kvc_tier *t, const struct tier_job *j);
+/* A read of (ns, key) is starting: a GC job in flight for it stops. */
+void tier_gc_cancel(struct kvc_tier *t, uint32_t ns, const uint8_t *key);
 void tier_gc_trash(struct kvc_tier *t);	/* the worker's */
 
 /* tier_worker.c */

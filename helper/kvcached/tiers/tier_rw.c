@@ -220,6 +220,7 @@ int kvc_tier_fetch(struct kvc_tier *t, uint32_t id, uint64_t cookie)
 	if (p < 0)
 		return p;
 	tier_ns_dir(t, e->ns, d, sizeof(d));
+	tier_gc_cancel(t, e->ns, e->key);
 	/*
 	 * Renew the lease: GC on any node skips a file read within the
 	 * grace period. Every grace/4 at most, so reads do not turn into

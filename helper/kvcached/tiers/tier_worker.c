@@ -45,12 +45,23 @@
 #define TIER_JOBS_MAX		4096	/* queued at most: then refused */
 #define TIER_WORKER_JOIN_S	2
 
-/* GC of one victim: skip it when leased, else move it to .gc/. */
+static bool gc_cancelled(struct tier_job *j)
+{
+	return __atomic_load_n(&j->cancel, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * GC of one victim: skip it when leased (its mtime, which readers on
+ * every node renew, or a read on this node since the job was posted),
+ * else move it to .gc/.
+ */
 static int run_gc(struct kvc_tier *t, struct tier_job *j)
 {
 	char trash[PATH_MAX];
 	struct stat st;
 
+	if (gc_cancelled(j))
+		return -EBUSY;
 	if (stat(j->path, &st))
 		return errno == ENOENT ? 0 : -errno;
 	if (tier_now_s() - st.st_mtime < (int64_t)(t->cfg.grace_ms / 1000))
@@ -64,6 +75,8 @@ static int run_gc(struct kvc_tier *t, struct tier_job *j)
 	if (snprintf(trash, sizeof(trash), "%s/.gc/%s.%u.%s", t->dir, t->node,
 		     j->ns, strrchr(j->path, '/') + 1) >= (int)sizeof(trash))
 		return -ENAMETOOLONG;
+	if (gc_cancelled(j))
+		return -EBUSY;
 	if (rename(j->path, trash))
 		return errno == ENOENT ? 0 : -errno;
 	return 0;
@@ -115,6 +128,31 @@ static void run(struct kvc_tier *t, struct tier_job *j)
 	}
 }
 
+/*
+ * The next job: a lease renewal before anything else, as another node's
+ * GC may be about to stat that file; the rest in order (w->mu held).
+ */
+static struct tier_job *take_next(struct tier_worker *w)
+{
+	struct tier_job *prev = NULL, *j = w->todo;
+
+	while (j && j->kind != TJ_TOUCH) {
+		prev = j;
+		j = j->next;
+	}
+	if (!j) {
+		prev = NULL;
+		j = w->todo;
+	}
+	if (prev)
+		prev->next = j->next;
+	else
+		w->todo = j->next;
+	if (w->todo_tail == j)
+		w->todo_tail = prev;
+	return j;
+}
+
 static void *worker(void *arg)
 {
 	struct kvc_tier *t = arg;
@@ -128,10 +166,7 @@ static void *worker(void *arg)
 			pthread_cond_wait(&w->cv, &w->mu);
 		if (w->stop)
 			break;
-		j = w->todo;
-		w->todo = j->next;
-		if (!w->todo)
-			w->todo_tail = NULL;
+		j = take_next(w);
 		w->running = j;
 		pthread_mutex_unlock(&w->mu);
 

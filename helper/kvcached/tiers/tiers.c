@@ -224,7 +224,7 @@ size_t kvcd_tiers_fds(const struct kvcd *d, int *fds, size_t max)
 	return n;
 }
 
-#define TIER_NSTATS	14
+#define TIER_NSTATS	15
 
 size_t kvcd_tiers_stats(struct kvcd *d, struct kvc_stat *st, size_t max)
 {
@@ -233,7 +233,7 @@ size_t kvcd_tiers_stats(struct kvcd *d, struct kvc_stat *st, size_t max)
 	static const char *const what[TIER_NSTATS] = {
 		"blocks", "bytes", "capacity", "spills", "spill_errors",
 		"spill_exists", "reads", "read_errors", "misses", "corrupt",
-		"evictions", "lease_skips", "found", "lost",
+		"evictions", "lease_skips", "found", "lost", "scans",
 	};
 	size_t n = 0;
 
@@ -258,6 +258,7 @@ size_t kvcd_tiers_stats(struct kvcd *d, struct kvc_stat *st, size_t max)
 		v[11] = s->lease_skips;
 		v[12] = s->found;
 		v[13] = s->lost;
+		v[14] = s->scans;
 		for (size_t i = 0; i < TIER_NSTATS && n < max; i++) {
 			snprintf(names[t][i], sizeof(names[t][i]), "%s_%s",
 				 tier_names[t], what[i]);
