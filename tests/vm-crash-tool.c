@@ -29,6 +29,17 @@
  *   vm-crash-tool flush SOCKET
  *   vm-crash-tool probe SOCKET FIRST N MAX_S MIN_HITS
  *
+ * and, for GC on the shared tier: settle waits until the node has seen
+ * the whole directory again and collected it down to its capacity; find
+ * waits until chains are on g4 by LOOKUP alone (no LOAD, so they stay
+ * old in this node's LRU); hold reads chains from g4 over and over, as
+ * an engine would, until STOPFILE exists, and fails if one of them is
+ * collected under it.
+ *
+ *   vm-crash-tool settle SOCKET
+ *   vm-crash-tool find SOCKET FIRST N
+ *   vm-crash-tool hold SOCKET FIRST N STOPFILE
+ *
  * The cluster verbs hash the namespace's salt (NS_SALT) into every key, as
  * libkvcache does, so a node's blocks are hits on another only when that
  * node learned the same salt from g4; each of them prints it. The
@@ -600,6 +611,29 @@ static int wait_chains(struct kvcc *c, uint32_t first, uint32_t n,
 	return left;
 }
 
+/*
+ * LOAD chain's blocks and check them. A miss may be a LOAD answered at
+ * load_timeout while the read goes on (a share slow to come back): the
+ * read promotes the block, so ask again, for CLUSTER_WAIT_S at most.
+ */
+static int load_chain(struct kvcc *c, int dev, uint32_t chain,
+		      key_t32 *keys, int32_t *st, int *bad)
+{
+	chain_of(chain, keys);
+	for (double end = now_s() + CLUSTER_WAIT_S;; msleep(1000)) {
+		int missed = 0;
+
+		if (load_check(c, dev, keys, CHAIN, st, bad)) {
+			printf("# LOAD: %s\n", c->why);
+			return -1;
+		}
+		for (int k = 0; k < CHAIN; k++)
+			missed += st[k] == -ENOENT;
+		if (!missed || now_s() > end)
+			return 0;
+	}
+}
+
 static int do_put(const char *sock, uint32_t first, uint32_t n)
 {
 	double t0 = now_s();
@@ -619,13 +653,15 @@ static int do_put(const char *sock, uint32_t first, uint32_t n)
 		}
 	}
 	left = wait_chains(&c, first, n, KVC_PROTO_TIER_G4);
-	printf("# %u chains stored, %d not whole on g4 after %.1f s; g4_spills %llu, g4_spill_errors %llu, g4_spill_exists %llu, spill_retries %llu, through_dropped %llu\n",
+	printf("# %u chains stored, %d not whole on g4 after %.1f s; g4_spills %llu, g4_spill_errors %llu, g4_spill_exists %llu, spill_retries %llu, through_dropped %llu, g4_evictions %llu, g4_lease_skips %llu\n",
 	       n, left, now_s() - t0,
 	       (unsigned long long)kvcc_stat1(&c, "g4_spills"),
 	       (unsigned long long)kvcc_stat1(&c, "g4_spill_errors"),
 	       (unsigned long long)kvcc_stat1(&c, "g4_spill_exists"),
 	       (unsigned long long)kvcc_stat1(&c, "spill_retries"),
-	       (unsigned long long)kvcc_stat1(&c, "through_dropped"));
+	       (unsigned long long)kvcc_stat1(&c, "through_dropped"),
+	       (unsigned long long)kvcc_stat1(&c, "g4_evictions"),
+	       (unsigned long long)kvcc_stat1(&c, "g4_lease_skips"));
 	printf("RESULT put %s\n", left ? "fail" : "ok");
 	kvcc_close(&c);
 	close(dev);
@@ -649,24 +685,8 @@ static int do_get(const char *sock, uint32_t first, uint32_t n)
 		key_t32 keys[CHAIN];
 		int32_t st[CHAIN];
 
-		chain_of(first + i, keys);
-		/*
-		 * A miss may be a LOAD answered at load_timeout while the read
-		 * goes on (a share slow to come back): the read promotes the
-		 * block, so ask again, for CLUSTER_WAIT_S at most.
-		 */
-		for (double end = now_s() + CLUSTER_WAIT_S;; msleep(1000)) {
-			int missed = 0;
-
-			if (load_check(&c, dev, keys, CHAIN, st, &bad)) {
-				printf("# LOAD: %s\n", c.why);
-				return 1;
-			}
-			for (int k = 0; k < CHAIN; k++)
-				missed += st[k] == -ENOENT;
-			if (!missed || now_s() > end)
-				break;
-		}
+		if (load_chain(&c, dev, first + i, keys, st, &bad))
+			return 1;
 		for (int k = 0; k < CHAIN; k++) {
 			if (!st[k])
 				exact++;
@@ -683,6 +703,134 @@ static int do_get(const char *sock, uint32_t first, uint32_t n)
 	kvcc_close(&c);
 	close(dev);
 	return exact != n * CHAIN || bad;
+}
+
+/*
+ * settle: after a restart with a smaller g4 capacity, wait until this
+ * node's view of the directory is whole (two more passes over it) and
+ * under the capacity (its GC is done with what it found).
+ */
+static int do_settle(const char *sock)
+{
+	uint64_t scans, bytes = 0, cap = 0;
+	double t0 = now_s();
+	struct kvcc c;
+	int dev, ok = 0;
+
+	if (setup(&c, sock, &dev))
+		return 1;
+	scans = kvcc_stat1(&c, "g4_scans");
+	for (double end = now_s() + CLUSTER_WAIT_S; !ok && now_s() < end;
+	     msleep(500)) {
+		bytes = kvcc_stat1(&c, "g4_bytes");
+		cap = kvcc_stat1(&c, "g4_capacity");
+		ok = kvcc_stat1(&c, "g4_scans") >= scans + 2 && bytes <= cap;
+	}
+	printf("# g4 %s after %.1f s: %llu of %llu bytes; g4_evictions %llu, g4_lease_skips %llu\n",
+	       ok ? "settled" : "not settled", now_s() - t0,
+	       (unsigned long long)bytes, (unsigned long long)cap,
+	       (unsigned long long)kvcc_stat1(&c, "g4_evictions"),
+	       (unsigned long long)kvcc_stat1(&c, "g4_lease_skips"));
+	printf("RESULT settle %s\n", ok ? "ok" : "fail");
+	kvcc_close(&c);
+	close(dev);
+	return !ok;
+}
+
+/* find: wait until chains first.. are whole on g4, by LOOKUP alone (a
+ * LOAD would make them this node's most recently used). */
+static int do_find(const char *sock, uint32_t first, uint32_t n)
+{
+	double t0 = now_s();
+	struct kvcc c;
+	int dev, left;
+
+	if (setup(&c, sock, &dev))
+		return 1;
+	left = wait_chains(&c, first, n, KVC_PROTO_TIER_G4);
+	printf("# %d of %u chains not whole on g4 after %.1f s\n", left, n,
+	       now_s() - t0);
+	printf("RESULT find %s\n", left ? "fail" : "ok");
+	kvcc_close(&c);
+	close(dev);
+	return left != 0;
+}
+
+#define HOLD_MAX_S	900
+
+/*
+ * hold: an engine that reads chains first.. from g4 again and again
+ * while another node's GC runs: this node's pool and g3 copies are
+ * flushed before each round, so every LOAD reads g4 and so renews the
+ * files' leases. Runs until STOPFILE exists. A block that is no longer
+ * on g4 when its LOAD misses was collected under the reader: lost. A
+ * miss still on g4 is a LOAD answered at load_timeout, tried again next
+ * round. The last round, after the stop, must load every block
+ * byte-exact.
+ */
+static int do_hold(const char *sock, uint32_t first, uint32_t n,
+		   const char *stopfile)
+{
+	uint32_t rounds = 0, full = 0, lost = 0, misses = 0, exact = 0;
+	double t0 = now_s();
+	struct kvc_flush_reply r;
+	struct kvcc c;
+	int dev, bad = 0, ok;
+	bool last = false;
+
+	if (setup(&c, sock, &dev))
+		return 1;
+	while (!last) {
+		last = !access(stopfile, F_OK) || now_s() - t0 > HOLD_MAX_S;
+		if (kvcc_flush_tiers(&c, NS, KVC_PROTO_TIER_POOL |
+				     KVC_PROTO_TIER_G3, &r)) {
+			printf("# FLUSH: %s\n", c.why);
+			return 1;
+		}
+		exact = 0;
+		for (uint32_t i = 0; i < n; i++) {
+			key_t32 keys[CHAIN];
+			int32_t st[CHAIN];
+			int k, on;
+
+			if (last) {
+				if (load_chain(&c, dev, first + i, keys, st,
+					       &bad))
+					return 1;
+			} else {
+				chain_of(first + i, keys);
+				if (load_check(&c, dev, keys, CHAIN, st,
+					       &bad)) {
+					printf("# LOAD: %s\n", c.why);
+					return 1;
+				}
+			}
+			for (k = 0; k < CHAIN && !st[k]; k++)
+				exact++;
+			if (k == CHAIN)
+				continue;
+			on = chain_in(&c, first + i, KVC_PROTO_TIER_G4);
+			if (on >= 0 && on < CHAIN) {
+				lost++;
+				printf("# round %u: chain %u block %d: %d, no longer on g4\n",
+				       rounds, first + i, on, st[on]);
+			} else {
+				misses++;
+			}
+		}
+		rounds++;
+		full += exact == n * CHAIN;
+		if (!last)
+			msleep(500);
+	}
+	ok = !lost && !bad && exact == n * CHAIN;
+	printf("# held %u chains for %.0f s: %u rounds, %u with every block read from g4 byte-exact, %u chain misses still on g4, %u blocks lost, %d wrong; g4_reads %llu\n",
+	       n, now_s() - t0, rounds, full, misses, lost, bad,
+	       (unsigned long long)kvcc_stat1(&c, "g4_reads"));
+	printf("RESULT hold %s\n", ok ? "ok" : "fail");
+	kvcc_close(&c);
+	close(dev);
+	return !ok;
 }
 
 static int do_flush(const char *sock)
@@ -860,6 +1008,14 @@ int main(int argc, char **argv)
 		return do_verify(argv[2], argv[3], argv[4]);
 	if (argc == 3 && !strcmp(argv[1], "flush"))
 		return do_flush(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "settle"))
+		return do_settle(argv[2]);
+	if (argc == 5 && !strcmp(argv[1], "find"))
+		return do_find(argv[2], (uint32_t)strtoul(argv[3], NULL, 0),
+			       (uint32_t)strtoul(argv[4], NULL, 0));
+	if (argc == 6 && !strcmp(argv[1], "hold"))
+		return do_hold(argv[2], (uint32_t)strtoul(argv[3], NULL, 0),
+			       (uint32_t)strtoul(argv[4], NULL, 0), argv[5]);
 	if (argc == 7 && !strcmp(argv[1], "probe"))
 		return do_probe(argv[2], (uint32_t)strtoul(argv[3], NULL, 0),
 				(uint32_t)strtoul(argv[4], NULL, 0),
@@ -873,6 +1029,9 @@ usage:
 		"       vm-crash-tool put SOCKET FIRST N\n"
 		"       vm-crash-tool get SOCKET FIRST N\n"
 		"       vm-crash-tool flush SOCKET\n"
+		"       vm-crash-tool settle SOCKET\n"
+		"       vm-crash-tool find SOCKET FIRST N\n"
+		"       vm-crash-tool hold SOCKET FIRST N STOPFILE\n"
 		"       vm-crash-tool probe SOCKET FIRST N MAX_S MIN_HITS\n");
 	return 2;
 }
