@@ -677,7 +677,9 @@ int kvc_bf_read_header(const char *path, struct kvc_bf_header *h,
 	uint8_t hdr[KVC_BF_HEADER_SIZE];
 	int fd, err;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	/* O_NONBLOCK: a FIFO planted under a block's name must not hang
+	 * the open (it fails the S_ISREG check below). */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return errno == ELOOP ? -EBADMSG : -errno;
 	if (fstat(fd, st)) {
@@ -716,7 +718,7 @@ int kvc_bf_read(const char *dir, const uint8_t key[KVC_BF_KEY_SIZE],
 		return -EBADMSG;
 	if (h->payload_len > cap)
 		return -ENOSPC;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return -errno;
 	if (size > SIZE_MAX || posix_memalign(&mem, KVC_BF_ALIGN, (size_t)size))

@@ -536,6 +536,7 @@ static void flip(const char *path, off_t off)
 static void corruption_is_detected(void)
 {
 	struct kvc_bf_header h;
+	struct stat st;
 	uint8_t key[32], buf[5000];
 	char path[512], other[512], qdir[512];
 	const size_t len = 5000;
@@ -600,6 +601,24 @@ static void corruption_is_detected(void)
 	/* Never published. */
 	fill_key(key, 0xee);
 	TAP_EXPECT_EQ(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)), -ENOENT);
+
+	/*
+	 * A FIFO under a block's name (anyone who may write the shared
+	 * directory can plant one): not a block file, and no open that
+	 * waits for a writer forever. The alarm turns a hang into a failure.
+	 */
+	fill_key(key, 0xc6);
+	TAP_CHECK(kvc_bf_path(tmpdir, key, path, sizeof(path)) == 0);
+	snprintf(qdir, sizeof(qdir), "%s/%02x", tmpdir, key[0]);
+	mkdir(qdir, 0755);
+	snprintf(qdir, sizeof(qdir), "%s/%02x/%02x", tmpdir, key[0], key[1]);
+	mkdir(qdir, 0755);
+	TAP_CHECK(mkfifo(path, 0644) == 0);
+	alarm(10);
+	TAP_EXPECT_EQ(kvc_bf_read_header(path, &h, &st), -EBADMSG);
+	TAP_EXPECT_EQ(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)), -EBADMSG);
+	alarm(0);
+	unlink(path);
 }
 
 /* The checks of read_only_directory(), as the owner of the directory ro. */
