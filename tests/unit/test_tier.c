@@ -50,6 +50,7 @@
 #include "index.h"
 #include "manifest.h"
 #include "tier.h"
+#include "tier_priv.h"
 #include "tierio.h"
 #include "tap.h"
 #include "scratch.h"
@@ -1683,6 +1684,79 @@ out:
 	}
 }
 
+/* A job that holds the worker until its gate opens, then does what a
+ * walk does between two directories, and looks at the file's mtime. */
+struct renew_probe {
+	int gate;
+	struct kvc_tier *t;
+	const char *path;
+	time_t mtime;
+};
+
+static void renew_run(void *arg)
+{
+	struct renew_probe *p = arg;
+	struct stat st;
+
+	gate_run(&p->gate);
+	tier_worker_renew(p->t);
+	p->mtime = stat(p->path, &st) ? 0 : st.st_mtime;
+}
+
+/*
+ * A lease renewal posted while a long job runs (a walk of a large
+ * directory on a slow server) does not wait for the whole job: the walk
+ * runs the renewals queued meanwhile between its directories, or another
+ * node's GC could take the block while this node reads it.
+ */
+static void g4_renewal_in_long_job(void)
+{
+	uint8_t keys[CHAIN_LEN][KEY];
+	char dir[PATH_MAX], path[PATH_MAX];
+	struct kvc_tier_config c;
+	struct kvc_index *ix = index_new();
+	struct kvc_tier *t = NULL;
+	uint32_t ids[CHAIN_LEN];
+	struct renew_probe p = { .gate = -1 };
+	int gate[2] = { -1, -1 };
+
+	subdir(dir, sizeof(dir), "g4-renew");
+	TAP_CHECK(mkdir(dir, 0755) == 0);
+	if (!ix || pipe(gate))
+		goto out;
+	chain_keys(keys);
+	TAP_CHECK(chain_insert(ix, ids) == 0);
+	c = tier_cfg(KVC_TIER_G4, dir, 1 << 20, "node-a", 60000);
+	t = tier_new(&c, ix);
+	TAP_CHECK(t != NULL);
+	if (!t)
+		goto out;
+	for (int i = 0; i < CHAIN_LEN; i++)
+		TAP_CHECK(spill(t, ids[i], chain_len[i], 20 + i) == 0);
+	kvc_tier_settle(t);
+	tier_path(dir, 1, keys[2], path, sizeof(path));
+	TAP_CHECK(age(path, 3600) == 0);
+
+	p.gate = gate[0];
+	p.t = t;
+	p.path = path;
+	TAP_CHECK(kvc_tier_call(t, renew_run, gate_done, &p) == 0);
+	TAP_CHECK(fetch(t, ids[2], 1) == 0);	/* its renewal queued behind */
+	TAP_CHECK(write(gate[1], "x", 1) == 1);
+	kvc_tier_settle(t);
+	/* Renewed inside the long job, not after it. */
+	TAP_CHECK(p.mtime > time(NULL) - 600);
+	/* The server's clock, on a local filesystem: this one's. */
+	TAP_CHECK(llabs((long long)(tier_server_now(t) - time(NULL))) <= 1);
+out:
+	kvc_tier_close(t);
+	kvc_index_destroy(ix);
+	if (gate[0] >= 0) {
+		close(gate[0]);
+		close(gate[1]);
+	}
+}
+
 /* ---- recovery from manifests --------------------------------------------- */
 
 /* dir/.manifest.<node>: the node's manifest in a tier's directory. */
@@ -2381,6 +2455,7 @@ int main(void)
 	TAP_RUN(g4_two_nodes);
 	TAP_RUN(g4_gc);
 	TAP_RUN(g4_gc_read_cancels);
+	TAP_RUN(g4_renewal_in_long_job);
 	TAP_RUN(g3_recover_no_manifest);
 	TAP_RUN(g3_recover_from_manifest);
 	TAP_RUN(g3_recover_checks_files);

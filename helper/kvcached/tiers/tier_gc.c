@@ -30,7 +30,7 @@
 void tier_gc_trash(struct kvc_tier *t)
 {
 	char d[PATH_MAX], path[PATH_MAX];
-	int64_t now = tier_now_s();
+	int64_t now = tier_server_now(t);
 	struct dirent *de;
 	struct stat st;
 	DIR *dp;

@@ -116,6 +116,10 @@ struct tier_worker {
 	struct tier_job *running;		/* mu */
 	bool stop, exited;			/* mu */
 	unsigned int queued;		/* the loop's: posted, not reaped */
+	/* The worker's: the server's clock (tier_server_now()). */
+	int64_t clock_at;		/* when last measured, here */
+	int64_t offset;			/* the server's clock - this one, s */
+	bool clock_warned;
 };
 
 struct kvc_tier {
@@ -224,6 +228,13 @@ int tier_job_post(struct kvc_tier *t, struct tier_job *j);
 /* Apply the jobs the worker finished; wait until it has none. */
 void tier_jobs_reap(struct kvc_tier *t);
 void tier_jobs_wait(struct kvc_tier *t);
+/* The worker's, in a long job: run the lease renewals queued meanwhile. */
+void tier_worker_renew(struct kvc_tier *t);
+/*
+ * The worker's: the wall clock of the server that holds a shared tier,
+ * seconds, as file times there are set by it; tier_now_s() elsewhere.
+ */
+int64_t tier_server_now(struct kvc_tier *t);
 /* tier.c: apply one finished job; true when it may be freed. */
 bool tier_job_done(struct kvc_tier *t, struct tier_job *j);
 

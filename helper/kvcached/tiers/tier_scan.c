@@ -261,6 +261,7 @@ int tier_walk_run(struct kvc_tier *t, struct tier_walk *w, bool cached)
 					     bb[b]) >= (int)sizeof(leaf))
 					continue;
 				walk_leaf(t, w, nss[i], leaf, now, cached);
+				tier_worker_renew(t);
 			}
 		}
 	}

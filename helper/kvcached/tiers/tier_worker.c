@@ -29,6 +29,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -44,6 +45,53 @@
 
 #define TIER_JOBS_MAX		4096	/* queued at most: then refused */
 #define TIER_WORKER_JOIN_S	2
+
+#define TIER_CLOCK_EVERY_S	60	/* the server's clock, measured again */
+#define NSEC			1000000000LL
+
+/*
+ * A lease is a file's mtime, and its age is judged by the server's
+ * clock. A renewal sets the mtime with utimensat(2) and no times, which
+ * NFS sends as SET_TO_SERVER_TIME: the server's clock, not the reader's.
+ * Compared with this node's clock, every lease would be shorter (or
+ * longer) by the difference of the two clocks, and nodes without a
+ * common time source differ by seconds or more. So the worker reads the
+ * server's clock the same way: it touches this node's claim file (whose
+ * mtime is a heart beat anyway), reads the mtime back and keeps the
+ * difference, measured again every TIER_CLOCK_EVERY_S. A local
+ * filesystem measures 0.
+ */
+int64_t tier_server_now(struct kvc_tier *t)
+{
+	struct tier_worker *w = &t->w;
+	int64_t now = tier_now_s(), here, there, d;
+	struct timespec a, b;
+	struct stat st;
+
+	if (!t->cfg.shared || !t->node_path[0] ||
+	    (w->clock_at && now - w->clock_at < TIER_CLOCK_EVERY_S))
+		return now + w->offset;
+	w->clock_at = now;
+	clock_gettime(CLOCK_REALTIME, &a);
+	if (utimensat(AT_FDCWD, t->node_path, NULL, 0) ||
+	    stat(t->node_path, &st))
+		return now + w->offset;	/* the last measure stands */
+	clock_gettime(CLOCK_REALTIME, &b);
+	/* Against the middle of the round trip, to the nearest second. */
+	here = ((int64_t)a.tv_sec + b.tv_sec) * (NSEC / 2) +
+	       ((int64_t)a.tv_nsec + b.tv_nsec) / 2;
+	there = (int64_t)st.st_mtim.tv_sec * NSEC + st.st_mtim.tv_nsec;
+	d = there - here;
+	w->offset = (d + (d < 0 ? -NSEC / 2 : NSEC / 2)) / NSEC;
+	d = w->offset < 0 ? -w->offset : w->offset;
+	if (!w->clock_warned && d > 1 &&
+	    d * 4000 > (int64_t)t->cfg.grace_ms) {
+		w->clock_warned = true;
+		kvc_warn("%s: this node's clock and the server's differ by %" PRId64 " s: leases are judged by the server's clock, but keep every node in time (NTP, chrony)",
+			 t->dir, w->offset);
+	}
+	return tier_now_s() + w->offset;
+}
 
 static bool gc_cancelled(struct tier_job *j)
 {
@@ -64,7 +112,8 @@ static int run_gc(struct kvc_tier *t, struct tier_job *j)
 		return -EBUSY;
 	if (stat(j->path, &st))
 		return errno == ENOENT ? 0 : -errno;
-	if (tier_now_s() - st.st_mtime < (int64_t)(t->cfg.grace_ms / 1000))
+	if (tier_server_now(t) - st.st_mtime <
+	    (int64_t)(t->cfg.grace_ms / 1000))
 		return -EBUSY;
 	if (snprintf(trash, sizeof(trash), "%s/.gc", t->dir) >=
 	    (int)sizeof(trash))
@@ -83,13 +132,13 @@ static int run_gc(struct kvc_tier *t, struct tier_job *j)
 }
 
 /* A file left unreachable: removed if it is still old (its mtime now). */
-static int run_unlink_old(struct tier_job *j)
+static int run_unlink_old(struct kvc_tier *t, struct tier_job *j)
 {
 	struct stat st;
 
 	if (lstat(j->path, &st))
 		return -errno;
-	if (tier_now_s() - st.st_mtime <= j->age)
+	if (tier_server_now(t) - st.st_mtime <= j->age)
 		return -EBUSY;
 	return unlink(j->path) ? -errno : 0;
 }
@@ -106,7 +155,7 @@ static void run(struct kvc_tier *t, struct tier_job *j)
 		j->status = run_gc(t, j);
 		break;
 	case TJ_UNLINK_OLD:
-		j->status = run_unlink_old(j);
+		j->status = run_unlink_old(t, j);
 		break;
 	case TJ_TOUCH:
 		j->status = utimensat(AT_FDCWD, j->path, NULL, 0) ? -errno : 0;
@@ -132,6 +181,18 @@ static void run(struct kvc_tier *t, struct tier_job *j)
  * The next job: a lease renewal before anything else, as another node's
  * GC may be about to stat that file; the rest in order (w->mu held).
  */
+static void unqueue(struct tier_worker *w, struct tier_job *prev,
+		    struct tier_job *j)
+{
+	if (prev)
+		prev->next = j->next;
+	else
+		w->todo = j->next;
+	if (w->todo_tail == j)
+		w->todo_tail = prev;
+	j->next = NULL;
+}
+
 static struct tier_job *take_next(struct tier_worker *w)
 {
 	struct tier_job *prev = NULL, *j = w->todo;
@@ -144,13 +205,58 @@ static struct tier_job *take_next(struct tier_worker *w)
 		prev = NULL;
 		j = w->todo;
 	}
-	if (prev)
-		prev->next = j->next;
-	else
-		w->todo = j->next;
-	if (w->todo_tail == j)
-		w->todo_tail = prev;
+	unqueue(w, prev, j);
 	return j;
+}
+
+/* j has run: on the done list for the loop (w->mu held). */
+static void finished(struct tier_worker *w, struct tier_job *j)
+{
+	j->next = NULL;
+	if (w->done_tail)
+		w->done_tail->next = j;
+	else
+		w->done = j;
+	w->done_tail = j;
+	pthread_cond_broadcast(&w->cv);	/* tier_jobs_wait() */
+}
+
+/*
+ * A walk of a large directory on a slow server takes seconds; a lease
+ * renewal queued behind it would let another node's GC take a block
+ * this one is reading. So the walk calls this between directories: the
+ * renewals queued meanwhile run now, the rest waits its turn.
+ */
+void tier_worker_renew(struct kvc_tier *t)
+{
+	struct tier_worker *w = &t->w;
+	struct tier_job *prev = NULL, *j, *touch = NULL, **tail = &touch;
+
+	if (!w->on || !pthread_equal(pthread_self(), w->thread))
+		return;
+	pthread_mutex_lock(&w->mu);
+	j = w->todo;
+	while (j) {
+		struct tier_job *next = j->next;
+
+		if (j->kind == TJ_TOUCH) {
+			unqueue(w, prev, j);
+			*tail = j;
+			tail = &j->next;
+		} else {
+			prev = j;
+		}
+		j = next;
+	}
+	pthread_mutex_unlock(&w->mu);
+	while (touch) {
+		j = touch;
+		touch = j->next;
+		run(t, j);
+		pthread_mutex_lock(&w->mu);
+		finished(w, j);
+		pthread_mutex_unlock(&w->mu);
+	}
 }
 
 static void *worker(void *arg)
@@ -174,13 +280,7 @@ static void *worker(void *arg)
 
 		pthread_mutex_lock(&w->mu);
 		w->running = NULL;
-		j->next = NULL;
-		if (w->done_tail)
-			w->done_tail->next = j;
-		else
-			w->done = j;
-		w->done_tail = j;
-		pthread_cond_broadcast(&w->cv);	/* tier_jobs_wait() */
+		finished(w, j);
 	}
 	w->exited = true;
 	pthread_cond_broadcast(&w->cv);
