@@ -1401,6 +1401,29 @@ static void g3_long_chain(void)
 static char g4dir[PATH_MAX];
 
 /*
+ * A node of a g4 in dir (a 60 s grace). With ids: the chain inserted in
+ * idx, and spilled by this node (its ids in ids). NULL when it failed.
+ */
+static struct kvc_tier *g4_node(const char *dir, const char *node,
+				uint64_t capacity, struct kvc_index *idx,
+				uint32_t *ids)
+{
+	struct kvc_tier_config c = tier_cfg(KVC_TIER_G4, dir, capacity, node,
+					    60000);
+	struct kvc_tier *t;
+
+	if (ids && chain_insert(idx, ids)) {
+		TAP_CHECK(!"chain_insert");
+		return NULL;
+	}
+	t = tier_new(&c, idx);
+	TAP_CHECK(t != NULL);
+	for (int i = 0; t && ids && i < CHAIN_LEN; i++)
+		TAP_CHECK(spill(t, ids[i], chain_len[i], 20 + i) == 0);
+	return t;
+}
+
+/*
  * Node A spills a chain; node B, with its own index, finds it by a scan
  * and reads it; B's reads renew the lease; B's GC over capacity skips
  * leased files; B's rescans follow A's publications and removals.
@@ -1409,7 +1432,7 @@ static void g4_two_nodes(void)
 {
 	uint8_t keys[CHAIN_LEN][KEY], k3[KEY];
 	char path[PATH_MAX], leaf[PATH_MAX], tmp_a[PATH_MAX], tmp_c[PATH_MAX];
-	struct kvc_tier_config ca, cb;
+	struct kvc_tier_config cb;
 	struct kvc_index *ia = index_new(), *ib = index_new();
 	struct kvc_tier *a = NULL, *b = NULL;
 	uint32_t ids[CHAIN_LEN], bids[CHAIN_LEN], id3;
@@ -1422,17 +1445,12 @@ static void g4_two_nodes(void)
 	if (!ia || !ib)
 		goto out;
 	chain_keys(keys);
-	TAP_CHECK(chain_insert(ia, ids) == 0);
-	ca = tier_cfg(KVC_TIER_G4, g4dir, 1 << 20, "node-a", 60000);
+	a = g4_node(g4dir, "node-a", 1 << 20, ia, ids);
 	/* B holds less than the chain: its GC will want to evict. */
 	cb = tier_cfg(KVC_TIER_G4, g4dir, chain_bytes() - 1, "node-b", 60000);
-	a = tier_new(&ca, ia);
-	b = tier_new(&cb, ib);
-	TAP_CHECK(a && b);
+	b = g4_node(g4dir, "node-b", cb.capacity, ib, NULL);
 	if (!a || !b)
 		goto out;
-	for (int i = 0; i < CHAIN_LEN; i++)
-		TAP_CHECK(spill(a, ids[i], chain_len[i], 20 + i) == 0);
 	TAP_CHECK(chain_present(ia, G4_BIT) == CHAIN_LEN);
 
 	/*
@@ -1632,7 +1650,6 @@ static void g4_gc_read_cancels(void)
 {
 	uint8_t keys[CHAIN_LEN][KEY];
 	char dir[PATH_MAX], path[PATH_MAX];
-	struct kvc_tier_config ca, cb;
 	struct kvc_index *ia = index_new(), *ib = index_new();
 	struct kvc_tier *a = NULL, *b = NULL;
 	uint32_t ids[CHAIN_LEN], bids[CHAIN_LEN];
@@ -1643,18 +1660,11 @@ static void g4_gc_read_cancels(void)
 	if (!ia || !ib || pipe(gate))
 		goto out;
 	chain_keys(keys);
-	TAP_CHECK(chain_insert(ia, ids) == 0);
-	ca = tier_cfg(KVC_TIER_G4, dir, 1 << 20, "node-a", 60000);
-	cb = tier_cfg(KVC_TIER_G4, dir,
-		      chain_bytes() - kvc_bf_file_size(chain_len[2]),
-		      "node-b", 60000);
-	a = tier_new(&ca, ia);
-	b = tier_new(&cb, ib);
-	TAP_CHECK(a && b);
+	a = g4_node(dir, "node-a", 1 << 20, ia, ids);
+	b = g4_node(dir, "node-b",
+		    chain_bytes() - kvc_bf_file_size(chain_len[2]), ib, NULL);
 	if (!a || !b)
 		goto out;
-	for (int i = 0; i < CHAIN_LEN; i++)
-		TAP_CHECK(spill(a, ids[i], chain_len[i], 20 + i) == 0);
 	TAP_CHECK(kvc_tier_scan(b, ns1_only, NULL) == CHAIN_LEN);
 	TAP_CHECK(chain_find(ib, bids) == 0);
 	/* Read once (the lease renewed), then made to look an hour old. */
@@ -1684,10 +1694,56 @@ out:
 	}
 }
 
+/*
+ * A directory full of files within their grace (here: just written). A
+ * spill over capacity is admitted on the credit of the GC job it posts;
+ * once that victim comes back leased, spills take only room that is
+ * there: the directory stays within one block of its capacity, rather
+ * than growing by a block per spill, each on the credit of a victim
+ * that stays.
+ */
+static void g4_leased_full_refuses(void)
+{
+	const size_t len = 4096;
+	char dir[PATH_MAX];
+	struct kvc_tier_config c;
+	struct kvc_index *ix = index_new();
+	struct kvc_tier *t = NULL;
+	uint32_t ids[12];
+	int admitted = 0;
+
+	subdir(dir, sizeof(dir), "g4-leased");
+	TAP_CHECK(mkdir(dir, 0755) == 0);
+	if (!ix)
+		goto out;
+	c = tier_cfg(KVC_TIER_G4, dir, 4 * kvc_bf_file_size(len), "node-a",
+		     60000);
+	t = tier_new(&c, ix);
+	TAP_CHECK(t != NULL);
+	if (!t)
+		goto out;
+	for (int i = 0; i < 12; i++) {
+		uint8_t key[KEY];
+
+		fill_key(key, (uint8_t)(0x80 + 7 * i));
+		TAP_CHECK(kvc_index_insert(ix, 1, key, NULL, &ids[i]) == 0);
+	}
+	for (int i = 0; i < 12; i++) {
+		admitted += spill(t, ids[i], len, 40 + i) == 0;
+		kvc_tier_settle(t);	/* its GC job is back */
+	}
+	TAP_EXPECT_EQ(admitted, 5);
+	TAP_CHECK(kvc_tier_stats(t)->lease_skips > 0);
+	TAP_CHECK(kvc_tier_stats(t)->usage == 5 * kvc_bf_file_size(len));
+out:
+	kvc_tier_close(t);
+	kvc_index_destroy(ix);
+}
+
 /* A job that holds the worker until its gate opens, then does what a
  * walk does between two directories, and looks at the file's mtime. */
 struct renew_probe {
-	int gate;
+	int gate, started;
 	struct kvc_tier *t;
 	const char *path;
 	time_t mtime;
@@ -1698,6 +1754,8 @@ static void renew_run(void *arg)
 	struct renew_probe *p = arg;
 	struct stat st;
 
+	if (write(p->started, "x", 1) != 1)
+		return;
 	gate_run(&p->gate);
 	tier_worker_renew(p->t);
 	p->mtime = stat(p->path, &st) ? 0 : st.st_mtime;
@@ -1713,34 +1771,30 @@ static void g4_renewal_in_long_job(void)
 {
 	uint8_t keys[CHAIN_LEN][KEY];
 	char dir[PATH_MAX], path[PATH_MAX];
-	struct kvc_tier_config c;
 	struct kvc_index *ix = index_new();
 	struct kvc_tier *t = NULL;
 	uint32_t ids[CHAIN_LEN];
 	struct renew_probe p = { .gate = -1 };
-	int gate[2] = { -1, -1 };
+	int gate[2] = { -1, -1 }, started[2] = { -1, -1 };
 
 	subdir(dir, sizeof(dir), "g4-renew");
 	TAP_CHECK(mkdir(dir, 0755) == 0);
-	if (!ix || pipe(gate))
+	if (!ix || pipe(gate) || pipe(started))
 		goto out;
 	chain_keys(keys);
-	TAP_CHECK(chain_insert(ix, ids) == 0);
-	c = tier_cfg(KVC_TIER_G4, dir, 1 << 20, "node-a", 60000);
-	t = tier_new(&c, ix);
-	TAP_CHECK(t != NULL);
+	t = g4_node(dir, "node-a", 1 << 20, ix, ids);
 	if (!t)
 		goto out;
-	for (int i = 0; i < CHAIN_LEN; i++)
-		TAP_CHECK(spill(t, ids[i], chain_len[i], 20 + i) == 0);
 	kvc_tier_settle(t);
 	tier_path(dir, 1, keys[2], path, sizeof(path));
 	TAP_CHECK(age(path, 3600) == 0);
 
 	p.gate = gate[0];
+	p.started = started[1];
 	p.t = t;
 	p.path = path;
 	TAP_CHECK(kvc_tier_call(t, renew_run, gate_done, &p) == 0);
+	gate_run(&started[0]);			/* the worker is in it */
 	TAP_CHECK(fetch(t, ids[2], 1) == 0);	/* its renewal queued behind */
 	TAP_CHECK(write(gate[1], "x", 1) == 1);
 	kvc_tier_settle(t);
@@ -1751,9 +1805,11 @@ static void g4_renewal_in_long_job(void)
 out:
 	kvc_tier_close(t);
 	kvc_index_destroy(ix);
-	if (gate[0] >= 0) {
-		close(gate[0]);
-		close(gate[1]);
+	for (int i = 0; i < 2; i++) {
+		if (gate[i] >= 0)
+			close(gate[i]);
+		if (started[i] >= 0)
+			close(started[i]);
 	}
 }
 
@@ -2456,6 +2512,7 @@ int main(void)
 	TAP_RUN(g4_gc);
 	TAP_RUN(g4_gc_read_cancels);
 	TAP_RUN(g4_renewal_in_long_job);
+	TAP_RUN(g4_leased_full_refuses);
 	TAP_RUN(g3_recover_no_manifest);
 	TAP_RUN(g3_recover_from_manifest);
 	TAP_RUN(g3_recover_checks_files);

@@ -116,12 +116,16 @@ void tier_gc_done(struct kvc_tier *t, const struct tier_job *j)
 	if (!j->status) {
 		tier_set_absent(t, id);
 		t->st.evictions++;
+		t->gc_no_credit = false;
 		return;
 	}
 	/* Leased by a reader (here or on another node), or not removable
 	 * now: back in as if just used. */
-	if (j->status == -EBUSY)
+	if (j->status == -EBUSY) {
 		t->st.lease_skips++;
+		if (t->st.usage > t->cfg.capacity)
+			t->gc_no_credit = true;
+	}
 	kvc_policy_on_insert(t->policy, id);
 }
 
@@ -132,10 +136,25 @@ uint64_t tier_used(const struct kvc_tier *t)
 }
 
 /*
+ * The bytes of GC jobs in flight count as gone already: a spill need not
+ * wait for the server's round trips. But once a victim has come back
+ * leased with the directory over its capacity, that credit is not good:
+ * a directory full of files within their grace would grow by a block
+ * per spill, each admitted against a victim that stays. Then a spill
+ * takes only room that is there, until a victim goes again.
+ */
+bool tier_room(const struct kvc_tier *t, uint64_t size)
+{
+	uint64_t used = t->gc_no_credit ? t->st.usage : tier_used(t);
+
+	return used + size <= t->cfg.capacity;
+}
+
+/*
  * Evict until @need more bytes fit under the capacity. On a shared tier
  * the bytes whose GC is in flight count as gone already; a victim that
  * turns out leased comes back, and the tier is over its capacity by at
- * most TIER_GC_MAX_JOBS blocks meanwhile.
+ * most TIER_GC_MAX_JOBS blocks meanwhile (tier_room()).
  */
 void tier_gc(struct kvc_tier *t, uint64_t need)
 {

@@ -152,6 +152,7 @@ struct kvc_tier {
 	size_t nwcache;
 	uint8_t *ns_made;		/* bit per ns: its directory exists */
 	uint64_t gc_pending;		/* bytes of GC jobs in flight */
+	bool gc_no_credit;		/* spills take only room that is there */
 	unsigned int gc_jobs;
 	struct tier_job *gc_flight[TIER_GC_MAX_JOBS];	/* those jobs */
 	bool trash_posted;
@@ -212,6 +213,8 @@ void tier_mf_compact(struct kvc_tier *t);
 /* tier_gc.c */
 void tier_gc(struct kvc_tier *t, uint64_t need);
 uint64_t tier_used(const struct kvc_tier *t);
+/* Room for size more bytes (a spill's admission)? */
+bool tier_room(const struct kvc_tier *t, uint64_t size);
 void tier_gc_done(struct kvc_tier *t, const struct tier_job *j);
 /* A read of (ns, key) is starting: a GC job in flight for it stops. */
 void tier_gc_cancel(struct kvc_tier *t, uint32_t ns, const uint8_t *key);

@@ -145,7 +145,7 @@ int kvc_tier_spill_submit(struct kvc_tier *t, int slot, uint32_t id,
 		goto out;
 	}
 	tier_gc(t, size);
-	if (tier_used(t) + size > t->cfg.capacity) {
+	if (!tier_room(t, size)) {
 		ret = -ENOSPC;
 		goto out;
 	}
