@@ -653,13 +653,14 @@ static int do_put(const char *sock, uint32_t first, uint32_t n)
 		}
 	}
 	left = wait_chains(&c, first, n, KVC_PROTO_TIER_G4);
-	printf("# %u chains stored, %d not whole on g4 after %.1f s; g4_spills %llu, g4_spill_errors %llu, g4_spill_exists %llu, spill_retries %llu, through_dropped %llu, g4_evictions %llu, g4_lease_skips %llu\n",
+	printf("# %u chains stored, %d not whole on g4 after %.1f s; g4_spills %llu, g4_spill_errors %llu, g4_spill_exists %llu, spill_retries %llu, through_dropped %llu, spill_deferred %llu, g4_evictions %llu, g4_lease_skips %llu\n",
 	       n, left, now_s() - t0,
 	       (unsigned long long)kvcc_stat1(&c, "g4_spills"),
 	       (unsigned long long)kvcc_stat1(&c, "g4_spill_errors"),
 	       (unsigned long long)kvcc_stat1(&c, "g4_spill_exists"),
 	       (unsigned long long)kvcc_stat1(&c, "spill_retries"),
 	       (unsigned long long)kvcc_stat1(&c, "through_dropped"),
+	       (unsigned long long)kvcc_stat1(&c, "spill_deferred"),
 	       (unsigned long long)kvcc_stat1(&c, "g4_evictions"),
 	       (unsigned long long)kvcc_stat1(&c, "g4_lease_skips"));
 	printf("RESULT put %s\n", left ? "fail" : "ok");

@@ -196,6 +196,34 @@ TEST_F_TIMEOUT(kvcd, bad_spec_refused, 60)
 }
 
 /*
+ * The first block of a chain refused at submission (its fan-out
+ * directory could not be made): the rest of the chain waits for it
+ * rather than landing on g3 without its parent, where nothing could
+ * reach them (spill_deferred). Once the first one is written, on the
+ * next retry, every block follows.
+ */
+TEST_F_TIMEOUT(kvcd, children_wait_for_a_refused_parent, 120)
+{
+	struct kvcache_handle h[4];
+	char dir[PATH_MAX], conf[PATH_MAX + 128], why[512] = "";
+	kvc_key keys[4];
+
+	g3_through(dir, sizeof(dir), conf, sizeof(conf));
+	ASSERT_EQ(0, restart_with(self, "tier_mkdir=eio,times=1", conf, why,
+				  sizeof(why))) TH_LOG("%s", why);
+	chain_keys(self, 37, 4, keys);
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, 4, false, h));
+	EXPECT_EQ(4, wait_stat(&self->c, "g3_spills", 4, 30));
+	EXPECT_EQ(1, kvcc_stat1(&self->c, "g3_spill_errors"));
+	EXPECT_EQ(1, kvcc_stat1(&self->c, "faults_injected"));
+	/* Blocks 1..3, each once: at the store, not again at the retry. */
+	EXPECT_EQ(3, kvcc_stat1(&self->c, "spill_deferred"));
+	EXPECT_EQ(4, block_files(dir, self->ns));
+	unsetenv(FAULT_ENV);
+	rm_rf(dir);
+}
+
+/*
  * EIO on the first writes of a write-through g3: the stores succeed and
  * are served from DRAM, the failed spills are counted and leave no temp
  * file; once the fault is spent they are retried and every block is in

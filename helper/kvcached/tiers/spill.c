@@ -41,7 +41,45 @@
 /* Failed spills retried per try, so a dead disk costs little. */
 #define RETRY_BATCH		64
 
-static int spill_one(struct kvcd *d, unsigned int tier, uint32_t id)
+/*
+ * May a write-through copy of the entry go to the tier before its
+ * parent's? No: a file whose parent is not on the tier is unreachable
+ * there (a lookup walks a chain from its first block), yet it counts
+ * against the capacity until it is old enough to be collected. When a
+ * full directory refuses a parent (ENOSPC: the rest is within its grace)
+ * and takes its children, the tier fills with files nobody can find. So
+ * a child waits for its parent: 0 when the parent is there or on its
+ * way; -EAGAIN when it may still come (in the pool, admitted: a retry
+ * or a queue holds it); -ENOENT when it will not (the child is skipped,
+ * as a block evicted before its copy is).
+ */
+static int parent_first(struct kvcd *d, unsigned int tier,
+			const struct kvc_entry *e)
+{
+	struct kvc_tier *t = d->tiers->tier[tier];
+	const struct kvc_entry *p;
+
+	/* A tier that takes nothing refuses the child itself, counted. */
+	if (e->parent == KVC_ID_NONE || !kvc_tier_writable(t))
+		return 0;
+	p = kvc_index_entry(d->index, e->parent);
+	if (!p || (p->tiers & (1u << tier)) ||
+	    kvc_tier_spilling(t, e->parent))
+		return 0;
+	if (!(p->tiers & (1u << KVC_TIER_POOL)) ||
+	    !tiers_admitted(d, tier, e->parent, false))
+		return -ENOENT;
+	d->tiers->spill_deferred++;
+	return -EAGAIN;
+}
+
+/*
+ * Copy pool block id to the tier. through: a write-through copy, which
+ * follows its parent (parent_first()); a write-back one is made as the
+ * pool evicts, leaves first, and its parent follows it.
+ */
+static int spill_one(struct kvcd *d, unsigned int tier, uint32_t id,
+		     bool through)
 {
 	struct kvc_tier *t = d->tiers->tier[tier];
 	const struct kvc_entry *e = kvc_index_entry(d->index, id);
@@ -53,6 +91,11 @@ static int spill_one(struct kvcd *d, unsigned int tier, uint32_t id)
 		return -ENOENT;
 	if ((e->tiers & (1u << tier)) || kvc_tier_spilling(t, id))
 		return -EEXIST;
+	if (through) {
+		ret = parent_first(d, tier, e);
+		if (ret)
+			return ret;
+	}
 	slot = kvc_tier_spill_begin(t, &buf);
 	if (slot < 0)
 		return slot;
@@ -128,7 +171,8 @@ static void spill_failed(struct kvcd *d, uint32_t id, int err)
 {
 	struct kvcd_tiers *tr = d->tiers;
 
-	if (err == -EBUSY)
+	/* Its parent may wait in the queue: behind it, then. */
+	if (err == -EBUSY || (err == -EAGAIN && tr->spillq_len))
 		tiers_queue_id(&tr->spillq, &tr->spillq_len, &tr->spillq_cap,
 			       id);
 	else if (tiers_retryable(err))
@@ -143,7 +187,7 @@ void kvcd_tiers_stored(struct kvcd *d, uint32_t id)
 		if (!tiers_admitted(d, t, id, true) ||
 		    !tiers_write_through(d, t))
 			continue;
-		spill_failed(d, id, spill_one(d, t, id));
+		spill_failed(d, id, spill_one(d, t, id, true));
 	}
 }
 
@@ -230,7 +274,7 @@ static int write_back(struct kvcd *d, uint32_t id)
 			started = true;
 			continue;
 		}
-		ret = spill_one(d, t, id);
+		ret = spill_one(d, t, id, false);
 		if (!ret)
 			started = true;
 		else if (ret == -EBUSY)
@@ -330,8 +374,9 @@ void tiers_drain_spills(struct kvcd *d)
 
 			if (!tr->tier[t] || !tiers_write_through(d, t))
 				continue;
-			ret = spill_one(d, t, id);
-			busy |= ret == -EBUSY;
+			ret = spill_one(d, t, id, true);
+			/* Its parent still waits ahead of it: so does it. */
+			busy |= ret == -EBUSY || (ret == -EAGAIN && kept);
 			retry |= tiers_retryable(ret);
 			/*
 			 * The pool let it go while it waited for a staging
@@ -383,6 +428,6 @@ void tiers_retry_spills(struct kvcd *d)
 		for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++)
 			if (tr->tier[t] && tiers_write_through(d, t))
 				spill_failed(d, batch[i],
-					     spill_one(d, t, batch[i]));
+					     spill_one(d, t, batch[i], true));
 	}
 }

@@ -265,7 +265,7 @@ size_t kvcd_tiers_stats(struct kvcd *d, struct kvc_stat *st, size_t max)
 			st[n++] = (struct kvc_stat){ names[t][i], 0, v[i] };
 		}
 	}
-	if (n + 8 <= max) {
+	if (n + 9 <= max) {
 		st[n++] = (struct kvc_stat){ "pool_writeback", 0,
 					     tr->held_writing };
 		st[n++] = (struct kvc_stat){ "pool_dirty", 0, tr->held_dirty };
@@ -279,6 +279,8 @@ size_t kvcd_tiers_stats(struct kvcd *d, struct kvc_stat *st, size_t max)
 					     tr->load_timeouts };
 		st[n++] = (struct kvc_stat){ "through_dropped", 0,
 					     tr->through_dropped };
+		st[n++] = (struct kvc_stat){ "spill_deferred", 0,
+					     tr->spill_deferred };
 	}
 	/* Only in a daemon started with KVCACHED_FAULT (fault.h). */
 	if (kvc_fault_armed && n < max)

@@ -81,6 +81,7 @@ struct kvcd_tiers {
 	uint64_t promotions, promote_errors, prefetches, spill_retries;
 	uint64_t load_timeouts;		/* LOADs answered at load_timeout */
 	uint64_t through_dropped;	/* write-through copies not made */
+	uint64_t spill_deferred;	/* spills waiting for their parent's */
 };
 
 static inline bool tiers_present(const struct kvcd *d, uint32_t id,
