@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -1173,6 +1174,19 @@ def test_reply_after_timeout_is_not_taken_for_the_next(make_daemon) -> None:
         assert len(n.lookup(a)) == 2
 
 
+def call_twice(use: Callable[[int], int]) -> list[str]:
+    """What one caller sees trying use() twice at most: its result, or the
+    errno name of each failure, in order."""
+    out = []
+    for _attempt in range(2):
+        try:
+            out.append(str(use(0)))
+            break
+        except kvcache.KvcacheError as e:
+            out.append(errno.errorcode.get(e.errno, str(e.errno)))
+    return out
+
+
 def test_restart_with_many_connections(make_daemon) -> None:
     """A restart nobody saw, with every connection of the client open: as
     libkvcache.h promises, a call caught by it fails with ECONNRESET and
@@ -1192,23 +1206,13 @@ def test_restart_with_many_connections(make_daemon) -> None:
             d.kill()
             d.start()
 
-        def call_twice(_: int) -> list[str]:
-            out = []
-            for _attempt in range(2):
-                try:
-                    out.append(str(use(0)))
-                    break
-                except kvcache.KvcacheError as e:
-                    out.append(errno.errorcode.get(e.errno, str(e.errno)))
-            return out
-
         restart()
-        seq = call_twice(0)
+        seq = call_twice(use)
         assert seq in (["0"], ["ECONNRESET", "0"]), \
             f"one caller after a restart: {seq}"
         restart()
         with ThreadPoolExecutor(8) as pool:
-            par = list(pool.map(call_twice, range(32)))
+            par = list(pool.map(lambda _: call_twice(use), range(32)))
         assert all(r[-1] == "0" for r in par), \
             f"concurrent callers after a restart: {par}"
         assert n.store(keys, data) == 2
@@ -1304,17 +1308,6 @@ def test_restart_while_old_connections_linger(make_daemon) -> None:
         def use(_: int) -> int:
             return len(n.lookup(keys))
 
-
-        def call_twice(_: int) -> list[str]:
-            out = []
-            for _attempt in range(2):
-                try:
-                    out.append(str(use(0)))
-                    break
-                except kvcache.KvcacheError as e:
-                    out.append(errno.errorcode.get(e.errno, str(e.errno)))
-            return out
-
         def daemon_sockets() -> int:
             fds = Path(f"/proc/{d.proc.pid}/fd")
             return sum(1 for f in fds.iterdir()
@@ -1334,7 +1327,7 @@ def test_restart_while_old_connections_linger(make_daemon) -> None:
         held = restart()
         try:
             assert len(held.fds) == 1 + 4, "the listener and 4 connections"
-            seq = call_twice(0)
+            seq = call_twice(use)
             assert seq == ["ECONNRESET", "0"], \
                 f"one caller after a restart, old connections lingering: {seq}"
             assert [use(0) for _ in range(8)] == [0] * 8
@@ -1344,7 +1337,7 @@ def test_restart_while_old_connections_linger(make_daemon) -> None:
         held = restart()
         try:
             with ThreadPoolExecutor(8) as pool:
-                par = list(pool.map(call_twice, range(32)))
+                par = list(pool.map(lambda _: call_twice(use), range(32)))
             assert all(r[-1] == "0" and len(r) <= 2 for r in par), \
                 f"concurrent callers after a restart: {par}"
             assert 1 <= held.requests <= 4
