@@ -177,10 +177,7 @@ static void run(struct kvc_tier *t, struct tier_job *j)
 	}
 }
 
-/*
- * The next job: a lease renewal before anything else, as another node's
- * GC may be about to stat that file; the rest in order (w->mu held).
- */
+/* Take j, which follows prev, out of the queue (w->mu held). */
 static void unqueue(struct tier_worker *w, struct tier_job *prev,
 		    struct tier_job *j)
 {
@@ -193,6 +190,10 @@ static void unqueue(struct tier_worker *w, struct tier_job *prev,
 	j->next = NULL;
 }
 
+/*
+ * The next job: a lease renewal before anything else, as another node's
+ * GC may be about to stat that file; the rest in order (w->mu held).
+ */
 static struct tier_job *take_next(struct tier_worker *w)
 {
 	struct tier_job *prev = NULL, *j = w->todo;
