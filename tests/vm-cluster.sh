@@ -14,7 +14,9 @@
 # the server and 169.254.<link>.2 the node, link-local, no other route.
 #
 # The caller sets $top (the tree), $dir (the run directory, made anew
-# by cluster_start) and $moddir (where kvcache.ko is), and calls:
+# by cluster_start) and $moddir (where kvcache.ko is), and may set
+# $cluster_timeout (a node VM's limit in seconds, default 1800; the
+# server's is 1800 more), and calls:
 #
 #   cluster_start SERVER_IMAGE_SIZE [CMD...]
 #       checks the tools, makes the disk images, boots the server (CMD:
@@ -32,6 +34,7 @@
 
 # 64 KiB blocks, as the crash test's: TCG zeroes little per ALLOC.
 cluster_modargs="block_size=65536 pool_size=4194304"
+cluster_timeout=${cluster_timeout:-1800}
 relay_pid=""
 server=""
 
@@ -71,7 +74,7 @@ cluster_start() {
 	trap '[ ! -d "$dir/server" ] || touch "$dir/server/stop"; [ -z "$relay_pid" ] || kill "$relay_pid" 2>/dev/null' EXIT
 	scripts/vm --no-module --mac 1 --net "listen:$p1" --net "listen:$p2" \
 		--nvme "$dir/server-nvme.img" --keep "$dir/server" \
-		--timeout 3600 \
+		--timeout $((cluster_timeout + 1800)) \
 		run -- tests/vm-cluster-guest server 2 "$@" \
 		>"$dir/server.log" 2>&1 &
 	server=$!
@@ -91,7 +94,7 @@ node() {
 	shift 4
 	scripts/vm --module-dir "$moddir" --module-args "$cluster_modargs" \
 		--mac "$mac" --net "connect:$port" --nvme "$dir/$name-nvme.img" \
-		--keep "$dir/$name" --pidfile "$dir/$name.pid" --timeout 1800 \
+		--keep "$dir/$name" --pidfile "$dir/$name.pid" --timeout "$cluster_timeout" \
 		run -- tests/vm-cluster-guest node "$name" "$link" "$@" \
 		>"$dir/$name-boot$boot.log" 2>&1
 	rc=$?
