@@ -15,8 +15,9 @@
 #
 # The caller sets $top (the tree), $dir (the run directory, made anew
 # by cluster_start) and $moddir (where kvcache.ko is), and may set
-# $cluster_timeout (a node VM's limit in seconds, default 1800; the
-# server's is 1800 more), and calls:
+# $cluster_timeout (a node VM's limit in seconds, default 3600: node b
+# lives through the whole cluster test, 25 minutes in a slow make check;
+# the server's is 1800 more), and calls:
 #
 #   cluster_start SERVER_IMAGE_SIZE [CMD...]
 #       checks the tools, makes the disk images, boots the server (CMD:
@@ -34,7 +35,7 @@
 
 # 64 KiB blocks, as the crash test's: TCG zeroes little per ALLOC.
 cluster_modargs="block_size=65536 pool_size=4194304"
-cluster_timeout=${cluster_timeout:-1800}
+cluster_timeout=${cluster_timeout:-3600}
 relay_pid=""
 server=""
 
