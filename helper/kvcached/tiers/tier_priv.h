@@ -117,8 +117,8 @@ struct tier_worker {
 	bool stop, exited;			/* mu */
 	unsigned int queued;		/* the loop's: posted, not reaped */
 	/* The worker's: the server's clock (tier_server_now()). */
-	int64_t clock_at;		/* when last measured, here */
-	int64_t offset;			/* the server's clock - this one, s */
+	int64_t clock_at;		/* last measured, CLOCK_MONOTONIC ns */
+	int64_t offset;			/* server's wall clock - it, ns */
 	bool clock_warned;
 };
 

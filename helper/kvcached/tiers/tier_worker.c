@@ -60,37 +60,55 @@
  * mtime is a heart beat anyway), reads the mtime back and keeps the
  * difference, measured again every TIER_CLOCK_EVERY_S. A local
  * filesystem measures 0.
+ *
+ * The difference is kept against CLOCK_MONOTONIC, not this node's wall
+ * clock: a wall clock stepped between two measures (NTP coming up, an
+ * admin's date -s) would otherwise age every lease by the step until
+ * the next measure, and GC would collect files being read. The wall
+ * clock serves only the warning that the two clocks differ.
  */
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * NSEC + ts.tv_nsec;
+}
+
 int64_t tier_server_now(struct kvc_tier *t)
 {
 	struct tier_worker *w = &t->w;
-	int64_t now = tier_now_s(), here, there, d;
-	struct timespec a, b;
+	int64_t now = mono_ns(), a, b, mid, d;
+	struct timespec wall;
 	struct stat st;
 
-	if (!t->cfg.shared || !t->node_path[0] ||
-	    (w->clock_at && now - w->clock_at < TIER_CLOCK_EVERY_S))
-		return now + w->offset;
-	w->clock_at = now;
-	clock_gettime(CLOCK_REALTIME, &a);
+	if (!t->cfg.shared || !t->node_path[0])
+		return tier_now_s();
+	if (w->clock_at && now - w->clock_at < TIER_CLOCK_EVERY_S * NSEC)
+		return (now + w->offset) / NSEC;
+	a = mono_ns();
 	if (utimensat(AT_FDCWD, t->node_path, NULL, 0) ||
-	    stat(t->node_path, &st))
-		return now + w->offset;	/* the last measure stands */
-	clock_gettime(CLOCK_REALTIME, &b);
-	/* Against the middle of the round trip, to the nearest second. */
-	here = ((int64_t)a.tv_sec + b.tv_sec) * (NSEC / 2) +
-	       ((int64_t)a.tv_nsec + b.tv_nsec) / 2;
-	there = (int64_t)st.st_mtim.tv_sec * NSEC + st.st_mtim.tv_nsec;
-	d = there - here;
-	w->offset = (d + (d < 0 ? -NSEC / 2 : NSEC / 2)) / NSEC;
-	d = w->offset < 0 ? -w->offset : w->offset;
-	if (!w->clock_warned && d > 1 &&
-	    d * 4000 > (int64_t)t->cfg.grace_ms) {
+	    stat(t->node_path, &st)) {
+		/* The last measure stands; none yet: this node's clock. */
+		return w->clock_at ? (now + w->offset) / NSEC : tier_now_s();
+	}
+	b = mono_ns();
+	clock_gettime(CLOCK_REALTIME, &wall);
+	w->clock_at = b;
+	/* Against the middle of the round trip. */
+	mid = a + (b - a) / 2;
+	w->offset = (int64_t)st.st_mtim.tv_sec * NSEC + st.st_mtim.tv_nsec -
+		    mid;
+	/* The server's clock less this node's wall clock, nearest second. */
+	d = b + w->offset - ((int64_t)wall.tv_sec * NSEC + wall.tv_nsec);
+	d = (d + (d < 0 ? -NSEC / 2 : NSEC / 2)) / NSEC;
+	if (!w->clock_warned && (d > 1 || d < -1) &&
+	    (d < 0 ? -d : d) * 4000 > (int64_t)t->cfg.grace_ms) {
 		w->clock_warned = true;
 		kvc_warn("%s: this node's clock and the server's differ by %" PRId64 " s: leases are judged by the server's clock, but keep every node in time (NTP, chrony)",
-			 t->dir, w->offset);
+			 t->dir, d);
 	}
-	return tier_now_s() + w->offset;
+	return (b + w->offset) / NSEC;
 }
 
 static bool gc_cancelled(struct tier_job *j)
