@@ -507,6 +507,24 @@ TEST_F_TIMEOUT(kvcd, node_name_shared_is_refused, 120)
 	rm_rf(dir);
 }
 
+/* On a failure, what each node's g4 did: the timing it ran under. */
+static void g4_report(struct __test_metadata *_metadata, const char *node,
+		      struct kvcc *c)
+{
+	static const char *const names[] = {
+		"g4_spills", "g4_spill_errors", "g4_evictions",
+		"g4_lease_skips", "g4_scans", "spill_retries",
+		"spill_deferred",
+	};
+	char line[512];
+	int n = 0;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		n += snprintf(line + n, sizeof(line) - n, " %s %llu", names[i],
+			      (unsigned long long)kvcc_stat1(c, names[i]));
+	TH_LOG("%s:%s", node, line);
+}
+
 /*
  * Two daemons, node a and node b, share one g4 directory: what a stores
  * is a hit for b after b's rescan, and the capacity holds for the two
@@ -569,6 +587,11 @@ TEST_F_TIMEOUT(kvcd, g4_shared_by_two_nodes, 180)
 		if (!count_files(ca, ""))
 			break;
 	EXPECT_EQ(0, count_files(ca, ""));
+	if (_metadata->exit_code == KSFT_FAIL) {
+		TH_LOG("%d block files in %s", block_files(dir), dir);
+		g4_report(_metadata, "node a", &self->c);
+		g4_report(_metadata, "node b", &b->c);
+	}
 	fixture_down(_metadata, b);
 	free(b);
 	rm_rf(dir);
