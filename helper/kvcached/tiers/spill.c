@@ -41,6 +41,13 @@
 /* Failed spills retried per try, so a dead disk costs little. */
 #define RETRY_BATCH		64
 
+/* How spill_one() copies a block. */
+enum spill_how {
+	SPILL_BACK,		/* write-back: the pool evicts it */
+	SPILL_THROUGH,		/* write-through: stored, or retried */
+	SPILL_THROUGH_QUEUED,	/* write-through, again from spillq */
+};
+
 /*
  * May a write-through copy of the entry go to the tier before its
  * parent's? No: a file whose parent is not on the tier is unreachable
@@ -51,10 +58,12 @@
  * a child waits for its parent: 0 when the parent is there or on its
  * way; -EAGAIN when it may still come (in the pool, admitted: a retry
  * or a queue holds it); -ENOENT when it will not (the child is skipped,
- * as a block evicted before its copy is).
+ * as a block evicted before its copy is). A wait is counted when the
+ * copy is stored or retried, not at each pass over the queue it waits
+ * in (count).
  */
 static int parent_first(struct kvcd *d, unsigned int tier,
-			const struct kvc_entry *e)
+			const struct kvc_entry *e, bool count)
 {
 	struct kvc_tier *t = d->tiers->tier[tier];
 	const struct kvc_entry *p;
@@ -69,17 +78,18 @@ static int parent_first(struct kvcd *d, unsigned int tier,
 	if (!(p->tiers & (1u << KVC_TIER_POOL)) ||
 	    !tiers_admitted(d, tier, e->parent, false))
 		return -ENOENT;
-	d->tiers->spill_deferred++;
+	if (count)
+		d->tiers->spill_deferred++;
 	return -EAGAIN;
 }
 
 /*
- * Copy pool block id to the tier. through: a write-through copy, which
- * follows its parent (parent_first()); a write-back one is made as the
- * pool evicts, leaves first, and its parent follows it.
+ * Copy pool block id to the tier. A write-through copy follows its
+ * parent (parent_first()); a write-back one is made as the pool evicts,
+ * leaves first, and its parent follows it.
  */
 static int spill_one(struct kvcd *d, unsigned int tier, uint32_t id,
-		     bool through)
+		     enum spill_how how)
 {
 	struct kvc_tier *t = d->tiers->tier[tier];
 	const struct kvc_entry *e = kvc_index_entry(d->index, id);
@@ -91,8 +101,8 @@ static int spill_one(struct kvcd *d, unsigned int tier, uint32_t id,
 		return -ENOENT;
 	if ((e->tiers & (1u << tier)) || kvc_tier_spilling(t, id))
 		return -EEXIST;
-	if (through) {
-		ret = parent_first(d, tier, e);
+	if (how != SPILL_BACK) {
+		ret = parent_first(d, tier, e, how == SPILL_THROUGH);
 		if (ret)
 			return ret;
 	}
@@ -187,7 +197,7 @@ void kvcd_tiers_stored(struct kvcd *d, uint32_t id)
 		if (!tiers_admitted(d, t, id, true) ||
 		    !tiers_write_through(d, t))
 			continue;
-		spill_failed(d, id, spill_one(d, t, id, true));
+		spill_failed(d, id, spill_one(d, t, id, SPILL_THROUGH));
 	}
 }
 
@@ -274,7 +284,7 @@ static int write_back(struct kvcd *d, uint32_t id)
 			started = true;
 			continue;
 		}
-		ret = spill_one(d, t, id, false);
+		ret = spill_one(d, t, id, SPILL_BACK);
 		if (!ret)
 			started = true;
 		else if (ret == -EBUSY)
@@ -374,7 +384,7 @@ void tiers_drain_spills(struct kvcd *d)
 
 			if (!tr->tier[t] || !tiers_write_through(d, t))
 				continue;
-			ret = spill_one(d, t, id, true);
+			ret = spill_one(d, t, id, SPILL_THROUGH_QUEUED);
 			/* Its parent still waits ahead of it: so does it. */
 			busy |= ret == -EBUSY || (ret == -EAGAIN && kept);
 			retry |= tiers_retryable(ret);
@@ -428,6 +438,7 @@ void tiers_retry_spills(struct kvcd *d)
 		for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++)
 			if (tr->tier[t] && tiers_write_through(d, t))
 				spill_failed(d, batch[i],
-					     spill_one(d, t, batch[i], true));
+					     spill_one(d, t, batch[i],
+						       SPILL_THROUGH));
 	}
 }
