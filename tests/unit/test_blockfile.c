@@ -521,6 +521,17 @@ static int put(uint8_t ks, size_t len, char *path, size_t plen)
 	return err;
 }
 
+/* The fan-out directories of key's file in tmpdir, as a publish makes. */
+static void make_fanout(const uint8_t *key)
+{
+	char d[PATH_MAX];
+
+	snprintf(d, sizeof(d), "%s/%02x", tmpdir, key[0]);
+	mkdir(d, 0755);
+	snprintf(d, sizeof(d), "%s/%02x/%02x", tmpdir, key[0], key[1]);
+	mkdir(d, 0755);
+}
+
 static void flip(const char *path, off_t off)
 {
 	int fd = open(path, O_RDWR);
@@ -580,10 +591,7 @@ static void corruption_is_detected(void)
 	fill_key(key, 0xc4);
 	TAP_CHECK(kvc_bf_path(tmpdir, key, other, sizeof(other)) == 0);
 	/* Same fan-out directory? Not with these keys: make it. */
-	snprintf(qdir, sizeof(qdir), "%s/%02x", tmpdir, key[0]);
-	mkdir(qdir, 0755);
-	snprintf(qdir, sizeof(qdir), "%s/%02x/%02x", tmpdir, key[0], key[1]);
-	mkdir(qdir, 0755);
+	make_fanout(key);
 	TAP_CHECK(rename(path, other) == 0);
 	TAP_EXPECT_EQ(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)), -EBADMSG);
 
@@ -609,10 +617,7 @@ static void corruption_is_detected(void)
 	 */
 	fill_key(key, 0xc6);
 	TAP_CHECK(kvc_bf_path(tmpdir, key, path, sizeof(path)) == 0);
-	snprintf(qdir, sizeof(qdir), "%s/%02x", tmpdir, key[0]);
-	mkdir(qdir, 0755);
-	snprintf(qdir, sizeof(qdir), "%s/%02x/%02x", tmpdir, key[0], key[1]);
-	mkdir(qdir, 0755);
+	make_fanout(key);
 	TAP_CHECK(mkfifo(path, 0644) == 0);
 	alarm(10);
 	TAP_EXPECT_EQ(kvc_bf_read_header(path, &h, &st), -EBADMSG);

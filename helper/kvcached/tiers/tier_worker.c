@@ -228,15 +228,22 @@ static struct tier_job *take_next(struct tier_worker *w)
 	return j;
 }
 
+/* j at the end of the list head..tail (w->mu held). */
+static void append(struct tier_job **head, struct tier_job **tail,
+		   struct tier_job *j)
+{
+	j->next = NULL;
+	if (*tail)
+		(*tail)->next = j;
+	else
+		*head = j;
+	*tail = j;
+}
+
 /* j has run: on the done list for the loop (w->mu held). */
 static void finished(struct tier_worker *w, struct tier_job *j)
 {
-	j->next = NULL;
-	if (w->done_tail)
-		w->done_tail->next = j;
-	else
-		w->done = j;
-	w->done_tail = j;
+	append(&w->done, &w->done_tail, j);
 	pthread_cond_broadcast(&w->cv);	/* tier_jobs_wait() */
 }
 
@@ -422,12 +429,7 @@ int tier_job_post(struct kvc_tier *t, struct tier_job *j)
 		tier_job_free(j);
 		return -EAGAIN;
 	}
-	j->next = NULL;
-	if (w->todo_tail)
-		w->todo_tail->next = j;
-	else
-		w->todo = j;
-	w->todo_tail = j;
+	append(&w->todo, &w->todo_tail, j);
 	w->queued++;
 	pthread_cond_signal(&w->cv);
 	pthread_mutex_unlock(&w->mu);
