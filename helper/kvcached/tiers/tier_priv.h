@@ -119,6 +119,7 @@ struct tier_worker {
 	/* The worker's: the server's clock (tier_server_now()). */
 	int64_t clock_at;		/* last measured, CLOCK_MONOTONIC ns */
 	int64_t offset;			/* server's wall clock - it, ns */
+	bool clock_known;		/* offset measured at least once */
 	bool clock_warned;
 };
 

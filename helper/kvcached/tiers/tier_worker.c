@@ -84,17 +84,17 @@ int64_t tier_server_now(struct kvc_tier *t)
 
 	if (!t->cfg.shared || !t->node_path[0])
 		return tier_now_s();
+	/* The last measure stands; none yet: this node's clock. */
 	if (w->clock_at && now - w->clock_at < TIER_CLOCK_EVERY_S * NSEC)
-		return (now + w->offset) / NSEC;
+		return w->clock_known ? (now + w->offset) / NSEC : tier_now_s();
+	w->clock_at = now;	/* a failed measure is not tried at once */
 	a = mono_ns();
 	if (utimensat(AT_FDCWD, t->node_path, NULL, 0) ||
-	    stat(t->node_path, &st)) {
-		/* The last measure stands; none yet: this node's clock. */
-		return w->clock_at ? (now + w->offset) / NSEC : tier_now_s();
-	}
+	    stat(t->node_path, &st))
+		return w->clock_known ? (now + w->offset) / NSEC : tier_now_s();
 	b = mono_ns();
 	clock_gettime(CLOCK_REALTIME, &wall);
-	w->clock_at = b;
+	w->clock_known = true;
 	/* Against the middle of the round trip. */
 	mid = a + (b - a) / 2;
 	w->offset = (int64_t)st.st_mtim.tv_sec * NSEC + st.st_mtim.tv_nsec -
@@ -102,8 +102,8 @@ int64_t tier_server_now(struct kvc_tier *t)
 	/* The server's clock less this node's wall clock, nearest second. */
 	d = b + w->offset - ((int64_t)wall.tv_sec * NSEC + wall.tv_nsec);
 	d = (d + (d < 0 ? -NSEC / 2 : NSEC / 2)) / NSEC;
-	if (!w->clock_warned && (d > 1 || d < -1) &&
-	    (d < 0 ? -d : d) * 4000 > (int64_t)t->cfg.grace_ms) {
+	if (!w->clock_warned && llabs(d) > 1 &&
+	    llabs(d) * 4000 > (int64_t)t->cfg.grace_ms) {
 		w->clock_warned = true;
 		kvc_warn("%s: this node's clock and the server's differ by %" PRId64 " s: leases are judged by the server's clock, but keep every node in time (NTP, chrony)",
 			 t->dir, d);
