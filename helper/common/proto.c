@@ -168,9 +168,12 @@ static int lookup_entry_ok(const struct kvc_lookup_entry *e)
 	       handle_is_zero(&e->handle);
 }
 
+/* payload_len is set with SEAL, and only then. */
 static int store_entry_ok(const struct kvc_store_entry *e)
 {
 	if (e->flags & ~KVC_PROTO_STORE_FLAGS_ALL)
+		return 0;
+	if (!(e->flags & KVC_PROTO_STORE_SEAL) != !e->payload_len)
 		return 0;
 	return !(e->flags & KVC_PROTO_STORE_FIRST) || key_is_zero(e->parent);
 }
@@ -380,12 +383,15 @@ static int decode_store(struct kvc_msg *m, const uint8_t *b, size_t blen)
 		return ret;
 	s->raw = b + STORE_FIXED;
 	for (uint32_t i = 0; i < s->count; i++) {
-		if (get32(s->raw + (size_t)i * STORE_ENTRY + 76))
-			return fail(m, -EINVAL, "reserved field is not zero");
 		kvc_proto_store_entry(s, i, &e);
+		/* Before version 3 the last field is reserved, SEAL unknown. */
+		if ((e.flags & KVC_PROTO_STORE_SEAL) &&
+		    m->version < KVC_PROTO_VERSION_STORE_SEAL)
+			return fail(m, -EINVAL,
+				    "SEAL in a STORE needs version 3");
 		if (!store_entry_ok(&e))
 			return fail(m, -EINVAL,
-				    "bad flags, or FIRST with a parent");
+				    "bad flags, FIRST with a parent, or payload_len without SEAL");
 	}
 	return 0;
 }
@@ -903,6 +909,7 @@ void kvc_proto_store_entry(const struct kvc_store *s, uint32_t i,
 	memcpy(e->parent, p + 32, KVCACHE_KEY_SIZE);
 	get_handle(p + 64, &e->handle);
 	e->flags = get32(p + 72);
+	e->payload_len = get32(p + 76);
 }
 
 int32_t kvc_proto_status(const struct kvc_status_list *l, uint32_t i)
@@ -1108,18 +1115,23 @@ int kvc_proto_encode_store(void *buf, size_t size, uint32_t seq,
 			   uint32_t count)
 {
 	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	uint32_t seal = 0;
 	size_t total;
 	int ret;
 
 	if (!ns_ok(ns_id) || !count || count > KVC_PROTO_MAX_STORE || !e)
 		return -EINVAL;
-	for (uint32_t i = 0; i < count; i++)
+	for (uint32_t i = 0; i < count; i++) {
 		if (!store_entry_ok(&e[i]))
 			return -EINVAL;
+		seal |= e[i].flags & KVC_PROTO_STORE_SEAL;
+	}
 	total = KVC_PROTO_HDR_SIZE + STORE_FIXED + (size_t)count * STORE_ENTRY;
 	ret = begin(buf, size, total, KVC_MSG_STORE, seq);
 	if (ret)
 		return ret;
+	if (seal)
+		put16((uint8_t *)buf + 4, KVC_PROTO_VERSION_STORE_SEAL);
 	put32(b, ns_id);
 	put32(b + 4, count);
 	b += STORE_FIXED;
@@ -1128,7 +1140,7 @@ int kvc_proto_encode_store(void *buf, size_t size, uint32_t seq,
 		memcpy(b + 32, e[i].parent, KVCACHE_KEY_SIZE);
 		put_handle(b + 64, &e[i].handle);
 		put32(b + 72, e[i].flags);
-		put32(b + 76, 0);
+		put32(b + 76, e[i].payload_len);
 	}
 	return (int)total;
 }

@@ -26,14 +26,17 @@
 /*
  * Versions this code speaks; HELLO picks one (kvc_proto_choose_version).
  * Version 2 is version 1 plus NS_SALT: every version-1 layout is the same
- * in version 2. The encoders write KVC_PROTO_VERSION (1) into the header,
- * NS_SALT's write 2 (the first version that has them); a peer that
- * negotiated 2 restamps the rest with kvc_proto_set_version().
+ * in version 2. Version 3 is version 2 plus STORE's SEAL flag, which gives
+ * the entry's last field (reserved before) a meaning. The encoders write
+ * KVC_PROTO_VERSION (1) into the header, NS_SALT's write 2 and a STORE
+ * with a SEAL entry 3 (the first version that has them); a peer that
+ * negotiated more restamps the rest with kvc_proto_set_version().
  */
 #define KVC_PROTO_VERSION_MIN	1
-#define KVC_PROTO_VERSION_MAX	2
+#define KVC_PROTO_VERSION_MAX	3
 #define KVC_PROTO_VERSION	1	/* what most encoders write */
 #define KVC_PROTO_VERSION_NS_SALT 2	/* the first version with NS_SALT */
+#define KVC_PROTO_VERSION_STORE_SEAL 3	/* the first with STORE's SEAL */
 
 #define KVC_PROTO_HDR_SIZE	24
 /* Bytes in one message (one datagram), header included. */
@@ -125,9 +128,18 @@
 #define KVC_PROTO_LOOKUP_CONTINUE	(1u << 0)
 #define KVC_PROTO_LOOKUP_FLAGS_ALL	KVC_PROTO_LOOKUP_CONTINUE
 
-/* STORE entry flags. FIRST: the first block of a chain, no parent. */
+/*
+ * STORE entry flags. FIRST: the first block of a chain, no parent. SEAL
+ * (version 3 on, memfd mode): the handle is a block this connection
+ * allocated and has not sealed; the daemon seals it with the entry's key
+ * and payload_len first, as SEAL would, and the block needs no pin
+ * between the two. A block so sealed that the STORE then refuses is
+ * freed at once.
+ */
 #define KVC_PROTO_STORE_FIRST		(1u << 0)
-#define KVC_PROTO_STORE_FLAGS_ALL	KVC_PROTO_STORE_FIRST
+#define KVC_PROTO_STORE_SEAL		(1u << 1)
+#define KVC_PROTO_STORE_FLAGS_ALL	(KVC_PROTO_STORE_FIRST | \
+					 KVC_PROTO_STORE_SEAL)
 
 /*
  * SEAL entry flags. KEEP_PIN: the connection keeps a pin on the sealed
@@ -199,7 +211,9 @@ struct kvc_store_entry {
 	uint8_t key[KVCACHE_KEY_SIZE];
 	uint8_t parent[KVCACHE_KEY_SIZE];
 	struct kvcache_handle handle;	/* a sealed pool block */
-	uint32_t flags;			/* KVC_STORE_* */
+	uint32_t flags;			/* KVC_PROTO_STORE_* */
+	/* With SEAL: the bytes that hold data, 1..block size; else 0. */
+	uint32_t payload_len;
 };
 
 struct kvc_store {

@@ -264,16 +264,44 @@ static int kvcd_store(struct kvcd *d, struct kvc_peer *p,
 
 	if (!kvcd_may(d, p, m->store.ns_id, 2))
 		return kvcd_error(reply, m, -EACCES, "namespace not writable");
-
+	/* SEAL in a STORE is memfd mode's, as the SEAL request is. */
 	for (uint32_t i = 0; i < m->store.count; i++) {
 		kvc_proto_store_entry(&m->store, i, &e);
-		status[i] = kvcd_store_one(d, m->store.ns_id, &e, stored &&
-					   !(e.flags & KVC_PROTO_STORE_FIRST) &&
-					   !memcmp(e.parent, prev,
-						   KVCACHE_KEY_SIZE));
-		/* Refused, but the block is the one the client names. */
-		if (status[i] && !kvcd_check_sealed(d, m->store.ns_id,
-						    e.handle, e.key, &pins))
+		if ((e.flags & KVC_PROTO_STORE_SEAL) &&
+		    !kvc_pool_has(d->pool, KVC_POOL_SHARED_MAP))
+			return kvcd_error(reply, m, -EOPNOTSUPP,
+					  "kernel mode: seal with the ioctl");
+	}
+
+	for (uint32_t i = 0; i < m->store.count; i++) {
+		bool seal, sealed = false;
+
+		kvc_proto_store_entry(&m->store, i, &e);
+		seal = e.flags & KVC_PROTO_STORE_SEAL;
+		/* A block of this connection's ALLOC, written, not sealed. */
+		status[i] = 0;
+		if (seal) {
+			status[i] = kvc_pool_seal(d->pool, p->id, e.handle,
+						  e.payload_len, e.key);
+			sealed = !status[i];
+		}
+		if (!status[i])
+			status[i] = kvcd_store_one(d, m->store.ns_id, &e,
+						   stored &&
+						   !(e.flags & KVC_PROTO_STORE_FIRST) &&
+						   !memcmp(e.parent, prev,
+							   KVCACHE_KEY_SIZE));
+		/*
+		 * Refused. A block this STORE sealed is the writer's own,
+		 * without a pin or any other use: it goes now. One it could
+		 * not seal stays the writer's. Otherwise, if the block is the
+		 * one the client names, sooner than the pressure passes.
+		 */
+		if (status[i] && sealed)
+			kvcd_free_refused(d, e.handle);
+		else if (status[i] && !seal &&
+			 !kvcd_check_sealed(d, m->store.ns_id, e.handle,
+					    e.key, &pins))
 			kvcd_drop_refused(d, e.handle, status[i], pins);
 		stored = !status[i];
 		memcpy(prev, e.key, KVCACHE_KEY_SIZE);

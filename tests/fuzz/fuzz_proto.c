@@ -212,6 +212,11 @@ static int re_store(const struct kvc_msg *m, uint8_t *buf, size_t size)
 		FUZZ_CHECK(!(store_e[i].flags & ~KVC_PROTO_STORE_FLAGS_ALL));
 		FUZZ_CHECK(!(store_e[i].flags & KVC_PROTO_STORE_FIRST) ||
 			   key_zero(store_e[i].parent));
+		/* payload_len with SEAL only, and SEAL from version 3. */
+		FUZZ_CHECK(!(store_e[i].flags & KVC_PROTO_STORE_SEAL) ==
+			   !store_e[i].payload_len);
+		FUZZ_CHECK(!(store_e[i].flags & KVC_PROTO_STORE_SEAL) ||
+			   m->version >= KVC_PROTO_VERSION_STORE_SEAL);
 	}
 	return kvc_proto_encode_store(buf, size, m->seq, s->ns_id, store_e,
 				      s->count);
@@ -868,6 +873,7 @@ static int gen_message(uint8_t which, uint32_t seq, char *errmsg)
 			take(store_e[i].parent, KEY);
 			take_handle(&store_e[i].handle);
 			store_e[i].flags = take32();
+			store_e[i].payload_len = take32();
 		}
 		return kvc_proto_encode_store(gen, sizeof(gen), seq, ns,
 					      store_e, count);

@@ -140,6 +140,13 @@ static void gen_proto(void)
 	msg("lookup_reply_miss",
 	    kvc_proto_encode_lookup_reply(buf, sizeof(buf), 3, NULL, 0));
 	msg("store", kvc_proto_encode_store(buf, sizeof(buf), 4, 2, se, 2));
+	/* Version 3: the second block sealed by the STORE itself. */
+	se[1].flags = KVC_PROTO_STORE_SEAL;
+	se[1].payload_len = 65536;
+	msg("store_seal", kvc_proto_encode_store(buf, sizeof(buf), 4, 2, se,
+						 2));
+	se[1].flags = 0;
+	se[1].payload_len = 0;
 	msg("store_reply",
 	    kvc_proto_encode_store_reply(buf, sizeof(buf), 4, status, 3));
 	msg("store_reply_max",

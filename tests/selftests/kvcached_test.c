@@ -1009,6 +1009,122 @@ TEST_F_TIMEOUT(kvcd, refused_store_frees_its_block, 60)
 				 NULL));
 }
 
+/* STORE entries that seal their blocks first (version 3's SEAL flag). */
+static void seal_entries(struct kvc_store_entry *e, const kvc_key *keys,
+			 const uint8_t *parent,
+			 const struct kvcache_handle *h, uint32_t n,
+			 uint32_t payload_len)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		const uint8_t *par = i ? keys[i - 1] : parent;
+
+		memset(&e[i], 0, sizeof(e[i]));
+		memcpy(e[i].key, keys[i], KVCACHE_KEY_SIZE);
+		if (par)
+			memcpy(e[i].parent, par, KVCACHE_KEY_SIZE);
+		else
+			e[i].flags = KVC_PROTO_STORE_FIRST;
+		e[i].flags |= KVC_PROTO_STORE_SEAL;
+		e[i].payload_len = payload_len;
+		e[i].handle = h[i];
+	}
+}
+
+/*
+ * A STORE that seals its blocks itself (memfd mode, version 3): one
+ * round trip instead of SEAL, STORE and RELEASE. The blocks are indexed
+ * with what was written; a block of another connection is not ours to
+ * seal (EPERM), nor one sealed already (EINVAL), and either stays as it
+ * was; a length above the block is refused and the block stays
+ * writable; a block this STORE sealed but could not index (no parent)
+ * goes back to the pool at once. Kernel mode seals with the ioctl: the
+ * whole STORE is refused.
+ */
+TEST_F_TIMEOUT(kvcd, store_seals_in_one_message, 60)
+{
+	struct kvcc *c = &self->c, c2;
+	struct kvc_load_result res[2];
+	struct kvc_store_entry e[2];
+	struct kvcache_handle h[2], other, spare;
+	kvc_key keys[3], nowhere[1], lone[1];
+	uint64_t free0, freed0;
+	int32_t st[2];
+
+	chain_keys(self, 61, 3, keys);
+	chain_keys(self, 62, 1, nowhere);	/* a parent never stored */
+	chain_keys(self, 63, 1, lone);
+	if (self->mode == KVC_PROTO_MODE_KERNEL) {
+		ASSERT_EQ(0, kvc_alloc(self->dev, self->ns, 1, h));
+		seal_entries(e, keys, NULL, h, 1, PAYLOAD);
+		EXPECT_EQ(-EOPNOTSUPP, kvcc_store(c, self->ns, e, 1, st))
+			TH_LOG("%s", c->why);
+		return;
+	}
+	ASSERT_EQ(KVC_PROTO_VERSION_STORE_SEAL, c->hello.version);
+	free0 = kvcc_stat1(c, "pool_free");
+	freed0 = kvcc_stat1(c, "refused_freed");
+
+	ASSERT_EQ(0, kvcc_alloc(c, self->ns, 2, h));
+	for (int i = 0; i < 2; i++)
+		fill_block(c->pool + (size_t)h[i].index * self->bs, keys[i]);
+	seal_entries(e, keys, NULL, h, 2, PAYLOAD);
+	ASSERT_EQ(0, kvcc_store(c, self->ns, e, 2, st)) TH_LOG("%s", c->why);
+	EXPECT_EQ(0, st[0]);
+	EXPECT_EQ(0, st[1]);
+	EXPECT_EQ(free0 - 2, kvcc_stat1(c, "pool_free"));
+	/* Indexed, sealed, with what was written; no pin was left behind. */
+	ASSERT_EQ(0, kvcc_load(c, self->ns, keys[0], 2, res))
+		TH_LOG("%s", c->why);
+	for (int i = 0; i < 2; i++) {
+		EXPECT_EQ(0, res[i].status);
+		EXPECT_TRUE(same_handle(h[i], res[i].handle));
+		EXPECT_TRUE(block_ok(c->pool + (size_t)h[i].index * self->bs,
+				     keys[i]));
+	}
+	ASSERT_EQ(0, kvcc_release(c, h, 2, st));
+	EXPECT_EQ(0, st[0]);
+	EXPECT_EQ(0, st[1]);
+	ASSERT_EQ(0, kvcc_release(c, h, 1, st));
+	EXPECT_EQ(-EINVAL, st[0]);		/* not pinned any more */
+
+	/* Sealed already: EINVAL, and it stays indexed. */
+	seal_entries(e, keys, NULL, h, 1, PAYLOAD);
+	ASSERT_EQ(0, kvcc_store(c, self->ns, e, 1, st));
+	EXPECT_EQ(-EINVAL, st[0]);
+	EXPECT_EQ(1, kvcc_lookup(c, self->ns, KVC_PROTO_TIER_POOL, keys[0], 1,
+				 NULL));
+
+	/* Another connection's block: EPERM, and it stays writable there. */
+	ASSERT_EQ(0, kvcc_open(&c2, self->sock));
+	ASSERT_EQ(0, kvcc_hello(&c2)) TH_LOG("%s", c2.why);
+	ASSERT_EQ(0, kvcc_alloc(&c2, self->ns, 1, &other))
+		TH_LOG("%s", c2.why);
+	fill_block(c2.pool + (size_t)other.index * self->bs, keys[2]);
+	seal_entries(e, &keys[2], keys[1], &other, 1, PAYLOAD);
+	ASSERT_EQ(0, kvcc_store(c, self->ns, e, 1, st));
+	EXPECT_EQ(-EPERM, st[0]);
+	ASSERT_EQ(0, kvcc_store(&c2, self->ns, e, 1, st)) TH_LOG("%s", c2.why);
+	EXPECT_EQ(0, st[0]);
+	kvcc_close(&c2);
+	EXPECT_EQ(3, kvcc_lookup(c, self->ns, KVC_PROTO_TIER_POOL, keys[0], 3,
+				 NULL));
+
+	/* A length above the block: EINVAL, and the block is still ours. */
+	ASSERT_EQ(0, kvcc_alloc(c, self->ns, 1, &spare));
+	fill_block(c->pool + (size_t)spare.index * self->bs, lone[0]);
+	seal_entries(e, lone, nowhere[0], &spare, 1, (uint32_t)self->bs + 1);
+	ASSERT_EQ(0, kvcc_store(c, self->ns, e, 1, st));
+	EXPECT_EQ(-EINVAL, st[0]);
+	EXPECT_EQ(free0 - 4, kvcc_stat1(c, "pool_free"));
+
+	/* Sealed, then refused (its parent was never stored): freed now. */
+	seal_entries(e, lone, nowhere[0], &spare, 1, PAYLOAD);
+	ASSERT_EQ(0, kvcc_store(c, self->ns, e, 1, st));
+	EXPECT_EQ(-ENOENT, st[0]);
+	EXPECT_EQ(free0 - 3, kvcc_stat1(c, "pool_free"));
+	EXPECT_EQ(freed0 + 1, kvcc_stat1(c, "refused_freed"));
+}
+
 /*
  * Admin EVICT and FLUSH: a chain's tail goes by key (deepest first), a
  * block with cached descendants stays (-ENOTEMPTY), a pinned chain

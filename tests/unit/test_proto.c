@@ -368,6 +368,28 @@ static void store_roundtrip(void)
 		TAP_CHECK(!memcmp(&got, &e[i], sizeof(got)));
 	}
 	TAP_CHECK(same_after_roundtrip(buf, n));
+	TAP_CHECK(buf[4] == 1);		/* nothing that needs more */
+
+	/*
+	 * SEAL: the entry's block is sealed by the STORE, with the length
+	 * given; the message needs version 3, and says so.
+	 */
+	e[1].flags |= KVC_PROTO_STORE_SEAL;
+	e[1].payload_len = 65536;
+	n = kvc_proto_encode_store(buf, sizeof(buf), 9, 42, e, 3);
+	TAP_CHECK(n == 32 + 3 * 80 && buf[4] == KVC_PROTO_VERSION_STORE_SEAL);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.version == KVC_PROTO_VERSION_STORE_SEAL);
+	for (uint32_t i = 0; i < 3; i++) {
+		kvc_proto_store_entry(&m.store, i, &got);
+		TAP_CHECK(!memcmp(&got, &e[i], sizeof(got)));
+	}
+	TAP_CHECK(same_after_roundtrip(buf, n));
+	/* Never restamped below what it needs. */
+	TAP_CHECK(kvc_proto_set_version(buf, n, 2) == n &&
+		  buf[4] == KVC_PROTO_VERSION_STORE_SEAL);
+	e[1].flags &= ~KVC_PROTO_STORE_SEAL;
+	e[1].payload_len = 0;
 
 	/* Exactly KVC_PROTO_MAX_STORE entries fit in the size limit. */
 	n = kvc_proto_encode_store(buf, sizeof(buf), 9, 42, e,
@@ -1367,13 +1389,26 @@ static void bad_store(void)
 	TAP_CHECK(dec(len) == -EBADMSG);
 	put32(buf + 28, 2);
 
-	/* Entry 1 starts at 32 + 80 = 112: flags at +72, reserved at +76. */
-	buf[112 + 72] = 2;
+	/*
+	 * Entry 1 starts at 32 + 80 = 112: flags at +72, payload_len at +76
+	 * (reserved before version 3, and without SEAL).
+	 */
+	buf[112 + 72] = 4;
 	TAP_CHECK(dec(len) == -EINVAL);		/* unknown entry flag */
+	buf[112 + 72] = 2;
+	buf[112 + 76] = 1;
+	TAP_CHECK(dec(len) == -EINVAL);		/* SEAL under version 1 */
+	put16(buf + 4, 2);
+	TAP_CHECK(dec(len) == -EINVAL);		/* and under 2 */
+	put16(buf + 4, 3);
+	TAP_CHECK(dec(len) == 0);		/* from 3 on */
+	buf[112 + 76] = 0;
+	TAP_CHECK(dec(len) == -EINVAL);		/* SEAL without a length */
 	buf[112 + 72] = 0;
 	buf[112 + 79] = 1;
-	TAP_CHECK(dec(len) == -EINVAL);		/* reserved */
+	TAP_CHECK(dec(len) == -EINVAL);		/* a length without SEAL */
 	buf[112 + 79] = 0;
+	put16(buf + 4, 1);
 	/* FIRST with a parent: the entry contradicts itself. */
 	buf[32 + 32 + 31] = 1;
 	TAP_CHECK(dec(len) == -EINVAL);
@@ -1388,7 +1423,14 @@ static void bad_store(void)
 	e[1].flags = 4;
 	TAP_CHECK(kvc_proto_encode_store(buf, sizeof(buf), 1, 5, e, 2) ==
 		  -EINVAL);
+	e[1].flags = KVC_PROTO_STORE_SEAL;
+	TAP_CHECK(kvc_proto_encode_store(buf, sizeof(buf), 1, 5, e, 2) ==
+		  -EINVAL);			/* SEAL without a length */
 	e[1].flags = 0;
+	e[1].payload_len = 4096;
+	TAP_CHECK(kvc_proto_encode_store(buf, sizeof(buf), 1, 5, e, 2) ==
+		  -EINVAL);			/* a length without SEAL */
+	e[1].payload_len = 0;
 	TAP_CHECK(kvc_proto_encode_store(buf, sizeof(buf), 1, 0, e, 2) ==
 		  -EINVAL);
 	TAP_CHECK(kvc_proto_encode_store(buf, sizeof(buf), 1, 5, e, 0) ==
@@ -2337,6 +2379,10 @@ static void versions(void)
 	TAP_CHECK(kvc_proto_choose_version(1, 2) == 2);
 	TAP_CHECK(kvc_proto_choose_version(1, 1) == 1);
 	TAP_CHECK(kvc_proto_choose_version(2, 2) == 2);
+	/* Version 3 is the one with STORE's SEAL. */
+	TAP_CHECK(KVC_PROTO_VERSION_MAX >= KVC_PROTO_VERSION_STORE_SEAL);
+	TAP_CHECK(kvc_proto_choose_version(1, 3) == 3);
+	TAP_CHECK(kvc_proto_choose_version(2, 9) == KVC_PROTO_VERSION_MAX);
 }
 
 /*
@@ -2361,7 +2407,8 @@ static void restamp(void)
 		  m.lookup.count == 2);
 	TAP_CHECK(same_after_roundtrip(buf, n));
 	/* An unknown version is left alone (the encoder's stays). */
-	TAP_CHECK(kvc_proto_set_version(buf, n, 3) == n && buf[4] == 2);
+	TAP_CHECK(kvc_proto_set_version(buf, n, KVC_PROTO_VERSION_MAX + 1) ==
+		  n && buf[4] == 2);
 
 	n = kvc_proto_encode_hello(buf, sizeof(buf), 5, &h);
 	TAP_CHECK(kvc_proto_set_version(buf, n, 2) == n && buf[4] == 1);
@@ -2407,6 +2454,10 @@ static size_t random_valid(uint8_t *p, size_t size)
 			se[i].flags = KVC_PROTO_STORE_FIRST;
 		else
 			fill_key(se[i].parent, (unsigned int)rnd());
+		if (rnd() & 1) {
+			se[i].flags |= KVC_PROTO_STORE_SEAL;
+			se[i].payload_len = 1 + rnd_below(1u << 30);
+		}
 		se[i].handle.index = (uint32_t)rnd();
 		se[i].handle.gen = (uint32_t)rnd();
 		le[i].tiers = 1 + rnd_below(7);		/* 1..7 */
