@@ -445,12 +445,15 @@ static uint32_t kernel_fill(struct kvcache_namespace *ns,
 /*
  * memfd mode: the same over the socket, on connection k, which keeps a pin
  * on each block sealed (*pinned of them, leading) for the caller to
- * release after its STORE.
+ * release after its STORE. With protocol version 3, when every block was
+ * written, the STORE seals them itself (*seal_len: their payload length)
+ * and nothing is sealed or pinned here: two round trips fewer.
  */
 static int memfd_alloc_fill(struct kvcache_namespace *ns, struct lib_conn *k,
 			    uint32_t n, const uint8_t *keys,
 			    const uint8_t *buf, size_t stride,
-			    struct kvcache_handle *h, uint32_t *pinned)
+			    struct kvcache_handle *h, uint32_t *pinned,
+			    uint32_t *seal_len)
 {
 	struct kvcache *c = ns->c;
 	struct kvc_seal_entry e[KVC_PROTO_MAX_BATCH];
@@ -481,6 +484,12 @@ static int memfd_alloc_fill(struct kvcache_namespace *ns, struct lib_conn *k,
 		}
 		memcpy(p, buf + i * stride, ns->block_bytes);
 	}
+	*pinned = 0;
+	*seal_len = 0;
+	if (ok == n && k->version >= KVC_PROTO_VERSION_STORE_SEAL) {
+		*seal_len = (uint32_t)ns->block_bytes;
+		return (int)n;
+	}
 	ret = lib_call(c, k, kvc_proto_encode_seal(LIB_TX(k), e, n),
 		       KVC_MSG_SEAL_REPLY);
 	if (ret)
@@ -500,13 +509,15 @@ static int memfd_alloc_fill(struct kvcache_namespace *ns, struct lib_conn *k,
 }
 
 /*
- * STORE the first n of h as a chain under parent. Returns how many
- * leading entries are cached now (stored, or already there), or the
- * first entry's error when none.
+ * STORE the first n of h as a chain under parent, sealing them first if
+ * seal_len (their payload length) is not 0. Returns how many leading
+ * entries are cached now (stored, or already there), or the first
+ * entry's error when none.
  */
 static int store_chunk(struct kvcache_namespace *ns, struct lib_conn *k,
 		       const uint8_t *parent, const uint8_t *keys,
-		       const struct kvcache_handle *h, uint32_t n)
+		       const struct kvcache_handle *h, uint32_t n,
+		       uint32_t seal_len)
 {
 	struct kvcache *c = ns->c;
 	struct kvc_store_entry e[KVC_PROTO_MAX_STORE];
@@ -522,6 +533,10 @@ static int store_chunk(struct kvcache_namespace *ns, struct lib_conn *k,
 			memcpy(e[i].parent, par, KVCACHE_KEY_SIZE);
 		else
 			e[i].flags = KVC_PROTO_STORE_FIRST;
+		if (seal_len) {
+			e[i].flags |= KVC_PROTO_STORE_SEAL;
+			e[i].payload_len = seal_len;
+		}
 		e[i].handle = h[i];
 	}
 	ret = lib_call(c, k, kvc_proto_encode_store(LIB_TX(k), ns->ns_id, e,
@@ -559,7 +574,7 @@ LIB_EXPORT int kvcache_store(struct kvcache_namespace *ns,
 		const uint8_t *par = done ? key_at(keys, done - 1) : parent;
 		struct kvcache_handle h[KVC_PROTO_MAX_STORE];
 		struct lib_conn *k;
-		uint32_t filled, pinned = 0;
+		uint32_t filled, pinned = 0, seal_len = 0;
 
 		if (kernel_mode(c)) {
 			ret = kernel_alloc(c, ns->ns_id, chunk, h);
@@ -580,12 +595,12 @@ LIB_EXPORT int kvcache_store(struct kvcache_namespace *ns,
 			ret = memfd_alloc_fill(ns, k, chunk,
 					       key_at(keys, done),
 					       src + done * stride, stride, h,
-					       &pinned);
+					       &pinned, &seal_len);
 			filled = ret > 0 ? (uint32_t)ret : 0;
 		}
 		if (filled)
 			ret = store_chunk(ns, k, par, key_at(keys, done), h,
-					  filled);
+					  filled, seal_len);
 		else if (ret >= 0)
 			ret = -EIO;	/* no block could be written */
 		/*
