@@ -29,6 +29,11 @@
 /* Victims refused in a row (in use, or a full write queue) end a pass. */
 #define KVCD_EVICT_REFUSED_MAX	64
 #define KVCD_ORPHAN_GAP_S	0.5	/* between two orphan passes */
+/*
+ * Freed blocks zeroed ahead per tick: a few milliseconds of memset, so
+ * requests wait little behind it, and ALLOC rarely zeroes (mpool.c).
+ */
+#define KVCD_ZERO_AHEAD_BYTES	(32ULL << 20)
 
 /* Record that entry id has its pool copy in block h. */
 int kvcd_set_pool(struct kvcd *d, uint32_t id, struct kvcache_handle h)
@@ -229,10 +234,11 @@ int kvcd_evict_to_wait(struct kvcd *d, uint32_t want)
 
 void kvcd_check_pool(struct kvcd *d)
 {
-	uint32_t free_blocks;
 	uint64_t low = (uint64_t)d->nr_blocks * d->cfg.pool.low_watermark / 100;
 	uint64_t high = (uint64_t)d->nr_blocks *
 			d->cfg.pool.high_watermark / 100;
+	uint64_t zero = KVCD_ZERO_AHEAD_BYTES / d->pool->block_size;
+	uint32_t free_blocks;
 
 	if (kvc_pool_nr_free(d->pool, &free_blocks))
 		return;
@@ -246,4 +252,6 @@ void kvcd_check_pool(struct kvcd *d)
 		 * next pressure.
 		 */
 		kvcd_reap_orphans(d);
+	/* What this pass and the requests since the last one freed. */
+	kvc_pool_zero_ahead(d->pool, zero ? (uint32_t)zero : 1);
 }

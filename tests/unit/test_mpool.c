@@ -90,6 +90,7 @@ static void lifecycle_and_errors_match_the_kernel(void)
 	/* The old handle is stale now, even once the block is reused. */
 	stale = h[0];
 	TAP_EXPECT_EQ(kvc_mpool_pin(p, 2, stale), -ESTALE);
+	TAP_CHECK(kvc_mpool_zero_ahead(p, 1) == 1);	/* on top again */
 	TAP_CHECK(kvc_mpool_alloc(p, 1, 5, 1, &h[2]) == 0);
 	TAP_CHECK(h[2].index == stale.index && h[2].gen != stale.gen);
 	TAP_EXPECT_EQ(kvc_mpool_seal(p, 1, stale, 10, key), -ESTALE);
@@ -98,27 +99,66 @@ static void lifecycle_and_errors_match_the_kernel(void)
 	kvc_mpool_destroy(p);
 }
 
+/* Is block idx of the mapping m all zero? */
+static bool zero_block(const uint8_t *m, uint32_t idx)
+{
+	for (size_t i = 0; i < BS; i++)
+		if (m[(size_t)idx * BS + i])
+			return false;
+	return true;
+}
+
+/* Take block idx through a life: written with @fill, sealed, evicted. */
+static void one_life(struct kvc_mpool *p, uint8_t *m, uint8_t fill,
+		     struct kvcache_handle *h)
+{
+	uint32_t ns;
+
+	TAP_CHECK(kvc_mpool_alloc(p, 0, 1, 1, h) == 0);
+	memset(m + (size_t)h->index * BS, fill, BS);
+	TAP_CHECK(kvc_mpool_seal(p, 0, *h, BS, key) == 0);
+	TAP_CHECK(kvc_mpool_evict(p, *h, &ns) == 0);
+}
+
+/*
+ * A block handed to a writer is zero, whichever way it got there: zeroed
+ * ahead of time (kvc_mpool_zero_ahead(), the daemon's tick) or, when no
+ * clean block is left, by ALLOC itself. Clean blocks go first, so ALLOC
+ * zeroes only when it must; dirty ones count as free all the same.
+ */
 static void blocks_come_back_zeroed(void)
 {
 	struct kvc_mpool *p = pool();
-	struct kvcache_handle h, again;
+	struct kvcache_handle h, again, rest[NR];
 	uint8_t *m;
-	uint32_t ns;
 
 	m = mmap(NULL, BS * NR, PROT_READ | PROT_WRITE, MAP_SHARED,
 		 kvc_mpool_fd(p), 0);
 	TAP_ASSERT_TRUE(m != MAP_FAILED);
-	TAP_CHECK(kvc_mpool_alloc(p, 0, 1, 1, &h) == 0);
-	memset(m + (size_t)h.index * BS, 0xa5, BS);
-	TAP_CHECK(kvc_mpool_seal(p, 0, h, BS, key) == 0);
-	TAP_CHECK(kvc_mpool_evict(p, h, &ns) == 0);
+
+	/* Zeroed ahead: the same block again, zero. */
+	one_life(p, m, 0xa5, &h);
+	TAP_CHECK(kvc_mpool_nr_free(p) == NR);
+	TAP_CHECK(kvc_mpool_nr_dirty(p) == 1);
+	TAP_CHECK(kvc_mpool_zero_ahead(p, 4) == 1);
+	TAP_CHECK(kvc_mpool_nr_dirty(p) == 0);
+	TAP_CHECK(zero_block(m, h.index));
 	TAP_CHECK(kvc_mpool_alloc(p, 1, 1, 1, &again) == 0);
-	TAP_CHECK(again.index == h.index);
-	for (size_t i = 0; i < BS; i++)
-		if (m[(size_t)again.index * BS + i]) {
-			TAP_CHECK(!"a reused block is zeroed");
-			break;
-		}
+	TAP_CHECK(again.index == h.index && zero_block(m, again.index));
+	kvc_mpool_release_client(p, 1);
+
+	/* Not zeroed ahead: the clean blocks go first, then ALLOC zeroes. */
+	TAP_CHECK(kvc_mpool_zero_ahead(p, NR) == 1);	/* the released one */
+	one_life(p, m, 0x5a, &h);
+	TAP_CHECK(kvc_mpool_alloc(p, 1, 1, NR - 1, rest) == 0);
+	for (uint32_t i = 0; i < NR - 1; i++)
+		TAP_CHECK(rest[i].index != h.index &&
+			  zero_block(m, rest[i].index));
+	TAP_CHECK(kvc_mpool_nr_free(p) == 1 && kvc_mpool_nr_dirty(p) == 1);
+	TAP_CHECK(kvc_mpool_alloc(p, 1, 1, 1, &again) == 0);
+	TAP_CHECK(again.index == h.index && zero_block(m, again.index));
+	TAP_CHECK(kvc_mpool_nr_free(p) == 0);
+	TAP_CHECK(kvc_mpool_alloc(p, 1, 1, 1, &again) == -ENOSPC);
 	munmap(m, BS * NR);
 	kvc_mpool_destroy(p);
 }
@@ -164,6 +204,7 @@ static void a_locked_pool_zeroes_in_place(void)
 		memset(blk, 0x5a, BS);
 		TAP_CHECK(kvc_mpool_seal(p, 0, h, BS, key) == 0);
 		TAP_CHECK(kvc_mpool_evict(p, h, &ns) == 0);
+		TAP_CHECK(kvc_mpool_zero_ahead(p, NR) == 1);
 		TAP_CHECK(kvc_mpool_alloc(p, 1, 1, 1, &again) == 0);
 		TAP_CHECK(again.index == h.index);
 		/* Zeroed without giving the pages back. */

@@ -13,6 +13,13 @@
  * mapping of the whole file, which reserves hugetlb pages up front when
  * the pool uses them (so a shortage shows at start, not on a client's
  * page fault).
+ *
+ * Zeroing ahead: a freed block goes on the dirty stack, and the daemon
+ * zeroes dirty blocks between requests (kvc_mpool_zero_ahead(), from its
+ * tick), moving them to the clean stack. ALLOC takes clean blocks first
+ * and zeroes a dirty one only when no clean one is left, so a store does
+ * not pay for the memset of its block. Either way a block handed to a
+ * writer is zero: no writer sees the bytes of the block's last life.
  */
 #include "mpool.h"
 
@@ -47,8 +54,10 @@ struct kvc_mpool {
 	uint64_t block_size;
 	uint32_t nr_blocks;
 	struct kvc_mblock *blocks;
-	uint32_t *free_stack;
+	uint32_t *free_stack;	/* free and zero */
 	uint32_t nr_free;
+	uint32_t *dirty_stack;	/* free, holding a former life's bytes */
+	uint32_t nr_dirty;
 	/* Per client, per block pin counts; allocated on a client's first pin. */
 	uint16_t *pins[KVC_MPOOL_MAX_CLIENTS];
 };
@@ -102,7 +111,8 @@ int kvc_mpool_create(const struct kvc_mpool_config *cfg,
 	p->nr_blocks = (uint32_t)(size / bs);
 	p->blocks = calloc(p->nr_blocks, sizeof(*p->blocks));
 	p->free_stack = calloc(p->nr_blocks, sizeof(*p->free_stack));
-	if (!p->blocks || !p->free_stack) {
+	p->dirty_stack = calloc(p->nr_blocks, sizeof(*p->dirty_stack));
+	if (!p->blocks || !p->free_stack || !p->dirty_stack) {
 		ret = -ENOMEM;
 		goto err;
 	}
@@ -145,6 +155,7 @@ void kvc_mpool_destroy(struct kvc_mpool *p)
 		free(p->pins[c]);
 	free(p->blocks);
 	free(p->free_stack);
+	free(p->dirty_stack);
 	free(p);
 }
 
@@ -175,7 +186,12 @@ uint32_t kvc_mpool_nr_blocks(const struct kvc_mpool *p)
 
 uint32_t kvc_mpool_nr_free(const struct kvc_mpool *p)
 {
-	return p->nr_free;
+	return p->nr_free + p->nr_dirty;
+}
+
+uint32_t kvc_mpool_nr_dirty(const struct kvc_mpool *p)
+{
+	return p->nr_dirty;
 }
 
 /* Zero a block: punch its pages out (cheap, and returns the memory). */
@@ -198,7 +214,20 @@ static void kvc_mpool_free_block(struct kvc_mpool *p, uint32_t idx)
 	b->payload_len = 0;
 	b->ns = 0;
 	memset(b->key, 0, sizeof(b->key));
-	p->free_stack[p->nr_free++] = idx;
+	p->dirty_stack[p->nr_dirty++] = idx;
+}
+
+uint32_t kvc_mpool_zero_ahead(struct kvc_mpool *p, uint32_t max)
+{
+	uint32_t n = 0;
+
+	for (; n < max && p->nr_dirty; n++) {
+		uint32_t idx = p->dirty_stack[--p->nr_dirty];
+
+		kvc_mpool_zero(p, idx);
+		p->free_stack[p->nr_free++] = idx;
+	}
+	return n;
 }
 
 int kvc_mpool_alloc(struct kvc_mpool *p, uint32_t client, uint32_t ns,
@@ -207,13 +236,19 @@ int kvc_mpool_alloc(struct kvc_mpool *p, uint32_t client, uint32_t ns,
 	if (!count || count > KVCACHE_MAX_BATCH ||
 	    client >= KVC_MPOOL_MAX_CLIENTS)
 		return -EINVAL;
-	if (p->nr_free < count)
+	if (p->nr_free + p->nr_dirty < count)
 		return -ENOSPC;
 	for (uint32_t i = 0; i < count; i++) {
-		uint32_t idx = p->free_stack[--p->nr_free];
-		struct kvc_mblock *b = &p->blocks[idx];
+		uint32_t idx;
+		struct kvc_mblock *b;
 
-		kvc_mpool_zero(p, idx);
+		if (p->nr_free) {
+			idx = p->free_stack[--p->nr_free];
+		} else {
+			idx = p->dirty_stack[--p->nr_dirty];
+			kvc_mpool_zero(p, idx);
+		}
+		b = &p->blocks[idx];
 		b->state = KVC_MB_WRITABLE;
 		b->owner = client;
 		b->ns = ns;

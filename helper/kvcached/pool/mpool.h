@@ -57,7 +57,13 @@ bool kvc_mpool_hugetlb(const struct kvc_mpool *p);
 bool kvc_mpool_locked(const struct kvc_mpool *p);	/* mlock took */
 uint64_t kvc_mpool_block_size(const struct kvc_mpool *p);
 uint32_t kvc_mpool_nr_blocks(const struct kvc_mpool *p);
-uint32_t kvc_mpool_nr_free(const struct kvc_mpool *p);
+uint32_t kvc_mpool_nr_free(const struct kvc_mpool *p);	/* dirty too */
+uint32_t kvc_mpool_nr_dirty(const struct kvc_mpool *p);
+/*
+ * Zero up to @max free blocks that still hold their last life's bytes,
+ * ahead of the ALLOCs that will take them; returns how many.
+ */
+uint32_t kvc_mpool_zero_ahead(struct kvc_mpool *p, uint32_t max);
 
 /*
  * count blocks for @client in namespace @ns, zeroed, all or nothing.

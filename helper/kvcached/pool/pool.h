@@ -99,6 +99,12 @@ struct kvc_pool_ops {
 		     struct kvcache_handle h);
 	/* Its pins and unsealed blocks go, as at close(2) of the device. */
 	void (*release)(struct kvc_pool *p, uint32_t client);
+	/*
+	 * Zero up to max freed blocks ahead of the ALLOCs that will take
+	 * them, so a store does not wait for the memset; how many (the
+	 * kernel zeroes its own blocks: 0).
+	 */
+	uint32_t (*zero_ahead)(struct kvc_pool *p, uint32_t max);
 
 	/* Pressure events: a descriptor to watch (-1: none), and reading. */
 	int (*events_fd)(const struct kvc_pool *p);
@@ -237,6 +243,11 @@ static inline int kvc_pool_unpin(struct kvc_pool *p, uint32_t client,
 static inline void kvc_pool_release(struct kvc_pool *p, uint32_t client)
 {
 	p->ops->release(p, client);
+}
+
+static inline uint32_t kvc_pool_zero_ahead(struct kvc_pool *p, uint32_t max)
+{
+	return p->ops->zero_ahead(p, max);
 }
 
 static inline int kvc_pool_events_fd(const struct kvc_pool *p)

@@ -178,6 +178,13 @@ static void kernel_release(struct kvc_pool *p, uint32_t client)
 	(void)p, (void)client;
 }
 
+/* The module zeroes a block in place when it hands it out. */
+static uint32_t kernel_zero_ahead(struct kvc_pool *p, uint32_t max)
+{
+	(void)p, (void)max;
+	return 0;
+}
+
 static int kernel_events_fd(const struct kvc_pool *p)
 {
 	const struct kvc_pool_kernel *k = (const struct kvc_pool_kernel *)p;
@@ -217,6 +224,7 @@ static const struct kvc_pool_ops kernel_ops = {
 	.pin		= kernel_pin,
 	.unpin		= kernel_unpin,
 	.release	= kernel_release,
+	.zero_ahead	= kernel_zero_ahead,
 	.events_fd	= kernel_events_fd,
 	.events_read	= kernel_events_read,
 };

@@ -158,6 +158,11 @@ static void memfd_release(struct kvc_pool *p, uint32_t client)
 	kvc_mpool_release_client(to_memfd(p)->mp, client);
 }
 
+static uint32_t memfd_zero_ahead(struct kvc_pool *p, uint32_t max)
+{
+	return kvc_mpool_zero_ahead(to_memfd(p)->mp, max);
+}
+
 static int memfd_events_fd(const struct kvc_pool *p)
 {
 	(void)p;
@@ -193,6 +198,7 @@ static const struct kvc_pool_ops memfd_ops = {
 	.pin		= memfd_pin,
 	.unpin		= memfd_unpin,
 	.release	= memfd_release,
+	.zero_ahead	= memfd_zero_ahead,
 	.events_fd	= memfd_events_fd,
 	.events_read	= memfd_events_read,
 };
