@@ -265,10 +265,10 @@ static int kvcd_store(struct kvcd *d, struct kvc_peer *p,
 	if (!kvcd_may(d, p, m->store.ns_id, 2))
 		return kvcd_error(reply, m, -EACCES, "namespace not writable");
 	/* SEAL in a STORE is memfd mode's, as the SEAL request is. */
-	for (uint32_t i = 0; i < m->store.count; i++) {
+	for (uint32_t i = 0; !kvc_pool_has(d->pool, KVC_POOL_SHARED_MAP) &&
+	     i < m->store.count; i++) {
 		kvc_proto_store_entry(&m->store, i, &e);
-		if ((e.flags & KVC_PROTO_STORE_SEAL) &&
-		    !kvc_pool_has(d->pool, KVC_POOL_SHARED_MAP))
+		if (e.flags & KVC_PROTO_STORE_SEAL)
 			return kvcd_error(reply, m, -EOPNOTSUPP,
 					  "kernel mode: seal with the ioctl");
 	}

@@ -108,7 +108,7 @@ static bool zero_block(const uint8_t *m, uint32_t idx)
 	return true;
 }
 
-/* Take block idx through a life: written with @fill, sealed, evicted. */
+/* A fresh block through one life: written with @fill, sealed, evicted. */
 static void one_life(struct kvc_mpool *p, uint8_t *m, uint8_t fill,
 		     struct kvcache_handle *h)
 {
