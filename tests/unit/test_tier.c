@@ -1740,6 +1740,81 @@ out:
 	kvc_index_destroy(ix);
 }
 
+/*
+ * Unreachable files (their parent taken by another node's GC, or by an
+ * admin) hold room that GC cannot free: no chain of the index leads to
+ * them. While the directory has room they wait TIER_ORPHAN_AGE (ten
+ * minutes); once it has none, spills are refused and the next pass takes
+ * those past the grace and 30 s, so that spills are admitted again. A
+ * recent one stays either way: its parent's write may be in flight.
+ */
+static void g4_full_collects_orphans(void)
+{
+	const size_t len = 4096;
+	const uint64_t fsz = kvc_bf_file_size(len);
+	uint8_t k[KEY], parent[KEY], payload[4096];
+	char dir[PATH_MAX], d[PATH_MAX], old[4][PATH_MAX], young[PATH_MAX];
+	struct kvc_bf_header h;
+	struct kvc_tier_config c;
+	struct kvc_index *ix = index_new();
+	struct kvc_tier *t = NULL;
+	uint32_t id;
+
+	subdir(dir, sizeof(dir), "g4-orphans");
+	TAP_CHECK(mkdir(dir, 0755) == 0);
+	pathf(d, sizeof(d), "%s/ns1", dir);
+	TAP_CHECK(mkdir(d, 0755) == 0);
+	if (!ix)
+		goto out;
+	memset(payload, 3, sizeof(payload));
+	fill_key(parent, 0x70);		/* never published */
+	for (int i = 0; i < 5; i++) {
+		char *path = i < 4 ? old[i] : young;
+
+		fill_key(k, (uint8_t)(0x71 + 9 * i));
+		make_header(&h, k, parent, 1, len);
+		TAP_CHECK(kvc_bf_publish(d, &h, payload, "node-b") == 0);
+		tier_path(dir, 1, k, path, PATH_MAX);
+		if (i < 4)	/* last read two minutes ago */
+			TAP_CHECK(age(path, 120) == 0);
+	}
+	/* Room for the five: full. */
+	c = tier_cfg(KVC_TIER_G4, dir, 5 * fsz, "node-a", 1000);
+	c.max_payload = len;
+	t = tier_new(&c, ix);
+	TAP_CHECK(t != NULL);
+	if (!t)
+		goto out;
+
+	/* The first pass measures the directory: room until then, so the
+	 * ten minutes hold; the files stay, counted. */
+	TAP_CHECK(kvc_tier_scan(t, ns1_only, NULL) == 0);
+	kvc_tier_settle(t);
+	TAP_CHECK(kvc_tier_stats(t)->unreachable == 5);
+	TAP_CHECK(kvc_tier_stats(t)->usage == 5 * fsz);
+	for (int i = 0; i < 4; i++)
+		TAP_CHECK(exists(old[i]));
+
+	/* A spill is refused: nothing indexed to collect. */
+	fill_key(k, 0xe0);
+	TAP_CHECK(kvc_index_insert(ix, 1, k, NULL, &id) == 0);
+	TAP_EXPECT_EQ(spill(t, id, len, 50), -ENOSPC);
+	TAP_CHECK(kvc_tier_stats(t)->evictions == 0);
+
+	/* The next pass finds the directory full: the old ones go. */
+	TAP_CHECK(kvc_tier_scan(t, ns1_only, NULL) == 0);
+	kvc_tier_settle(t);
+	for (int i = 0; i < 4; i++)
+		TAP_CHECK(!exists(old[i]));
+	TAP_CHECK(exists(young));
+	TAP_CHECK(kvc_tier_stats(t)->usage == fsz);
+	TAP_CHECK(spill(t, id, len, 50) == 0);
+	TAP_CHECK(kvc_tier_stats(t)->usage == 2 * fsz);
+out:
+	kvc_tier_close(t);
+	kvc_index_destroy(ix);
+}
+
 /* A job that holds the worker until its gate opens, then does what a
  * walk does between two directories, and looks at the file's mtime. */
 struct renew_probe {
@@ -2513,6 +2588,7 @@ int main(void)
 	TAP_RUN(g4_gc_read_cancels);
 	TAP_RUN(g4_renewal_in_long_job);
 	TAP_RUN(g4_leased_full_refuses);
+	TAP_RUN(g4_full_collects_orphans);
 	TAP_RUN(g3_recover_no_manifest);
 	TAP_RUN(g3_recover_from_manifest);
 	TAP_RUN(g3_recover_checks_files);

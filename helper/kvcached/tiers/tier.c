@@ -168,8 +168,14 @@ bool tier_job_done(struct kvc_tier *t, struct tier_job *j)
 	case TJ_CALL:
 		j->done(j->arg);
 		break;
+	case TJ_UNLINK_OLD:
+		/* Kept (read since the walk, or not removable): it counts
+		 * again, until the next pass measures. */
+		if (j->status && j->status != -ENOENT)
+			t->st.usage += j->size;
+		break;
 	default:
-		break;	/* TOUCH, UNLINK_OLD: nothing to apply */
+		break;	/* TOUCH: nothing to apply */
 	}
 	return true;
 }

@@ -82,7 +82,7 @@ struct tier_walk {
 enum tier_job_kind {
 	TJ_WALK,		/* a rescan's walk: walk */
 	TJ_GC,			/* a victim: path, ns, key, size */
-	TJ_UNLINK_OLD,		/* an unreachable file: path, age */
+	TJ_UNLINK_OLD,		/* an unreachable file: path, age, size */
 	TJ_TOUCH,		/* a lease renewal: path */
 	TJ_TRASH,		/* delete what waited its grace in .gc/ */
 	TJ_QUARANTINE,		/* a corrupt file: ns, key */

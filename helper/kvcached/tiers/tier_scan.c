@@ -25,6 +25,7 @@
 
 #define TIER_TMP_MAX_AGE	3600	/* s: any write is done by then */
 #define TIER_ORPHAN_AGE		600	/* s: any chain is published by then */
+#define TIER_ORPHAN_FULL_AGE	30	/* s: ... any parent's write is done */
 
 static int rec_cmp(const void *a, const void *b)
 {
@@ -332,30 +333,50 @@ static bool walk_apply(struct kvc_tier *t, struct tier_walk *w,
 }
 
 /*
- * A file whose parent is nowhere, nor any ancestor's. Writers publish a
- * chain's blocks concurrently, so a scan that passes between two
- * publications sees a child before its parent: only a file left like
- * that for TIER_ORPHAN_AGE (and the grace) is taken for a leftover of a
- * writer that died, or of a GC that took the parent, and removed.
+ * How old an unreachable file must be to go. Writers publish a chain's
+ * blocks concurrently, so a scan that passes between two publications
+ * sees a child before its parent: only a file left like that for
+ * TIER_ORPHAN_AGE (and the grace) is taken for a leftover of a writer
+ * that died, or of a GC that took the parent.
+ *
+ * A directory with no room for another block cannot wait that long. Its
+ * unreachable files hold room that no lookup can use and that GC, which
+ * picks among indexed blocks only, cannot free: every chain this node
+ * knew may be gone already (the other nodes' GC, an admin), and each
+ * spill would be refused for ten minutes. Then an unreachable file goes
+ * once past the grace and TIER_ORPHAN_FULL_AGE: a parent's write in
+ * flight is done far sooner, and a child taken early costs a miss,
+ * never a wrong byte.
  */
+static int64_t orphan_age(const struct kvc_tier *t)
+{
+	int64_t grace = (int64_t)(t->cfg.grace_ms / 1000);
+	int64_t floor = TIER_ORPHAN_AGE;
+
+	if (!tier_room(t, kvc_bf_file_size(t->cfg.max_payload)))
+		floor = TIER_ORPHAN_FULL_AGE;
+	return grace > floor ? grace : floor;
+}
+
+/* A file whose parent is nowhere, nor any ancestor's: removed when old
+ * (orphan_age()), else counted. */
 static void unreachable(struct kvc_tier *t, struct rec *r, int64_t now)
 {
-	int64_t age = (int64_t)(t->cfg.grace_ms / 1000);
+	int64_t age = orphan_age(t);
 	char path[PATH_MAX];
 
 	if (r->size == 0)	/* already counted: a cycle */
 		return;
 	t->st.unreachable++;
-	if (age < TIER_ORPHAN_AGE)
-		age = TIER_ORPHAN_AGE;
 	if (t->writable && now - r->mtime > age) {
-		/* The worker looks at its mtime again: a lease may have
-		 * been renewed since the walk. */
+		/* The worker looks at its mtime again, by the server's
+		 * clock: a lease may have been renewed since the walk. */
 		struct tier_job *j = tier_job_new(TJ_UNLINK_OLD);
 
 		if (j && !tier_file_path(t, r->ns, r->key, path, sizeof(path))) {
 			strcpy(j->path, path);
 			j->age = age;
+			j->size = r->size;
 			tier_job_post(t, j);
 		} else {
 			tier_job_free(j);
