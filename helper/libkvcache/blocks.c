@@ -443,11 +443,104 @@ static uint32_t kernel_fill(struct kvcache_namespace *ns,
 }
 
 /*
+ * How many blocks connection k keeps allocated ahead (LIB_RESERVE_*): none
+ * before protocol version 3, where a SEAL round trip follows every ALLOC
+ * anyway.
+ */
+static uint32_t reserve_cap(const struct kvcache *c, const struct lib_conn *k)
+{
+	uint64_t n;
+
+	if (k->version < KVC_PROTO_VERSION_STORE_SEAL || !c->block_size)
+		return 0;
+	n = LIB_RESERVE_BYTES / c->block_size;
+	return n < LIB_RESERVE_MAX ? (uint32_t)n : LIB_RESERVE_MAX;
+}
+
+/* Up to n of k's blocks ahead for namespace ns, into h; how many. */
+static uint32_t reserve_take(struct lib_conn *k, uint32_t ns,
+			     struct kvcache_handle *h, uint32_t n)
+{
+	uint32_t got = 0, kept = 0;
+
+	for (uint32_t i = 0; i < k->nr_reserved; i++) {
+		if (got < n && k->reserve[i].ns == ns)
+			h[got++] = k->reserve[i].h;
+		else
+			k->reserve[kept++] = k->reserve[i];
+	}
+	k->nr_reserved = kept;
+	return got;
+}
+
+/* Blocks of namespace ns back into k's reserve (there is room: they came
+ * from it, or the ALLOC asked for no more than the room). */
+static void reserve_put(struct lib_conn *k, uint32_t ns,
+			const struct kvcache_handle *h, uint32_t n)
+{
+	for (uint32_t i = 0; i < n && k->nr_reserved < LIB_RESERVE_MAX; i++)
+		k->reserve[k->nr_reserved++] = (struct lib_reserved){
+			.ns = ns, .h = h[i],
+		};
+}
+
+/*
+ * n writable blocks of ns into h: from k's reserve first, then one ALLOC
+ * for the rest and for the reserve's empty places (fewer when the pool
+ * has no room for those). 0 or -errno.
+ */
+static int memfd_alloc(struct kvcache_namespace *ns, struct lib_conn *k,
+		       uint32_t n, struct kvcache_handle *h)
+{
+	struct kvcache *c = ns->c;
+	uint32_t cap = reserve_cap(c, k);
+	uint32_t got = cap ? reserve_take(k, ns->ns_id, h, n) : 0;
+	uint32_t want = n - got, ahead = 0;
+	int ret;
+
+	if (!want)
+		return 0;
+	if (cap > k->nr_reserved)
+		ahead = cap - k->nr_reserved;
+	if (want + ahead > lib_batch(c))
+		ahead = lib_batch(c) - want;
+	ret = lib_call(c, k, kvc_proto_encode_alloc(LIB_TX(k), ns->ns_id,
+						    want + ahead),
+		       KVC_MSG_ALLOC_REPLY);
+	if (ret == -ENOSPC && ahead) {
+		ahead = 0;
+		ret = lib_call(c, k, kvc_proto_encode_alloc(LIB_TX(k),
+							    ns->ns_id, want),
+			       KVC_MSG_ALLOC_REPLY);
+	}
+	if (!ret && k->msg.alloc_reply.count != want + ahead)
+		ret = -EPROTO;
+	if (ret) {
+		/* Still ours, unless the connection dropped with them. */
+		if (k->fd >= 0)
+			reserve_put(k, ns->ns_id, h, got);
+		return ret;
+	}
+	for (uint32_t i = 0; i < want + ahead; i++) {
+		struct kvcache_handle a;
+
+		kvc_proto_alloc_handle(&k->msg.alloc_reply, i, &a);
+		if (i < want)
+			h[got + i] = a;
+		else
+			reserve_put(k, ns->ns_id, &a, 1);
+	}
+	return 0;
+}
+
+/*
  * memfd mode: the same over the socket, on connection k, which keeps a pin
  * on each block sealed (*pinned of them, leading) for the caller to
  * release after its STORE. With protocol version 3, when every block was
  * written, the STORE seals them itself (*seal_len: their payload length)
- * and nothing is sealed or pinned here: two round trips fewer.
+ * and nothing is sealed or pinned here: two round trips fewer, and the
+ * blocks come from the connection's reserve (memfd_alloc()), so that most
+ * stores are the STORE alone.
  */
 static int memfd_alloc_fill(struct kvcache_namespace *ns, struct lib_conn *k,
 			    uint32_t n, const uint8_t *keys,
@@ -460,16 +553,12 @@ static int memfd_alloc_fill(struct kvcache_namespace *ns, struct lib_conn *k,
 	uint32_t ok = n;
 	int ret;
 
-	ret = lib_call(c, k, kvc_proto_encode_alloc(LIB_TX(k), ns->ns_id, n),
-		       KVC_MSG_ALLOC_REPLY);
+	ret = memfd_alloc(ns, k, n, h);
 	if (ret)
 		return ret;
-	if (k->msg.alloc_reply.count != n)
-		return -EPROTO;
 	for (uint32_t i = 0; i < n; i++) {
 		uint8_t *p;
 
-		kvc_proto_alloc_handle(&k->msg.alloc_reply, i, &h[i]);
 		p = lib_pool_block(c, h[i].index);
 		e[i] = (struct kvc_seal_entry) {
 			.handle = h[i],

@@ -62,6 +62,7 @@ static void conn_drop(struct lib_conn *k)
 	k->fd = -1;
 	k->version = 0;
 	k->peer = 0;
+	k->nr_reserved = 0;	/* freed with the connection */
 	k->epoch++;
 }
 

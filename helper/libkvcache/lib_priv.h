@@ -42,6 +42,21 @@
 #define LIB_DEFAULT_TIMEOUT	30000
 #define LIB_MAX_THREADS		64
 
+/*
+ * memfd mode: writable blocks a connection keeps allocated ahead of its
+ * stores, so that storing a block is one STORE, not an ALLOC and a STORE
+ * (blocks.c). At most LIB_RESERVE_MAX blocks and LIB_RESERVE_BYTES of
+ * pool per connection; the daemon frees them when the connection closes.
+ */
+#define LIB_RESERVE_MAX		8
+#define LIB_RESERVE_BYTES	(4u << 20)
+
+/* A block allocated ahead, for namespace ns. */
+struct lib_reserved {
+	uint32_t ns;
+	struct kvcache_handle h;
+};
+
 /* One connection to kvcached. */
 struct lib_conn {
 	int fd;			/* -1 while down */
@@ -53,6 +68,10 @@ struct lib_conn {
 	uint8_t *tx;		/* KVC_PROTO_MSG_MAX bytes */
 	uint8_t *rx;		/* KVC_PROTO_MSG_MAX + 1 bytes */
 	struct kvc_msg msg;	/* the last reply, pointing into rx */
+	/* Allocated ahead on this connection (emptied when it drops: the
+	 * daemon freed them). */
+	struct lib_reserved reserve[LIB_RESERVE_MAX];
+	uint32_t nr_reserved;
 };
 
 /* A memfd pool mapping replaced after a daemon restart, kept until close. */

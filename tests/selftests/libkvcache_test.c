@@ -458,6 +458,73 @@ TEST_F_TIMEOUT(kvcd, daemon_restart_under_a_client, 180)
 	rm_rf(g3);
 }
 
+/* Store chain ch (one block), retrying once past a restart; the result. */
+static int store_one(struct kvcache_namespace *ns, const struct chain *ch)
+{
+	int r = kvcache_store(ns, NULL, ch->keys, 1, ch->data, BLOCK_BYTES);
+
+	if (r < 0)	/* a call caught by a restart fails once */
+		r = kvcache_store(ns, NULL, ch->keys, 1, ch->data,
+				  BLOCK_BYTES);
+	return r;
+}
+
+/*
+ * memfd mode: a connection keeps blocks allocated ahead, so that most
+ * stores are one STORE. The next stores take them (no block more leaves
+ * the pool) with the right bytes; the reserve spent, a store allocates
+ * again; a daemon restart takes them along (never used on the new
+ * daemon, whose blocks they are not), and the client's close gives the
+ * new reserve back to the pool.
+ */
+TEST_F_TIMEOUT(kvcd, stores_use_blocks_allocated_ahead, 120)
+{
+	struct kvcache_namespace *ns;
+	struct chain *ch[12] = { NULL };
+	char why[512] = "";
+	struct kvcache *c;
+	uint64_t f0, f1, ahead;
+	uint32_t i;
+
+	if (self->mode != KVC_PROTO_MODE_MEMFD)
+		SKIP(return, "kernel mode allocates with the ioctl");
+	ASSERT_EQ(0, lib_open(self, &c, &ns));
+	for (i = 0; i < 12; i++) {
+		ch[i] = chain_new(ns, 40 + i, 1);
+		ASSERT_NE(NULL, ch[i]);
+	}
+	f0 = kvcc_stat1(&self->c, "pool_free");
+	ASSERT_EQ(1, store_one(ns, ch[0]));
+	f1 = kvcc_stat1(&self->c, "pool_free");
+	ASSERT_LT(f1 + 1, f0) TH_LOG("no block allocated ahead");
+	ahead = f0 - f1 - 1;
+	ASSERT_GE(8, ahead);
+	for (i = 1; i <= ahead; i++) {
+		ASSERT_EQ(1, store_one(ns, ch[i]));
+		EXPECT_EQ(f1, kvcc_stat1(&self->c, "pool_free"))
+			TH_LOG("store %u did not take a block ahead", i);
+	}
+	ASSERT_EQ(1, store_one(ns, ch[i]));
+	EXPECT_EQ(f1 - 1 - ahead, kvcc_stat1(&self->c, "pool_free"));
+	for (i = 0; i <= ahead + 1; i++)
+		EXPECT_EQ(1, load_check(ns, ch[i], 1)) TH_LOG("chain %u", i);
+
+	/* A new daemon: the reserve died with the old one. */
+	ASSERT_EQ(0, restart(self, NULL, why, sizeof(why))) TH_LOG("%s", why);
+	f0 = kvcc_stat1(&self->c, "pool_free");
+	ASSERT_EQ(1, store_one(ns, ch[10]));
+	ASSERT_EQ(1, store_one(ns, ch[11]));
+	EXPECT_EQ(1, load_check(ns, ch[10], 1));
+	EXPECT_EQ(1, load_check(ns, ch[11], 1));
+	EXPECT_EQ(f0 - 1 - ahead, kvcc_stat1(&self->c, "pool_free"));
+
+	/* Closed: what was allocated ahead goes back. */
+	kvcache_close(c);
+	EXPECT_EQ(f0 - 2, wait_stat(&self->c, "pool_free", f0 - 2, 10));
+	for (i = 0; i < 12; i++)
+		chain_free(ch[i]);
+}
+
 struct worker_arg {
 	struct kvcache_namespace *ns;
 	uint32_t salt;
