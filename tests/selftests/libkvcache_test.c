@@ -525,6 +525,55 @@ TEST_F_TIMEOUT(kvcd, stores_use_blocks_allocated_ahead, 120)
 		chain_free(ch[i]);
 }
 
+/*
+ * A client killed holding blocks allocated ahead (no kvcache_close):
+ * the daemon frees them at the hangup, and keeps what it stored.
+ */
+TEST_F(kvcd, killed_client_gives_back_its_blocks_ahead)
+{
+	uint64_t f0 = kvcc_stat1(&self->c, "pool_free");
+	struct kvcache_namespace *ns;
+	struct kvcache *c;
+	struct chain *ch;
+	int pipefd[2], st;
+	char byte;
+	pid_t pid;
+
+	if (self->mode != KVC_PROTO_MODE_MEMFD)
+		SKIP(return, "kernel mode allocates with the ioctl");
+	ASSERT_EQ(0, pipe(pipefd));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		close(pipefd[0]);
+		if (lib_open(self, &c, &ns))
+			_exit(2);
+		ch = chain_new(ns, 70, 1);
+		if (!ch || kvcache_store(ns, NULL, ch->keys, 1, ch->data,
+					 BLOCK_BYTES) != 1)
+			_exit(3);
+		if (write(pipefd[1], "s", 1) != 1)
+			_exit(4);
+		pause();	/* killed here, its connections open */
+		_exit(5);
+	}
+	close(pipefd[1]);
+	ASSERT_EQ(1, read(pipefd[0], &byte, 1));
+	close(pipefd[0]);
+	/* Stored, and blocks held ahead by the live client. */
+	EXPECT_GT(f0 - 1, kvcc_stat1(&self->c, "pool_free"));
+	ASSERT_EQ(0, kill(pid, SIGKILL));
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_EQ(f0 - 1, wait_stat(&self->c, "pool_free", f0 - 1, 10));
+	/* What it stored is there, byte-exact. */
+	ASSERT_EQ(0, lib_open(self, &c, &ns));
+	ch = chain_new(ns, 70, 1);
+	ASSERT_NE(NULL, ch);
+	EXPECT_EQ(1, load_check(ns, ch, 1));
+	chain_free(ch);
+	kvcache_close(c);
+}
+
 struct worker_arg {
 	struct kvcache_namespace *ns;
 	uint32_t salt;
