@@ -62,6 +62,7 @@ struct kvc_provider {
 
 	atomic64_t p2p_bytes;
 	atomic64_t bounce_bytes;
+	atomic64_t cpu_copy_bytes;	/* copied by the CPU, either way */
 	atomic64_t errors;
 	struct list_head node;		/* in the registry */
 };

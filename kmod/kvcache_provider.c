@@ -104,6 +104,13 @@ static ssize_t bounce_bytes_show(struct kobject *kobj,
 			  atomic64_read(&to_provider(kobj)->bounce_bytes));
 }
 
+static ssize_t cpu_copy_bytes_show(struct kobject *kobj,
+				   struct kobj_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%lld\n",
+			  atomic64_read(&to_provider(kobj)->cpu_copy_bytes));
+}
+
 static ssize_t errors_show(struct kobject *kobj, struct kobj_attribute *attr,
 			   char *buf)
 {
@@ -143,6 +150,7 @@ static struct kobj_attribute kvc_prov_attrs[] = {
 	__ATTR_RO(regions),
 	__ATTR_RO(p2p_bytes),
 	__ATTR_RO(bounce_bytes),
+	__ATTR_RO(cpu_copy_bytes),
 	__ATTR_RO(errors),
 	__ATTR_RO(distances),
 };

@@ -104,6 +104,7 @@ TEST_F_TIMEOUT(p2p, file_to_region_from_4k_to_64m, 600)
 	};
 	uint64_t p2p0 = provider_u64(self->prov, "p2p_bytes");
 	uint64_t bounce0 = provider_u64(self->prov, "bounce_bytes");
+	uint64_t cpu0 = provider_u64(self->prov, "cpu_copy_bytes");
 	uint64_t total = 0;
 	uint32_t h;
 	int f = pattern_file("sizes", 64 << 20, 7, O_RDONLY);
@@ -121,11 +122,15 @@ TEST_F_TIMEOUT(p2p, file_to_region_from_4k_to_64m, 600)
 			TH_LOG("size %llu", (unsigned long long)len);
 		total += len;
 	}
+	/* The CPU copies each byte once on the bounce path, none on P2P. */
 	if (self->want_path == KVCACHE_PATH_P2P) {
 		EXPECT_EQ(p2p0 + total, provider_u64(self->prov, "p2p_bytes"));
+		EXPECT_EQ(cpu0, provider_u64(self->prov, "cpu_copy_bytes"));
 	} else {
 		EXPECT_EQ(bounce0 + total,
 			  provider_u64(self->prov, "bounce_bytes"));
+		EXPECT_EQ(cpu0 + total,
+			  provider_u64(self->prov, "cpu_copy_bytes"));
 	}
 	EXPECT_EQ(0, region_unreg(self->fd, h));
 	close(f);
@@ -134,6 +139,7 @@ TEST_F_TIMEOUT(p2p, file_to_region_from_4k_to_64m, 600)
 TEST_F_TIMEOUT(p2p, region_to_file_and_back, 600)
 {
 	uint64_t len = 8 << 20;
+	uint64_t cpu0 = provider_u64(self->prov, "cpu_copy_bytes");
 	uint32_t h;
 	void *buf;
 	int f = pattern_file("out", 0, 0, O_RDWR);
@@ -158,6 +164,9 @@ TEST_F_TIMEOUT(p2p, region_to_file_and_back, 600)
 	ASSERT_EQ(0, xfer1(self->fd, &e));
 	EXPECT_EQ(-1, check((const void *)(self->bar + len + len / 2), 0,
 			    len / 2, 21));
+	EXPECT_EQ(cpu0 + (self->want_path == KVCACHE_PATH_P2P ? 0 :
+			  len + len / 2),
+		  provider_u64(self->prov, "cpu_copy_bytes"));
 	free(buf);
 	EXPECT_EQ(0, region_unreg(self->fd, h));
 	close(f);
@@ -166,6 +175,7 @@ TEST_F_TIMEOUT(p2p, region_to_file_and_back, 600)
 TEST_F_TIMEOUT(p2p, bounce_flag_forces_the_bounce_path, 600)
 {
 	uint64_t b0 = provider_u64(self->prov, "bounce_bytes");
+	uint64_t cpu0 = provider_u64(self->prov, "cpu_copy_bytes");
 	uint32_t h;
 	int f = pattern_file("bounce", 3 << 20, 9, O_RDONLY);
 
@@ -178,6 +188,8 @@ TEST_F_TIMEOUT(p2p, bounce_flag_forces_the_bounce_path, 600)
 	EXPECT_EQ(KVCACHE_PATH_BOUNCE, e.path);
 	EXPECT_EQ(-1, check((const void *)(self->bar + 4096), 0, 3 << 20, 9));
 	EXPECT_EQ(b0 + (3 << 20), provider_u64(self->prov, "bounce_bytes"));
+	EXPECT_EQ(cpu0 + (3 << 20),
+		  provider_u64(self->prov, "cpu_copy_bytes"));
 	/* An offset the device cannot DMA to is fine for the bounce path. */
 	e = entry(f, 0, 4096, h, 100, 0);
 	ASSERT_EQ(0, xfer1(self->fd, &e));
