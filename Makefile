@@ -87,7 +87,7 @@ CTL_SRCS := $(sort $(wildcard helper/kvcachectl/*.c))
 LIB_SRCS := $(sort $(wildcard helper/libkvcache/*.c))
 # The parts of common/ the library carries inside it (hidden).
 LIB_COMMON_SRCS := helper/common/keys.c helper/common/proto.c \
-		   helper/common/fdpass.c \
+		   helper/common/fdpass.c helper/common/fastidx.c \
 		   helper/common/blockfile.c
 ENGINE_SRCS := helper/engine/model.c helper/engine/engine.c
 

@@ -22,6 +22,7 @@
 #define STORE_ENTRY		80
 #define BATCH_FIXED		8	/* count, reserved: the other batches */
 #define HANDLE_SIZE		8
+#define TOUCH_FIXED		24	/* count, reserved, three counts, reserved */
 #define STATUS_SIZE		4
 #define LOAD_ENTRY		16	/* reply entry */
 #define STAT_FIXED		10	/* value u64, name_len u16 */
@@ -496,6 +497,32 @@ static int decode_release(struct kvc_msg *m, const uint8_t *b, size_t blen)
 	return 0;
 }
 
+static int decode_touch(struct kvc_msg *m, const uint8_t *b, size_t blen)
+{
+	struct kvc_touch *t = &m->touch;
+	int ret;
+
+	if (blen < TOUCH_FIXED)
+		return fail(m, -EBADMSG, "truncated TOUCH");
+	t->count = get32(b);
+	t->lookups = get32(b + 8);
+	t->lookup_keys = get32(b + 12);
+	t->hit_keys = get32(b + 16);
+	if (get32(b + 4) || get32(b + 20))
+		return fail(m, -EINVAL, "reserved field is not zero");
+	ret = batch_size(m, blen, TOUCH_FIXED, t->count, 0,
+			 KVC_PROTO_MAX_BATCH, HANDLE_SIZE);
+	if (ret)
+		return ret;
+	if (!t->count && !t->lookup_keys)
+		return fail(m, -EINVAL, "TOUCH reports nothing");
+	if (t->hit_keys > t->lookup_keys || t->lookups > t->lookup_keys)
+		return fail(m, -EINVAL,
+			    "TOUCH: more hits or lookups than keys");
+	t->raw = b + TOUCH_FIXED;
+	return 0;
+}
+
 static int decode_ns_create(struct kvc_msg *m, const uint8_t *b,
 			    size_t blen)
 {
@@ -817,6 +844,11 @@ int kvc_proto_decode(const void *buf, size_t len, struct kvc_msg *out)
 	    out->version < KVC_PROTO_VERSION_NS_SALT)
 		return fail(out, -EOPNOTSUPP,
 			    "message type not in this protocol version");
+	if (((out->type & ~KVC_MSG_REPLY) == KVC_MSG_FAST_MAP ||
+	     out->type == KVC_MSG_TOUCH) &&
+	    out->version < KVC_PROTO_VERSION_FAST)
+		return fail(out, -EOPNOTSUPP,
+			    "message type not in this protocol version");
 	switch (out->type) {
 	case KVC_MSG_HELLO:
 		return decode_hello(out, body, blen);
@@ -872,6 +904,17 @@ int kvc_proto_decode(const void *buf, size_t len, struct kvc_msg *out)
 		return decode_ns_list(out, body, blen);
 	case KVC_MSG_NS_LIST_REPLY:
 		return decode_ns_list_reply(out, body, blen);
+	case KVC_MSG_FAST_MAP:
+		if (blen)
+			return fail(out, -EBADMSG, "FAST_MAP has no body");
+		return 0;
+	case KVC_MSG_FAST_MAP_REPLY:
+		if (blen)
+			return fail(out, -EBADMSG,
+				    "FAST_MAP reply has no body");
+		return 0;
+	case KVC_MSG_TOUCH:
+		return decode_touch(out, body, blen);
 	case KVC_MSG_NS_SALT:
 		return decode_ns_salt(out, body, blen);
 	case KVC_MSG_NS_SALT_REPLY:
@@ -930,6 +973,12 @@ void kvc_proto_release_handle(const struct kvc_release *r, uint32_t i,
 			      struct kvcache_handle *h)
 {
 	get_handle(r->raw + (size_t)i * HANDLE_SIZE, h);
+}
+
+void kvc_proto_touch_handle(const struct kvc_touch *t, uint32_t i,
+			    struct kvcache_handle *h)
+{
+	get_handle(t->raw + (size_t)i * HANDLE_SIZE, h);
 }
 
 void kvc_proto_alloc_handle(const struct kvc_alloc_reply *r, uint32_t i,
@@ -1254,6 +1303,57 @@ int kvc_proto_encode_release(void *buf, size_t size, uint32_t seq,
 	for (uint32_t i = 0; i < count; i++)
 		put_handle(b + (size_t)i * HANDLE_SIZE, &h[i]);
 	return (int)total;
+}
+
+int kvc_proto_encode_touch(void *buf, size_t size, uint32_t seq,
+			   const struct kvc_touch *t,
+			   const struct kvcache_handle *h)
+{
+	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	size_t total;
+	int ret;
+
+	if (!t || t->count > KVC_PROTO_MAX_BATCH || (t->count && !h) ||
+	    (!t->count && !t->lookup_keys) || t->hit_keys > t->lookup_keys ||
+	    t->lookups > t->lookup_keys)
+		return -EINVAL;
+	total = KVC_PROTO_HDR_SIZE + TOUCH_FIXED +
+		(size_t)t->count * HANDLE_SIZE;
+	ret = begin(buf, size, total, KVC_MSG_TOUCH, seq);
+	if (ret)
+		return ret;
+	put16((uint8_t *)buf + 4, KVC_PROTO_VERSION_FAST);
+	put32(b, t->count);
+	put32(b + 4, 0);
+	put32(b + 8, t->lookups);
+	put32(b + 12, t->lookup_keys);
+	put32(b + 16, t->hit_keys);
+	put32(b + 20, 0);
+	b += TOUCH_FIXED;
+	for (uint32_t i = 0; i < t->count; i++)
+		put_handle(b + (size_t)i * HANDLE_SIZE, &h[i]);
+	return (int)total;
+}
+
+int kvc_proto_encode_fast_map(void *buf, size_t size, uint32_t seq)
+{
+	int ret = begin(buf, size, KVC_PROTO_HDR_SIZE, KVC_MSG_FAST_MAP, seq);
+
+	if (ret)
+		return ret;
+	put16((uint8_t *)buf + 4, KVC_PROTO_VERSION_FAST);
+	return KVC_PROTO_HDR_SIZE;
+}
+
+int kvc_proto_encode_fast_map_reply(void *buf, size_t size, uint32_t seq)
+{
+	int ret = begin(buf, size, KVC_PROTO_HDR_SIZE, KVC_MSG_FAST_MAP_REPLY,
+			seq);
+
+	if (ret)
+		return ret;
+	put16((uint8_t *)buf + 4, KVC_PROTO_VERSION_FAST);
+	return KVC_PROTO_HDR_SIZE;
 }
 
 int kvc_proto_encode_release_reply(void *buf, size_t size, uint32_t seq,
@@ -1608,5 +1708,5 @@ int kvc_proto_choose_version(uint16_t min, uint16_t max)
 
 int kvc_proto_is_request(uint16_t type)
 {
-	return type >= KVC_MSG_HELLO && type <= KVC_MSG_NS_SALT;
+	return type >= KVC_MSG_HELLO && type <= KVC_MSG_TOUCH;
 }

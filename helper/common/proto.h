@@ -31,12 +31,15 @@
  * KVC_PROTO_VERSION (1) into the header, NS_SALT's write 2 and a STORE
  * with a SEAL entry 3 (the first version that has them); a peer that
  * negotiated more restamps the rest with kvc_proto_set_version().
+ * Version 4 adds FAST_MAP and TOUCH (memfd mode's fast path), written
+ * with version 4.
  */
 #define KVC_PROTO_VERSION_MIN	1
-#define KVC_PROTO_VERSION_MAX	3
+#define KVC_PROTO_VERSION_MAX	4
 #define KVC_PROTO_VERSION	1	/* what most encoders write */
 #define KVC_PROTO_VERSION_NS_SALT 2	/* the first version with NS_SALT */
 #define KVC_PROTO_VERSION_STORE_SEAL 3	/* the first with STORE's SEAL */
+#define KVC_PROTO_VERSION_FAST	4	/* the first with FAST_MAP, TOUCH */
 
 #define KVC_PROTO_HDR_SIZE	24
 /* Bytes in one message (one datagram), header included. */
@@ -77,6 +80,8 @@
 #define KVC_MSG_FLUSH		0x000B	/* privileged peers only */
 #define KVC_MSG_NS_LIST		0x000C
 #define KVC_MSG_NS_SALT		0x000D	/* version 2 on */
+#define KVC_MSG_FAST_MAP	0x000E	/* version 4 on, memfd mode */
+#define KVC_MSG_TOUCH		0x000F	/* version 4 on: never answered */
 #define KVC_MSG_HELLO_REPLY	(KVC_MSG_HELLO | KVC_MSG_REPLY)
 #define KVC_MSG_LOOKUP_REPLY	(KVC_MSG_LOOKUP | KVC_MSG_REPLY)
 #define KVC_MSG_STORE_REPLY	(KVC_MSG_STORE | KVC_MSG_REPLY)
@@ -90,6 +95,7 @@
 #define KVC_MSG_FLUSH_REPLY	(KVC_MSG_FLUSH | KVC_MSG_REPLY)
 #define KVC_MSG_NS_LIST_REPLY	(KVC_MSG_NS_LIST | KVC_MSG_REPLY)
 #define KVC_MSG_NS_SALT_REPLY	(KVC_MSG_NS_SALT | KVC_MSG_REPLY)
+#define KVC_MSG_FAST_MAP_REPLY	(KVC_MSG_FAST_MAP | KVC_MSG_REPLY)
 #define KVC_MSG_ERROR		0x8000	/* a reply to any request */
 
 /*
@@ -254,6 +260,20 @@ struct kvc_release {
 };
 
 /*
+ * TOUCH (version 4): what a client did through the fast index since its
+ * last TOUCH: blocks it loaded (count handles, 0..KVC_PROTO_MAX_BATCH),
+ * and the LOOKUPs it answered by itself, with their keys and hits.
+ * Something must be reported: count and lookup_keys are not both 0.
+ */
+struct kvc_touch {
+	uint32_t count;
+	uint32_t lookups;
+	uint32_t lookup_keys;
+	uint32_t hit_keys;
+	const uint8_t *raw;	/* read with kvc_proto_touch_handle() */
+};
+
+/*
  * NS_CREATE: a new namespace, owned by uid and gid (ids as the daemon
  * sees them, not the sender's: only a privileged peer may send it).
  * Its reply has no body: success is the reply, failure an ERROR.
@@ -403,6 +423,8 @@ struct kvc_msg {
 		struct kvc_load_reply load_reply;
 		struct kvc_release release;
 		struct kvc_status_list release_reply;
+		/* FAST_MAP and its reply have no body */
+		struct kvc_touch touch;
 		/* STATS requests have no body */
 		struct kvc_stats_reply stats_reply;
 		struct kvc_ns_create ns_create;
@@ -455,6 +477,8 @@ void kvc_proto_load_result(const struct kvc_load_reply *r, uint32_t i,
 			   struct kvc_load_result *res);
 void kvc_proto_release_handle(const struct kvc_release *r, uint32_t i,
 			      struct kvcache_handle *h);
+void kvc_proto_touch_handle(const struct kvc_touch *t, uint32_t i,
+			    struct kvcache_handle *h);
 void kvc_proto_alloc_handle(const struct kvc_alloc_reply *r, uint32_t i,
 			    struct kvcache_handle *h);
 void kvc_proto_seal_entry(const struct kvc_seal *s, uint32_t i,
@@ -512,6 +536,15 @@ int kvc_proto_encode_release(void *buf, size_t size, uint32_t seq,
 int kvc_proto_encode_release_reply(void *buf, size_t size, uint32_t seq,
 				   const int32_t *status, uint32_t count);
 int kvc_proto_encode_stats(void *buf, size_t size, uint32_t seq);
+/*
+ * FAST_MAP, its reply (the segment comes with it) and TOUCH (the blocks
+ * a client loaded by itself; no reply), written with version 4.
+ */
+int kvc_proto_encode_fast_map(void *buf, size_t size, uint32_t seq);
+int kvc_proto_encode_fast_map_reply(void *buf, size_t size, uint32_t seq);
+int kvc_proto_encode_touch(void *buf, size_t size, uint32_t seq,
+			   const struct kvc_touch *t,
+			   const struct kvcache_handle *h);
 int kvc_proto_encode_stats_reply(void *buf, size_t size, uint32_t seq,
 				 const struct kvc_stat *st, uint32_t count);
 int kvc_proto_encode_ns_create(void *buf, size_t size, uint32_t seq,

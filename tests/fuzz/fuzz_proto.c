@@ -315,6 +315,34 @@ static int re_release(const struct kvc_msg *m, uint8_t *buf, size_t size)
 					r->count);
 }
 
+static int re_touch(const struct kvc_msg *m, uint8_t *buf, size_t size)
+{
+	const struct kvc_touch *t = &m->touch;
+
+	FUZZ_CHECK(m->version >= KVC_PROTO_VERSION_FAST);
+	check_batch(t->count, 0, BATCH, 24, 8);
+	check_in_body(t->raw, (size_t)t->count * 8);
+	FUZZ_CHECK(t->count || t->lookup_keys);
+	FUZZ_CHECK(t->hit_keys <= t->lookup_keys &&
+		   t->lookups <= t->lookup_keys);
+	for (uint32_t i = 0; i < t->count; i++)
+		kvc_proto_touch_handle(t, i, &handle_e[i]);
+	return kvc_proto_encode_touch(buf, size, m->seq, t, handle_e);
+}
+
+static int re_fast_map(const struct kvc_msg *m, uint8_t *buf, size_t size)
+{
+	FUZZ_CHECK(body_len() == 0 && m->version >= KVC_PROTO_VERSION_FAST);
+	return kvc_proto_encode_fast_map(buf, size, m->seq);
+}
+
+static int re_fast_map_reply(const struct kvc_msg *m, uint8_t *buf,
+			     size_t size)
+{
+	FUZZ_CHECK(body_len() == 0 && m->version >= KVC_PROTO_VERSION_FAST);
+	return kvc_proto_encode_fast_map_reply(buf, size, m->seq);
+}
+
 static int re_stats(const struct kvc_msg *m, uint8_t *buf, size_t size)
 {
 	FUZZ_CHECK(body_len() == 0);
@@ -535,6 +563,9 @@ static const struct {
 	{ KVC_MSG_NS_LIST_REPLY, re_ns_list_reply },
 	{ KVC_MSG_NS_SALT, re_ns_salt },
 	{ KVC_MSG_NS_SALT_REPLY, re_ns_salt_reply },
+	{ KVC_MSG_FAST_MAP, re_fast_map },
+	{ KVC_MSG_FAST_MAP_REPLY, re_fast_map_reply },
+	{ KVC_MSG_TOUCH, re_touch },
 	{ KVC_MSG_ERROR, re_error },
 };
 
@@ -591,10 +622,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		bool reply = type & KVC_MSG_REPLY;
 
 		/* The daemon answers exactly the requests it can decode,
-		 * and each of them has a reply type the client decodes. */
+		 * and each of them but TOUCH (never answered) has a reply
+		 * type the client decodes. */
 		FUZZ_CHECK(!!kvc_proto_is_request(type) == (known[t] && !reply));
 		if (known[t] && !reply)
-			FUZZ_CHECK(known[t | KVC_MSG_REPLY]);
+			FUZZ_CHECK(known[t | KVC_MSG_REPLY] ==
+				   (type != KVC_MSG_TOUCH));
 		if (known[t] && reply && type != KVC_MSG_ERROR)
 			FUZZ_CHECK(known[t & ~KVC_MSG_REPLY]);
 		if (known[t] && !reencoder(type))
@@ -828,7 +861,7 @@ static int gen_message(uint8_t which, uint32_t seq, char *errmsg)
 {
 	uint32_t count, ns, a, b;
 
-	switch (which % 27) {
+	switch (which % 30) {
 	case 0: {
 		struct kvc_hello h;
 
@@ -881,15 +914,15 @@ static int gen_message(uint8_t which, uint32_t seq, char *errmsg)
 		count = take_count(BATCH);
 		for (uint32_t i = 0; i < count && i < BATCH; i++)
 			status_e[i] = (int32_t)take32();
-		if (which % 27 == 5)
+		if (which % 30 == 5)
 			return kvc_proto_encode_store_reply(gen, sizeof(gen),
 							    seq, status_e,
 							    count);
-		if (which % 27 == 6)
+		if (which % 30 == 6)
 			return kvc_proto_encode_release_reply(gen, sizeof(gen),
 							      seq, status_e,
 							      count);
-		if (which % 27 == 7)
+		if (which % 30 == 7)
 			return kvc_proto_encode_seal_reply(gen, sizeof(gen),
 							   seq, status_e,
 							   count);
@@ -899,7 +932,7 @@ static int gen_message(uint8_t which, uint32_t seq, char *errmsg)
 		ns = take32();
 		count = take_count(BATCH);
 		take(keys_arg, (size_t)(count < BATCH ? count : BATCH) * KEY);
-		if (which % 27 == 9)
+		if (which % 30 == 9)
 			return kvc_proto_encode_load(gen, sizeof(gen), seq, ns,
 						     keys_arg, count);
 		return kvc_proto_encode_evict(gen, sizeof(gen), seq, ns,
@@ -916,7 +949,7 @@ static int gen_message(uint8_t which, uint32_t seq, char *errmsg)
 		count = take_count(BATCH);
 		for (uint32_t i = 0; i < count && i < BATCH; i++)
 			take_handle(&handle_e[i]);
-		if (which % 27 == 12)
+		if (which % 30 == 12)
 			return kvc_proto_encode_release(gen, sizeof(gen), seq,
 							handle_e, count);
 		return kvc_proto_encode_alloc_reply(gen, sizeof(gen), seq,
@@ -1005,6 +1038,22 @@ static int gen_message(uint8_t which, uint32_t seq, char *errmsg)
 		return kvc_proto_encode_ns_salt_reply(gen, sizeof(gen), seq,
 						      &r);
 	}
+	case 26:
+		return kvc_proto_encode_fast_map(gen, sizeof(gen), seq);
+	case 27:
+		return kvc_proto_encode_fast_map_reply(gen, sizeof(gen), seq);
+	case 28: {
+		struct kvc_touch t;
+
+		t.count = take_count(BATCH);
+		t.lookups = take32();
+		t.lookup_keys = take32();
+		t.hit_keys = take32();
+		for (uint32_t i = 0; i < t.count && i < BATCH; i++)
+			take_handle(&handle_e[i]);
+		return kvc_proto_encode_touch(gen, sizeof(gen), seq, &t,
+					      handle_e);
+	}
 	default: {
 		int32_t err = (int32_t)take32();
 		uint16_t type = take16();
@@ -1019,7 +1068,7 @@ static int gen_message(uint8_t which, uint32_t seq, char *errmsg)
 }
 
 /* The type each gen_message() case encodes. */
-static const uint16_t gen_types[27] = {
+static const uint16_t gen_types[30] = {
 	KVC_MSG_HELLO, KVC_MSG_HELLO_REPLY, KVC_MSG_LOOKUP,
 	KVC_MSG_LOOKUP_REPLY, KVC_MSG_STORE, KVC_MSG_STORE_REPLY,
 	KVC_MSG_RELEASE_REPLY, KVC_MSG_SEAL_REPLY, KVC_MSG_EVICT_REPLY,
@@ -1028,6 +1077,7 @@ static const uint16_t gen_types[27] = {
 	KVC_MSG_NS_CREATE, KVC_MSG_NS_CREATE_REPLY, KVC_MSG_ALLOC,
 	KVC_MSG_SEAL, KVC_MSG_FLUSH, KVC_MSG_FLUSH_REPLY, KVC_MSG_NS_LIST,
 	KVC_MSG_NS_LIST_REPLY, KVC_MSG_NS_SALT, KVC_MSG_NS_SALT_REPLY,
+	KVC_MSG_FAST_MAP, KVC_MSG_FAST_MAP_REPLY, KVC_MSG_TOUCH,
 	KVC_MSG_ERROR,
 };
 
@@ -1052,10 +1102,10 @@ static void check_encoder(const uint8_t *data, size_t size)
 	FUZZ_CHECK(n >= HDR && n <= KVC_PROTO_MSG_MAX);
 	if (kvc_proto_decode(gen, (size_t)n, &m)) {
 		fprintf(stderr, "encoded type 0x%04x refused: %s\n",
-			gen_types[which % 27], m.reason);
+			gen_types[which % 30], m.reason);
 		FUZZ_CHECK(!"an encoded message decodes");
 	}
-	FUZZ_CHECK(m.type == gen_types[which % 27] && m.seq == seq);
+	FUZZ_CHECK(m.type == gen_types[which % 30] && m.seq == seq);
 	if (m.type == KVC_MSG_ERROR) {
 		size_t want = strlen(errmsg);
 

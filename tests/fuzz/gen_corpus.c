@@ -209,6 +209,25 @@ static void gen_proto(void)
 		buf[4] = 1;
 		msg("bad_ns_salt_v1", n);
 	}
+	{
+		const struct kvcache_handle th[2] = { { 1, 2 }, { 3, 4 } };
+		struct kvc_touch t = { .count = 2, .lookups = 1,
+				       .lookup_keys = 6, .hit_keys = 6 };
+		struct kvc_touch tl = { .lookups = 2, .lookup_keys = 9,
+					.hit_keys = 9 };
+
+		msg("fast_map", kvc_proto_encode_fast_map(buf, sizeof(buf), 18));
+		msg("fast_map_reply",
+		    kvc_proto_encode_fast_map_reply(buf, sizeof(buf), 18));
+		msg("touch", kvc_proto_encode_touch(buf, sizeof(buf), 19, &t,
+						    th));
+		msg("touch_lookups_only",
+		    kvc_proto_encode_touch(buf, sizeof(buf), 19, &tl, NULL));
+		/* Under version 3, which has no fast index. */
+		n = kvc_proto_encode_touch(buf, sizeof(buf), 19, &t, th);
+		buf[4] = 3;
+		msg("bad_touch_v3", n);
+	}
 	/* A version-1 layout sent after a HELLO that chose version 2. */
 	n = kvc_proto_encode_lookup(buf, sizeof(buf), 17, 2,
 				    KVC_PROTO_TIER_POOL, keys[2], 2);

@@ -2372,8 +2372,11 @@ static void versions(void)
 	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_LOOKUP_REPLY));
 	TAP_CHECK(!kvc_proto_is_request(0));
 	TAP_CHECK(kvc_proto_is_request(KVC_MSG_NS_SALT));
-	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_NS_SALT + 1));
+	TAP_CHECK(kvc_proto_is_request(KVC_MSG_FAST_MAP));
+	TAP_CHECK(kvc_proto_is_request(KVC_MSG_TOUCH));
+	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_TOUCH + 1));
 	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_NS_SALT_REPLY));
+	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_FAST_MAP_REPLY));
 	/* Version 2 is the one with NS_SALT. */
 	TAP_CHECK(KVC_PROTO_VERSION_MAX >= KVC_PROTO_VERSION_NS_SALT);
 	TAP_CHECK(kvc_proto_choose_version(1, 2) == 2);
@@ -2383,6 +2386,88 @@ static void versions(void)
 	TAP_CHECK(KVC_PROTO_VERSION_MAX >= KVC_PROTO_VERSION_STORE_SEAL);
 	TAP_CHECK(kvc_proto_choose_version(1, 3) == 3);
 	TAP_CHECK(kvc_proto_choose_version(2, 9) == KVC_PROTO_VERSION_MAX);
+	/* Version 4 is the one with FAST_MAP and TOUCH. */
+	TAP_CHECK(KVC_PROTO_VERSION_MAX >= KVC_PROTO_VERSION_FAST);
+	TAP_CHECK(kvc_proto_choose_version(1, 4) == 4);
+}
+
+/*
+ * FAST_MAP, its reply and TOUCH: version 4 only, FAST_MAP without a
+ * body, TOUCH with RELEASE's (a non-empty list of handles), and TOUCH
+ * has no reply type.
+ */
+static void fast_messages(void)
+{
+	const struct kvcache_handle h[2] = { { 3, 7 }, { 9, 1 } };
+	struct kvcache_handle g;
+	struct kvc_touch t;
+	uint8_t buf[256];
+	struct kvc_msg m;
+	int n;
+
+	n = kvc_proto_encode_fast_map(buf, sizeof(buf), 5);
+	TAP_CHECK(n == KVC_PROTO_HDR_SIZE);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.type == KVC_MSG_FAST_MAP && m.version == 4 && m.seq == 5);
+	n = kvc_proto_encode_fast_map_reply(buf, sizeof(buf), 5);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.type == KVC_MSG_FAST_MAP_REPLY);
+
+	/* Under an older header the types do not exist. */
+	put16(buf + 4, 3);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == -EOPNOTSUPP);
+	n = kvc_proto_encode_fast_map(buf, sizeof(buf), 5);
+	put16(buf + 4, 3);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == -EOPNOTSUPP);
+
+	/* FAST_MAP has no body. */
+	n = kvc_proto_encode_fast_map(buf, sizeof(buf), 5);
+	memset(buf + n, 0, 8);
+	put32(buf + 12, (uint32_t)n + 8);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n + 8, &m) == -EBADMSG);
+
+	t = (struct kvc_touch){ .count = 2, .lookups = 1, .lookup_keys = 5,
+				.hit_keys = 5 };
+	n = kvc_proto_encode_touch(buf, sizeof(buf), 6, &t, h);
+	TAP_CHECK(n == KVC_PROTO_HDR_SIZE + 24 + 16);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.type == KVC_MSG_TOUCH && m.version == 4);
+	TAP_CHECK(m.touch.count == 2 && m.touch.lookups == 1 &&
+		  m.touch.lookup_keys == 5 && m.touch.hit_keys == 5);
+	kvc_proto_touch_handle(&m.touch, 1, &g);
+	TAP_CHECK(g.index == 9 && g.gen == 1);
+	put16(buf + 4, 3);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == -EOPNOTSUPP);
+	/* Lookups alone are something to report; nothing at all is not. */
+	t = (struct kvc_touch){ .lookups = 1, .lookup_keys = 3, .hit_keys = 3 };
+	n = kvc_proto_encode_touch(buf, sizeof(buf), 6, &t, NULL);
+	TAP_CHECK(n > 0 && kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.touch.count == 0 && m.touch.lookup_keys == 3);
+	t = (struct kvc_touch){ 0 };
+	TAP_CHECK(kvc_proto_encode_touch(buf, sizeof(buf), 6, &t, h) == -EINVAL);
+	t = (struct kvc_touch){ .lookup_keys = 1, .hit_keys = 2 };
+	TAP_CHECK(kvc_proto_encode_touch(buf, sizeof(buf), 6, &t, h) == -EINVAL);
+	/* Nothing, more hits than keys, reserved fields, a count too far. */
+	t = (struct kvc_touch){ .count = 1 };
+	n = kvc_proto_encode_touch(buf, sizeof(buf), 6, &t, h);
+	put32(buf + KVC_PROTO_HDR_SIZE, 0);
+	put32(buf + 12, (uint32_t)n - 8);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n - 8, &m) == -EINVAL);
+	put32(buf + 12, (uint32_t)n);
+	put32(buf + KVC_PROTO_HDR_SIZE, 1);
+	put32(buf + KVC_PROTO_HDR_SIZE + 16, 1);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == -EINVAL);
+	put32(buf + KVC_PROTO_HDR_SIZE + 16, 0);
+	put32(buf + KVC_PROTO_HDR_SIZE + 20, 1);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == -EINVAL);
+	put32(buf + KVC_PROTO_HDR_SIZE + 20, 0);
+	put32(buf + KVC_PROTO_HDR_SIZE, 2);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == -EBADMSG);
+	put32(buf + KVC_PROTO_HDR_SIZE, 1);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	/* Nobody answers a TOUCH: its reply type is unknown. */
+	put16(buf + 6, KVC_MSG_TOUCH | KVC_MSG_REPLY);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == -EOPNOTSUPP);
 }
 
 /*
@@ -2780,6 +2865,7 @@ int main(void)
 	TAP_RUN(encoder_limits);
 	TAP_RUN(error_replies);
 	TAP_RUN(versions);
+	TAP_RUN(fast_messages);
 	TAP_RUN(restamp);
 	TAP_RUN(fuzz);
 	return tap_done();
