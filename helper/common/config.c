@@ -64,6 +64,7 @@ enum {
 	K_BLOCK_SIZE,
 	K_HUGETLB,
 	K_MLOCK,
+	K_FAST_INDEX,
 	K_LOW_WATERMARK,
 	K_HIGH_WATERMARK,
 	K_PREFETCH,
@@ -238,6 +239,10 @@ static const struct key keys[NKEYS] = {
 		.section = "pool", .name = "mlock", .type = V_BOOL,
 		.offset = offsetof(struct kvc_config, pool.mlock),
 	},
+	[K_FAST_INDEX] = {
+		.section = "pool", .name = "fast_index", .type = V_BOOL,
+		.offset = offsetof(struct kvc_config, pool.fast_index),
+	},
 	[K_LOW_WATERMARK] = {
 		.section = "pool", .name = "low_watermark", .type = V_UINT,
 		.offset = offsetof(struct kvc_config, pool.low_watermark),
@@ -383,6 +388,7 @@ void kvc_config_defaults(struct kvc_config *cfg)
 	cfg->pool.block_size = 2ULL << 20;
 	cfg->pool.hugetlb = KVC_CONFIG_HUGETLB_AUTO;
 	cfg->pool.mlock = true;
+	cfg->pool.fast_index = true;
 	cfg->pool.low_watermark = 5;
 	cfg->pool.high_watermark = 10;
 

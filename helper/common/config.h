@@ -107,6 +107,7 @@ struct kvc_config {
 		uint64_t block_size;		/* memfd mode only */
 		int hugetlb;			/* enum kvc_config_hugetlb */
 		bool mlock;
+		bool fast_index;		/* memfd mode: the fast path */
 		unsigned int low_watermark;	/* free %, evict below */
 		unsigned int high_watermark;	/* free %, stop evicting at */
 		unsigned int prefetch;		/* blocks promoted ahead */

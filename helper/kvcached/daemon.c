@@ -112,6 +112,7 @@ static int kvcd_open_pool(struct kvcd *d, const char *device)
 		.hugetlb = d->cfg.pool.hugetlb == KVC_CONFIG_HUGETLB_YES ? 1 :
 			   d->cfg.pool.hugetlb == KVC_CONFIG_HUGETLB_NO ? 0 : -1,
 		.mlock = d->cfg.pool.mlock,
+		.fast_index = d->cfg.pool.fast_index,
 	};
 	int ret;
 
@@ -184,6 +185,8 @@ int kvcd_create(struct kvcd **out, const struct kvcd_options *opt)
 		goto err;
 	memset(d->by_block, 0xff, d->nr_blocks * sizeof(*d->by_block));
 	ret = kvc_index_create(&d->index, d->nr_blocks, seed);
+	if (!ret)
+		ret = kvc_index_observe(d->index, kvcd_pool_observed, d);
 	if (!ret)
 		ret = kvc_policy_create(&d->policy,
 					kvcd_policy_name(d->cfg.eviction.policy),

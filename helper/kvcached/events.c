@@ -242,7 +242,8 @@ int kvcd_events_open(struct kvcd *d)
 	/* Whatever a router knew of this node's last run is gone. */
 	ev->cleared = true;
 	d->events = ev;
-	kvc_index_observe(d->index, observed, d);
+	if (kvc_index_observe(d->index, observed, d))
+		kvc_warn("[events] no observer slot left in the index");
 	kvc_info("KV events on %s (topic '%s')", ep, ev->topic);
 	return 0;
 }
@@ -253,7 +254,7 @@ void kvcd_events_close(struct kvcd *d)
 
 	if (!ev)
 		return;
-	kvc_index_observe(d->index, NULL, NULL);
+	kvc_index_unobserve(d->index, observed);
 	zmq_close(ev->sock);
 	zmq_ctx_term(ev->ctx);
 	kvc_mp_free(&ev->mp);

@@ -48,8 +48,9 @@ struct kvc_index {
 	size_t count;
 	struct kvc_group *groups;
 	size_t nslots;			/* power of two, >= MIN_SLOTS */
-	kvc_index_observer observer;	/* kvc_index_observe() */
-	void *observer_arg;
+	/* kvc_index_observe(); unused slots are NULL */
+	kvc_index_observer observer[KVC_INDEX_OBSERVERS];
+	void *observer_arg[KVC_INDEX_OBSERVERS];
 };
 
 /*
@@ -366,6 +367,15 @@ static struct kvc_entry *live(struct kvc_index *idx, uint32_t id)
 	return (struct kvc_entry *)kvc_index_entry(idx, id);
 }
 
+static void tell(struct kvc_index *idx, uint32_t id, unsigned int tier,
+		 bool present)
+{
+	for (unsigned int i = 0; i < KVC_INDEX_OBSERVERS; i++)
+		if (idx->observer[i])
+			idx->observer[i](idx->observer_arg[i], idx, id, tier,
+					 present);
+}
+
 int kvc_index_set(struct kvc_index *idx, uint32_t id, unsigned int tier,
 		  union kvc_loc loc)
 {
@@ -380,17 +390,30 @@ int kvc_index_set(struct kvc_index *idx, uint32_t id, unsigned int tier,
 		e->tiers |= (uint8_t)(1u << tier);
 		if (e->parent != KVC_ID_NONE)
 			slab(idx, e->parent)->child_in[tier]++;
-		if (idx->observer)
-			idx->observer(idx->observer_arg, idx, id, tier, true);
+		tell(idx, id, tier, true);
 	}
 	return 0;
 }
 
-void kvc_index_observe(struct kvc_index *idx, kvc_index_observer fn,
-		       void *arg)
+int kvc_index_observe(struct kvc_index *idx, kvc_index_observer fn,
+		      void *arg)
 {
-	idx->observer = fn;
-	idx->observer_arg = arg;
+	for (unsigned int i = 0; i < KVC_INDEX_OBSERVERS; i++)
+		if (!idx->observer[i]) {
+			idx->observer[i] = fn;
+			idx->observer_arg[i] = arg;
+			return 0;
+		}
+	return -ENOSPC;
+}
+
+void kvc_index_unobserve(struct kvc_index *idx, kvc_index_observer fn)
+{
+	for (unsigned int i = 0; i < KVC_INDEX_OBSERVERS; i++)
+		if (idx->observer[i] == fn) {
+			idx->observer[i] = NULL;
+			idx->observer_arg[i] = NULL;
+		}
 }
 
 int kvc_index_clear(struct kvc_index *idx, uint32_t id, unsigned int tier)
@@ -401,8 +424,7 @@ int kvc_index_clear(struct kvc_index *idx, uint32_t id, unsigned int tier)
 		return -EINVAL;
 	if (!e || !(e->tiers & (1u << tier)))
 		return -ENOENT;
-	if (idx->observer)
-		idx->observer(idx->observer_arg, idx, id, tier, false);
+	tell(idx, id, tier, false);
 	e->tiers &= (uint8_t)~(1u << tier);
 	e->loc[tier].u64 = 0;
 	if (e->parent != KVC_ID_NONE)

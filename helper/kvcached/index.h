@@ -148,14 +148,19 @@ int kvc_index_clear(struct kvc_index *idx, uint32_t id, unsigned int tier);
 /*
  * Who hears of an entry entering (present true) or leaving a tier: fn is
  * called by kvc_index_set() when the tier's bit turns on, and by
- * kvc_index_clear() before the entry's location is gone. One observer
- * (events.c); NULL removes it. It must not change the index.
+ * kvc_index_clear() before the entry's location is gone. Up to
+ * KVC_INDEX_OBSERVERS at once (the KV events, events.c; the fast index,
+ * daemon.c), called in the order they came; an observer must not change
+ * the index. kvc_index_observe(): 0, or -ENOSPC when all slots are taken;
+ * kvc_index_unobserve() removes fn (a no-op if it is not there).
  */
+#define KVC_INDEX_OBSERVERS	2
 typedef void (*kvc_index_observer)(void *arg, const struct kvc_index *idx,
 				   uint32_t id, unsigned int tier,
 				   bool present);
-void kvc_index_observe(struct kvc_index *idx, kvc_index_observer fn,
-		       void *arg);
+int kvc_index_observe(struct kvc_index *idx, kvc_index_observer fn,
+		      void *arg);
+void kvc_index_unobserve(struct kvc_index *idx, kvc_index_observer fn);
 
 /*
  * Remove an entry that is present in no tier and has no children

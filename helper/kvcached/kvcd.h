@@ -114,6 +114,8 @@ struct kvcd {
 	struct kvcd_client clients[KVC_SERVER_MAX_CLIENTS];
 
 	uint64_t lookups, lookup_keys, hit_keys, stores, evictions, errors;
+	/* Blocks clients loaded through the fast index; TOUCH messages. */
+	uint64_t fast_hits, touches;
 };
 
 /* orphan_seen[]: a STORE refused the block (kvcd_drop_refused()). */
@@ -173,6 +175,9 @@ void kvcd_scrape(struct kvcd *d);
 int kvcd_set_pool(struct kvcd *d, uint32_t id, struct kvcache_handle h);
 /* Forget entry id's pool copy; drop the entry if nothing is left of it. */
 void kvcd_clear_pool(struct kvcd *d, uint32_t id);
+/* Index observer: a pool copy's entry gained or lost a g3/g4 copy. */
+void kvcd_pool_observed(void *arg, const struct kvc_index *idx, uint32_t id,
+			unsigned int tier, bool present);
 /* Count an eviction of the pool. */
 void kvcd_evicted(struct kvcd *d);
 void kvcd_check_pool(struct kvcd *d);

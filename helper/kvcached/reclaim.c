@@ -39,14 +39,23 @@
 int kvcd_set_pool(struct kvcd *d, uint32_t id, struct kvcache_handle h)
 {
 	union kvc_loc loc = { .pool = h };
+	const struct kvc_entry *e = kvc_index_entry(d->index, id);
 	int ret;
 
 	if (h.index >= d->nr_blocks)
 		return -EINVAL;
+	/* Moved to another block: the old one is no longer its copy. */
+	if (e && (e->tiers & (1u << KVC_TIER_POOL)) &&
+	    e->loc[KVC_TIER_POOL].pool.index != h.index)
+		kvc_pool_unpublish(d->pool, e->loc[KVC_TIER_POOL].pool);
 	ret = kvc_index_set(d->index, id, KVC_TIER_POOL, loc);
 	if (ret)
 		return ret;
 	d->by_block[h.index] = id;
+	/* Clients find it themselves from here (memfd mode's fast path). */
+	kvc_pool_publish(d->pool, h, e->ns, e->key,
+			 e->parent == KVC_ID_NONE ? NULL :
+			 kvc_index_entry(d->index, e->parent)->key, e->tiers);
 	/* Claimed: whatever a pass or a refused STORE noted is void. */
 	d->orphan_seen[h.index] = 0;
 	return kvc_policy_on_insert(d->policy, id);
@@ -60,6 +69,7 @@ void kvcd_clear_pool(struct kvcd *d, uint32_t id)
 	if (!e || !(e->tiers & (1u << KVC_TIER_POOL)))
 		return;
 	d->by_block[e->loc[KVC_TIER_POOL].pool.index] = KVC_ID_NONE;
+	kvc_pool_unpublish(d->pool, e->loc[KVC_TIER_POOL].pool);
 	kvcd_tiers_forget(d, id);
 	kvc_index_clear(d->index, id, KVC_TIER_POOL);
 	kvc_policy_on_remove(d->policy, id);
@@ -68,6 +78,25 @@ void kvcd_clear_pool(struct kvcd *d, uint32_t id)
 		kvc_index_prune(d->index, id);
 }
 
+/*
+ * The fast index shows where a pool copy's entry is, as LOOKUP answers:
+ * keep its tiers current when a g3/g4 copy comes or goes. (The pool tier
+ * itself is published and taken back by kvcd_set_pool() and
+ * kvcd_clear_pool().)
+ */
+void kvcd_pool_observed(void *arg, const struct kvc_index *idx, uint32_t id,
+			unsigned int tier, bool present)
+{
+	const struct kvc_entry *e = kvc_index_entry(idx, id);
+	struct kvcd *d = arg;
+	uint8_t tiers;
+
+	if (tier == KVC_TIER_POOL || !e || !(e->tiers & (1u << KVC_TIER_POOL)))
+		return;
+	tiers = present ? (uint8_t)(e->tiers | (1u << tier)) :
+			  (uint8_t)(e->tiers & ~(1u << tier));
+	kvc_pool_set_tiers(d->pool, e->loc[KVC_TIER_POOL].pool, tiers);
+}
 
 /*
  * Free sealed blocks nobody stored (the client died between SEAL and

@@ -385,6 +385,67 @@ static int kvcd_release(struct kvcd *d, struct kvc_peer *p,
 					      status, m->release.count);
 }
 
+/*
+ * FAST_MAP (memfd mode): the segment of resident blocks. Only a peer that
+ * was given the pool gets here (HELLO first, and memfd mode's HELLO needs
+ * read and write permission on every namespace), and the segment shows
+ * nothing such a peer could not read already.
+ */
+static int kvcd_fast_map(struct kvcd *d, const struct kvc_msg *m,
+			 uint8_t *reply, int *pass_fd)
+{
+	int fd = kvc_pool_fast_fd(d->pool);
+
+	if (fd < 0)
+		return kvcd_error(reply, m, -EOPNOTSUPP,
+				  kvc_pool_has(d->pool, KVC_POOL_SHARED_MAP) ?
+				  "the fast index is off ([pool] fast_index)" :
+				  "kernel mode: no fast index");
+	*pass_fd = fd;
+	return kvc_proto_encode_fast_map_reply(reply, KVC_PROTO_MSG_MAX,
+					       m->seq);
+}
+
+/*
+ * TOUCH: blocks a client found through the fast index (loaded, or found
+ * by a lookup it answered itself), and the counts of those lookups. The
+ * blocks count as accesses for the policy, as in a LOAD or LOOKUP. Never
+ * answered (a reply would cost the round trip the fast path saves); a
+ * block evicted or moved since, or of a namespace the peer may not read,
+ * is skipped.
+ */
+static int kvcd_touch(struct kvcd *d, struct kvc_peer *p,
+		      const struct kvc_msg *m)
+{
+	struct kvcache_block_info bi;
+	struct kvcache_handle h;
+
+	for (uint32_t i = 0; i < m->touch.count; i++) {
+		const struct kvc_entry *e;
+		uint32_t id;
+
+		kvc_proto_touch_handle(&m->touch, i, &h);
+		if (h.index >= d->nr_blocks || kvc_pool_block(d->pool, h, &bi))
+			continue;
+		id = d->by_block[h.index];
+		e = id == KVC_ID_NONE ? NULL : kvc_index_entry(d->index, id);
+		if (!e || e->loc[KVC_TIER_POOL].pool.gen != h.gen ||
+		    !(e->tiers & (1u << KVC_TIER_POOL)) ||
+		    !kvcd_may(d, p, e->ns, 4))
+			continue;
+		kvc_policy_on_access(d->policy, id);
+		d->fast_hits++;
+	}
+	d->lookups += m->touch.lookups;
+	d->lookup_keys += m->touch.lookup_keys;
+	d->hit_keys += m->touch.hit_keys;
+	kvc_metric_add(d->dm.hits[KVC_TIER_POOL], m->touch.hit_keys);
+	kvc_metric_add(d->dm.misses[KVC_TIER_POOL],
+		       m->touch.lookup_keys - m->touch.hit_keys);
+	d->touches++;
+	return 0;
+}
+
 static int kvcd_ns_create(struct kvcd *d, struct kvc_peer *p,
 			  const struct kvc_msg *m, uint8_t *reply)
 {
@@ -745,8 +806,10 @@ static int kvcd_stats(struct kvcd *d, const struct kvc_msg *m, uint8_t *reply)
 		{ "ns_conflicts", 0, d->ns_conflicts },
 		{ "events_sent", 0, kvcd_events_sent(d) },
 		{ "events_dropped", 0, kvcd_events_dropped(d) },
+		{ "fast_hits", 0, d->fast_hits },
+		{ "touches", 0, d->touches },
 	};
-	size_t n = 21;
+	size_t n = 23;
 
 	kvc_pool_nr_free(d->pool, &free_blocks);
 	st[9].value = free_blocks;
@@ -827,6 +890,10 @@ static int kvcd_dispatch(struct kvcd *d, struct kvc_peer *p,
 		return kvcd_ns_list(d, p, &m, reply);
 	case KVC_MSG_NS_SALT:
 		return kvcd_ns_salt(d, p, &m, reply);
+	case KVC_MSG_FAST_MAP:
+		return kvcd_fast_map(d, &m, reply, pass_fd);
+	case KVC_MSG_TOUCH:
+		return kvcd_touch(d, p, &m);
 	default:	/* a request type newer than this daemon */
 		return kvcd_error(reply, &m, -EOPNOTSUPP, "unknown request type");
 	}

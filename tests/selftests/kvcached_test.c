@@ -294,7 +294,14 @@ TEST_F_TIMEOUT(kvcd, ns_create_as_root, 60)
 }
 
 enum { NB_HELLO, NB_NS_CREATE, NB_LOOKUP_PRIVATE, NB_LOOKUP_PUBLIC, NB_STORE_PUBLIC,
-       NB_ALLOC_PUBLIC, NB_COUNT };
+       NB_FAST_MAP, NB_ALLOC_PUBLIC, NB_COUNT };
+
+/* FAST_MAP on c: 0 with the segment in c->rx_fd, or the error. */
+static int32_t fast_map(struct kvcc *c)
+{
+	return kvcc_call(c, kvc_proto_encode_fast_map(KVCC_TX(c)),
+			 KVC_MSG_FAST_MAP_REPLY);
+}
 
 /*
  * As uid 65534, on a connection of its own: the results of HELLO and,
@@ -328,6 +335,8 @@ static int as_nobody(SELF *self, uint32_t pub, int32_t *res)
 		    kvcc_open(&c, self->sock))
 			_exit(1);
 		r[NB_HELLO] = kvcc_hello(&c);
+		/* The fast index, even after a refused HELLO. */
+		r[NB_FAST_MAP] = fast_map(&c);
 		if (r[NB_HELLO])
 			goto out;
 		r[NB_NS_CREATE] = kvcc_ns_create(&c, pub + 1, NOBODY, NOBODY,
@@ -371,6 +380,8 @@ TEST_F_TIMEOUT(kvcd, non_root_peers_are_refused, 60)
 		 * answer (isolation_test checks a peer that may).
 		 */
 		EXPECT_EQ(-EACCES, r[NB_HELLO]);
+		/* Nor the fast index of the pool's blocks and keys. */
+		EXPECT_EQ(-EPROTO, r[NB_FAST_MAP]);
 		EXPECT_EQ(KVCC_BROKEN, r[NB_LOOKUP_PUBLIC]);
 		EXPECT_EQ(0, ns_create(self, &self->c, pub + 1, 0, 0, 0700))
 			TH_LOG("%s", self->c.why);
@@ -385,9 +396,78 @@ TEST_F_TIMEOUT(kvcd, non_root_peers_are_refused, 60)
 	EXPECT_EQ(0, r[NB_LOOKUP_PUBLIC]);
 	EXPECT_EQ(-EACCES, r[NB_STORE_PUBLIC]);
 	EXPECT_EQ(-EOPNOTSUPP, r[NB_ALLOC_PUBLIC]);
+	/* Kernel mode has no fast index: the kernel guards each block. */
+	EXPECT_EQ(-EOPNOTSUPP, r[NB_FAST_MAP]);
 	/* The refused NS_CREATE created nothing: root may still take it. */
 	EXPECT_EQ(0, ns_create(self, &self->c, pub + 1, 0, 0, 0700))
 		TH_LOG("%s", self->c.why);
+}
+
+/*
+ * FAST_MAP (memfd mode): the segment comes with the reply, nobody but
+ * kvcached can write it, and it shows a stored block; not before HELLO,
+ * not in a session of an older version, and not in kernel mode. TOUCH is
+ * never answered, whatever its handles, and leaves the connection in
+ * step.
+ */
+TEST_F_TIMEOUT(kvcd, fast_map_hands_out_a_read_only_index, 60)
+{
+	const struct kvc_hello v3 = {
+		.min_version = 1, .max_version = 3, .caps = KVC_PROTO_CAP_ALL,
+	};
+	const struct kvcache_handle bogus[2] = { { 1u << 30, 1 }, { 0, 77 } };
+	struct kvc_touch t = { .count = 2, .lookups = 1, .lookup_keys = 3,
+			       .hit_keys = 2 };
+	struct kvcc *c = &self->c;
+	uint64_t touches, lookups, fast;
+	uint32_t hdr[4];
+	struct kvcc c2;
+	struct stat st;
+	void *p;
+
+	ASSERT_EQ(0, kvcc_open(&c2, self->sock));
+	EXPECT_EQ(-EPROTO, fast_map(&c2)) TH_LOG("%s", c2.why);
+	kvcc_close(&c2);
+	if (self->mode != KVC_PROTO_MODE_MEMFD) {
+		EXPECT_EQ(-EOPNOTSUPP, fast_map(c)) TH_LOG("%s", c->why);
+		return;
+	}
+	ASSERT_EQ(0, fast_map(c)) TH_LOG("%s", c->why);
+	ASSERT_LE(0, c->rx_fd);
+	ASSERT_EQ(0, fstat(c->rx_fd, &st));
+	EXPECT_LE((off_t)(64 + 64 * self->nr), st.st_size);
+	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, c->rx_fd, 0);
+	EXPECT_EQ(MAP_FAILED, p);
+	EXPECT_EQ(EPERM, errno);
+	EXPECT_GT(0, pwrite(c->rx_fd, "x", 1, 0));
+	ASSERT_EQ((ssize_t)sizeof(hdr), pread(c->rx_fd, hdr, sizeof(hdr), 0));
+	EXPECT_EQ(0x4946564Bu, hdr[0]);		/* "KVFI" */
+	EXPECT_EQ(1u, hdr[1]);
+	EXPECT_EQ(self->nr, hdr[2]);
+	p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, c->rx_fd, 0);
+	ASSERT_NE(MAP_FAILED, p);
+	munmap(p, (size_t)st.st_size);
+
+	/* A session of version 3 has no FAST_MAP. */
+	ASSERT_EQ(0, kvcc_open(&c2, self->sock));
+	ASSERT_EQ(0, kvcc_call(&c2, kvc_proto_encode_hello(KVCC_TX(&c2), &v3),
+			       KVC_MSG_HELLO_REPLY)) TH_LOG("%s", c2.why);
+	EXPECT_EQ(-EPROTONOSUPPORT, fast_map(&c2)) TH_LOG("%s", c2.why);
+	kvcc_close(&c2);
+
+	/*
+	 * TOUCH: no reply, even for handles that name nothing; its counts
+	 * reach STATS, its bogus handles count no hit.
+	 */
+	touches = kvcc_stat1(c, "touches");
+	lookups = kvcc_stat1(c, "lookups");
+	fast = kvcc_stat1(c, "fast_hits");
+	ASSERT_EQ(0, kvcc_send_raw(c, c->tx,
+				   (size_t)kvc_proto_encode_touch(KVCC_TX(c),
+								  &t, bogus)));
+	EXPECT_EQ(touches + 1, kvcc_stat1(c, "touches"));
+	EXPECT_EQ(lookups + 1, kvcc_stat1(c, "lookups"));
+	EXPECT_EQ(fast, kvcc_stat1(c, "fast_hits"));
 }
 
 /* LOOKUP in ns from a child running as nobody with these extra groups. */
@@ -1060,7 +1140,7 @@ TEST_F_TIMEOUT(kvcd, store_seals_in_one_message, 60)
 			TH_LOG("%s", c->why);
 		return;
 	}
-	ASSERT_EQ(KVC_PROTO_VERSION_STORE_SEAL, c->hello.version);
+	ASSERT_LE(KVC_PROTO_VERSION_STORE_SEAL, c->hello.version);
 	free0 = kvcc_stat1(c, "pool_free");
 	freed0 = kvcc_stat1(c, "refused_freed");
 

@@ -45,6 +45,7 @@ static int cfg_equal(const struct kvc_config *a, const struct kvc_config *b)
 	       a->pool.block_size == b->pool.block_size &&
 	       a->pool.hugetlb == b->pool.hugetlb &&
 	       a->pool.mlock == b->pool.mlock &&
+	       a->pool.fast_index == b->pool.fast_index &&
 	       a->pool.low_watermark == b->pool.low_watermark &&
 	       a->pool.high_watermark == b->pool.high_watermark &&
 	       a->eviction.policy == b->eviction.policy &&
@@ -91,6 +92,7 @@ static void test_defaults(void)
 	TAP_CHECK(c.pool.block_size == 2ULL << 20);
 	TAP_CHECK(c.pool.hugetlb == KVC_CONFIG_HUGETLB_AUTO);
 	TAP_CHECK(c.pool.mlock);
+	TAP_CHECK(c.pool.fast_index);
 	TAP_CHECK(c.pool.low_watermark == 5 && c.pool.high_watermark == 10);
 	TAP_CHECK(c.eviction.policy == KVC_CONFIG_POLICY_LRU);
 	TAP_CHECK(c.eviction.pool_admit == 1);

@@ -541,6 +541,65 @@ static void random_sequences_match_the_model(void)
 	TAP_CHECK(bad == 0);
 }
 
+/* What an observer heard: a count per (tier, present) and the last id. */
+struct heard {
+	unsigned int n[KVC_NR_TIERS][2];
+	uint32_t last;
+	uint8_t tiers_then;	/* the entry's tiers while it was told */
+};
+
+static void hear(void *arg, const struct kvc_index *idx, uint32_t id,
+		 unsigned int tier, bool present)
+{
+	struct heard *h = arg;
+
+	h->n[tier][present]++;
+	h->last = id;
+	h->tiers_then = kvc_index_entry(idx, id)->tiers;
+}
+
+static void hear_too(void *arg, const struct kvc_index *idx, uint32_t id,
+		     unsigned int tier, bool present)
+{
+	hear(arg, idx, id, tier, present);
+}
+
+/*
+ * Two observers (the KV events and the fast index) hear every tier turning
+ * on and off, once each, the clear before the bit goes; a third does not
+ * fit; one removed hears nothing more.
+ */
+static void observers(void)
+{
+	struct kvc_index *idx = new_index(0, 3);
+	struct heard a = { 0 }, b = { 0 };
+	uint8_t k[KS];
+	uint32_t id;
+
+	rnd_key(k);
+	TAP_CHECK(kvc_index_observe(idx, hear, &a) == 0);
+	TAP_CHECK(kvc_index_observe(idx, hear_too, &b) == 0);
+	TAP_EXPECT_EQ(kvc_index_observe(idx, hear, &a), -ENOSPC);
+	TAP_CHECK(kvc_index_insert(idx, 1, k, NULL, &id) == 0);
+	TAP_CHECK(kvc_index_set(idx, id, KVC_TIER_POOL, loc_of(5)) == 0);
+	TAP_CHECK(kvc_index_set(idx, id, KVC_TIER_G3, loc_of(6)) == 0);
+	/* Moved within a tier: no news. */
+	TAP_CHECK(kvc_index_set(idx, id, KVC_TIER_G3, loc_of(7)) == 0);
+	TAP_CHECK(a.n[KVC_TIER_POOL][1] == 1 && b.n[KVC_TIER_POOL][1] == 1);
+	TAP_CHECK(a.n[KVC_TIER_G3][1] == 1 && b.n[KVC_TIER_G3][1] == 1);
+	TAP_CHECK(kvc_index_clear(idx, id, KVC_TIER_G3) == 0);
+	TAP_CHECK(a.n[KVC_TIER_G3][0] == 1 && b.last == id);
+	TAP_CHECK(b.tiers_then & (1u << KVC_TIER_G3));
+	kvc_index_unobserve(idx, hear);
+	TAP_CHECK(kvc_index_clear(idx, id, KVC_TIER_POOL) == 0);
+	TAP_CHECK(a.n[KVC_TIER_POOL][0] == 0 && b.n[KVC_TIER_POOL][0] == 1);
+	/* The freed slot takes another. */
+	TAP_CHECK(kvc_index_observe(idx, hear, &a) == 0);
+	kvc_index_unobserve(idx, hear);
+	kvc_index_unobserve(idx, hear_too);
+	kvc_index_destroy(idx);
+}
+
 int main(void)
 {
 	rng_state = 1;
@@ -550,5 +609,6 @@ int main(void)
 	TAP_RUN(colliding_keys);
 	TAP_RUN(growth_keeps_ids);
 	TAP_RUN(random_sequences_match_the_model);
+	TAP_RUN(observers);
 	return tap_done();
 }

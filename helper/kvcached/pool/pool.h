@@ -105,6 +105,20 @@ struct kvc_pool_ops {
 	 * kernel zeroes its own blocks: 0).
 	 */
 	uint32_t (*zero_ahead)(struct kvc_pool *p, uint32_t max);
+	/*
+	 * The fast path (memfd only, NULL in the kernel backend): the
+	 * segment to pass at FAST_MAP (-1: none), and the blocks the index
+	 * holds in the pool, published there and taken back (common/
+	 * fastidx.h), with the tiers their entries are in. An evicted
+	 * block is taken back by evict itself.
+	 */
+	int (*fast_fd)(struct kvc_pool *p);
+	void (*publish)(struct kvc_pool *p, struct kvcache_handle h,
+			uint32_t ns, const uint8_t key[KVCACHE_KEY_SIZE],
+			const uint8_t *parent, uint8_t tiers);
+	void (*unpublish)(struct kvc_pool *p, struct kvcache_handle h);
+	void (*set_tiers)(struct kvc_pool *p, struct kvcache_handle h,
+			  uint8_t tiers);
 
 	/* Pressure events: a descriptor to watch (-1: none), and reading. */
 	int (*events_fd)(const struct kvc_pool *p);
@@ -135,6 +149,7 @@ struct kvc_pool_config {
 	uint64_t pool_size;
 	int hugetlb;		/* 1: required, 0: never, -1: when available */
 	bool mlock;
+	bool fast_index;	/* publish resident blocks (fastidx.h) */
 };
 
 /* 0 and *out, or -errno (said on stderr). */
@@ -243,6 +258,34 @@ static inline int kvc_pool_unpin(struct kvc_pool *p, uint32_t client,
 static inline void kvc_pool_release(struct kvc_pool *p, uint32_t client)
 {
 	p->ops->release(p, client);
+}
+
+static inline int kvc_pool_fast_fd(struct kvc_pool *p)
+{
+	return p->ops->fast_fd ? p->ops->fast_fd(p) : -1;
+}
+
+static inline void kvc_pool_publish(struct kvc_pool *p,
+				    struct kvcache_handle h, uint32_t ns,
+				    const uint8_t key[KVCACHE_KEY_SIZE],
+				    const uint8_t *parent, uint8_t tiers)
+{
+	if (p->ops->publish)
+		p->ops->publish(p, h, ns, key, parent, tiers);
+}
+
+static inline void kvc_pool_set_tiers(struct kvc_pool *p,
+				      struct kvcache_handle h, uint8_t tiers)
+{
+	if (p->ops->set_tiers)
+		p->ops->set_tiers(p, h, tiers);
+}
+
+static inline void kvc_pool_unpublish(struct kvc_pool *p,
+				      struct kvcache_handle h)
+{
+	if (p->ops->unpublish)
+		p->ops->unpublish(p, h);
 }
 
 static inline uint32_t kvc_pool_zero_ahead(struct kvc_pool *p, uint32_t max)

@@ -8,7 +8,10 @@
  * daemon does for clients what the kernel does in kernel mode: ALLOC,
  * SEAL, pins for LOADs, RELEASE, and the release of a client that hangs
  * up. The daemon keeps one mapping of the whole pool for its own copies
- * to and from g3/g4. The pool dies with the daemon: nothing to rebuild,
+ * to and from g3/g4. With [pool] fast_index, it also publishes the
+ * blocks the index holds in a read-only segment (common/fastidx.h) that
+ * clients search themselves, and takes a block back before anything can
+ * free it. The pool dies with the daemon: nothing to rebuild,
  * no journal, no pressure events (the daemon's checks at ALLOC and on
  * its tick do that work).
  */
@@ -20,6 +23,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "fastidx.h"
 #include "log.h"
 #include "mpool.h"
 #include "proto.h"
@@ -28,6 +32,7 @@ struct kvc_pool_memfd {
 	struct kvc_pool pool;
 	struct kvc_mpool *mp;
 	uint8_t *map;			/* the whole pool, read-write */
+	struct kvc_fastidx *fast;	/* NULL: no fast path */
 };
 
 static struct kvc_pool_memfd *to_memfd(struct kvc_pool *p)
@@ -41,6 +46,9 @@ static void memfd_close(struct kvc_pool *p)
 
 	if (m->map)
 		munmap(m->map, p->block_size * p->nr_blocks);
+	if (m->fast)
+		kvc_fastidx_retire(m->fast);
+	kvc_fastidx_destroy(m->fast);
 	kvc_mpool_destroy(m->mp);
 	free(m);
 }
@@ -74,9 +82,49 @@ static int memfd_block(struct kvc_pool *p, struct kvcache_handle h,
 
 static int memfd_evict(struct kvc_pool *p, struct kvcache_handle h)
 {
+	struct kvc_pool_memfd *m = to_memfd(p);
 	uint32_t ns;
+	int ret;
 
-	return kvc_mpool_evict(to_memfd(p)->mp, h, &ns);
+	ret = kvc_mpool_evict(m->mp, h, &ns);
+	/* Whatever the caller forgot: a freed block is never findable. */
+	if (!ret && m->fast)
+		kvc_fastidx_unpublish(m->fast, h.index);
+	return ret;
+}
+
+static int memfd_fast_fd(struct kvc_pool *p)
+{
+	struct kvc_pool_memfd *m = to_memfd(p);
+
+	return m->fast ? m->fast->fd : -1;
+}
+
+static void memfd_publish(struct kvc_pool *p, struct kvcache_handle h,
+			  uint32_t ns, const uint8_t key[KVCACHE_KEY_SIZE],
+			  const uint8_t *parent, uint8_t tiers)
+{
+	struct kvc_pool_memfd *m = to_memfd(p);
+
+	if (m->fast)
+		kvc_fastidx_publish(m->fast, h, ns, key, parent, tiers);
+}
+
+static void memfd_set_tiers(struct kvc_pool *p, struct kvcache_handle h,
+			    uint8_t tiers)
+{
+	struct kvc_pool_memfd *m = to_memfd(p);
+
+	if (m->fast)
+		kvc_fastidx_set_tiers(m->fast, h.index, tiers);
+}
+
+static void memfd_unpublish(struct kvc_pool *p, struct kvcache_handle h)
+{
+	struct kvc_pool_memfd *m = to_memfd(p);
+
+	if (m->fast)
+		kvc_fastidx_unpublish(m->fast, h.index);
 }
 
 static int memfd_read(struct kvc_pool *p, struct kvcache_handle h, void *dst,
@@ -199,6 +247,10 @@ static const struct kvc_pool_ops memfd_ops = {
 	.unpin		= memfd_unpin,
 	.release	= memfd_release,
 	.zero_ahead	= memfd_zero_ahead,
+	.fast_fd	= memfd_fast_fd,
+	.publish	= memfd_publish,
+	.unpublish	= memfd_unpublish,
+	.set_tiers	= memfd_set_tiers,
 	.events_fd	= memfd_events_fd,
 	.events_read	= memfd_events_read,
 };
@@ -248,6 +300,15 @@ int kvc_pool_memfd_open(const struct kvc_pool_config *cfg,
 		m->map = NULL;
 		memfd_close(&m->pool);
 		return ret;
+	}
+	if (cfg->fast_index) {
+		ret = kvc_fastidx_create(m->pool.nr_blocks, &m->fast);
+		if (ret) {
+			kvc_err("fast index of %" PRIu32 " blocks: %s (set [pool] fast_index = no to run without it)",
+				m->pool.nr_blocks, strerror(-ret));
+			memfd_close(&m->pool);
+			return ret;
+		}
 	}
 	*out = &m->pool;
 	return 0;
