@@ -12,7 +12,8 @@
  *
  * memfd mode: the daemon does all of it over the socket (ALLOC, SEAL,
  * STORE, LOAD, RELEASE) and the block bytes are read and written in the
- * shared pool mapping. Pins belong to the connection that took them, so a
+ * shared pool mapping; a copying load first takes what the daemon's fast
+ * index shows in the pool, with no round trip (fast.c). Pins belong to the connection that took them, so a
  * load keeps its connection until it has copied the bytes and released
  * the pins; a block from kvcache_load_map() remembers its connection.
  *
@@ -53,7 +54,7 @@ LIB_EXPORT int kvcache_lookup(struct kvcache_namespace *ns,
 {
 	struct kvcache *c;
 	struct lib_conn *k;
-	size_t done = 0;
+	size_t done = 0, fast = 0;
 	int ret = 0;
 
 	if (!ns || (!keys && n) || n > INT32_MAX)
@@ -61,9 +62,14 @@ LIB_EXPORT int kvcache_lookup(struct kvcache_namespace *ns,
 	c = ns->c;
 	if (!n)
 		return 0;
+	/* memfd mode: as far as the pool goes, without asking (fast.c). */
+	if (!kernel_mode(c))
+		done = fast = lib_fast_lookup(ns, keys, n, tiers);
+	if (done == n)
+		return (int)n;
 	k = lib_conn_get(c, -1, &ret);
 	if (!k)
-		return ret;
+		return fast ? (int)fast : ret;
 	while (done < n) {
 		/*
 		 * Past the first message, the next one starts with the last
@@ -101,6 +107,9 @@ LIB_EXPORT int kvcache_lookup(struct kvcache_namespace *ns,
 			break;
 	}
 	lib_conn_put(c, k);
+	/* The daemon failed us: what the pool showed still holds. */
+	if (ret && fast)
+		return (int)fast;
 	return ret ? ret : (int)done;
 }
 
@@ -282,6 +291,9 @@ static int load_common(struct kvcache_namespace *ns, const uint8_t *keys,
 	size_t done = 0;
 	int ret = 0;
 
+	/* memfd mode: what the pool holds, without asking (fast.c). */
+	if (buf && !kernel_mode(c))
+		done = lib_fast_load(ns, keys, n, buf, stride);
 	while (done < n) {
 		uint32_t chunk = (uint32_t)(n - done < lib_batch(c) ?
 					    n - done : lib_batch(c));

@@ -181,6 +181,16 @@ static int conn_exchange(struct kvcache *c, struct lib_conn *k, int len,
 		goto broken;
 	}
 	/* A reply that does not decode, or answers something else: desync. */
+	while (!kvc_proto_decode(k->rx, (size_t)n, &k->msg) &&
+	       k->msg.seq != k->seq && k->msg.type == KVC_MSG_ERROR &&
+	       k->msg.error.bad_type == KVC_MSG_TOUCH) {
+		/* A TOUCH refused (it has no other reply): skip it. */
+		n = conn_recv(k, &end, fd);
+		if (n < 0) {
+			ret = (int)n;
+			goto broken;
+		}
+	}
 	if (kvc_proto_decode(k->rx, (size_t)n, &k->msg) ||
 	    k->msg.seq != k->seq) {
 		ret = -EPROTO;
@@ -210,11 +220,43 @@ int lib_call(struct kvcache *c, struct lib_conn *k, int len, uint16_t want)
 	return conn_exchange(c, k, len, want, NULL);
 }
 
+void lib_send(struct kvcache *c, struct lib_conn *k, int len)
+{
+	if (len < 0 || k->fd < 0)
+		return;
+	len = kvc_proto_set_version(k->tx, len, k->version);
+	if (send(k->fd, k->tx, (size_t)len, MSG_NOSIGNAL) != len) {
+		if (errno == EPIPE || errno == ECONNRESET)
+			conn_peer_died(c, k);
+		conn_drop(k);
+	}
+}
+
+/*
+ * memfd mode, version 4: ask for the fast index of the daemon whose pool
+ * was just mapped. Refused (the daemon runs without it) is no error.
+ */
+static int conn_fast_map(struct kvcache *c, struct lib_conn *k)
+{
+	int fd = -1, ret;
+
+	if (c->fast_off || k->version < KVC_PROTO_VERSION_FAST)
+		return 0;
+	ret = conn_exchange(c, k, kvc_proto_encode_fast_map(LIB_TX(k)),
+			    KVC_MSG_FAST_MAP_REPLY, &fd);
+	if (!ret && fd >= 0)
+		lib_fast_install(c, fd, k->peer);
+	if (fd >= 0)
+		close(fd);
+	return k->fd < 0 ? ret : 0;
+}
+
 /*
  * Map the pool a HELLO reply passed (memfd mode). The same daemon passes
  * the same memfd on every connection: keep one mapping per memfd. A new
  * daemon means a new pool; the old mapping stays until close, for blocks
- * still mapped from it.
+ * still mapped from it, and the old daemon's fast index goes with it.
+ * Returns 1 for a new mapping, 0 for the one already there, or -errno.
  */
 static int pool_adopt(struct kvcache *c, int fd)
 {
@@ -248,6 +290,8 @@ static int pool_adopt(struct kvcache *c, int fd)
 		old->next = c->old_maps;
 		c->old_maps = old;
 	}
+	lib_fast_drop_locked(c);
+	ret = 1;
 	c->pool = p;
 	c->pool_len = len;
 	c->pool_dev = st.st_dev;
@@ -333,6 +377,8 @@ static int conn_connect(struct kvcache *c, struct lib_conn *k)
 	pthread_mutex_unlock(&c->lock);
 	if (!ret && pool_fd >= 0)
 		ret = pool_adopt(c, pool_fd);
+	if (ret == 1)
+		ret = conn_fast_map(c, k);
 	if (ret)
 		conn_drop(k);
 out:

@@ -66,6 +66,10 @@ LIB_EXPORT int kvcache_open(const struct kvcache_options *opts,
 	if (!c)
 		return -ENOMEM;
 	c->dev = -1;
+	c->fast_pidfd = -1;
+	/* The fast path is on unless the environment turns it off. */
+	c->fast_off = getenv("KVCACHE_FAST_PATH") &&
+		      !strcmp(getenv("KVCACHE_FAST_PATH"), "0");
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->cond, NULL);
 	c->timeout_ms = o.timeout_ms ? o.timeout_ms : LIB_DEFAULT_TIMEOUT;
@@ -108,7 +112,10 @@ LIB_EXPORT void kvcache_close(struct kvcache *c)
 	if (!c)
 		return;
 	lib_async_stop(c);
+	if (c->conns)
+		lib_touch_flush(c);
 	lib_conn_fini(c);
+	lib_fast_fini(c);
 	for (ns = c->namespaces; ns; ns = next) {
 		next = ns->next;
 		free(ns);
@@ -197,6 +204,8 @@ LIB_EXPORT int kvcache_stat(struct kvcache *c, const char *name,
 
 	if (!c || !name || !value)
 		return -EINVAL;
+	/* Our own fast-path hits count before we read the counters. */
+	lib_touch_flush(c);
 	k = lib_conn_get(c, -1, &ret);
 	if (!k)
 		return ret;

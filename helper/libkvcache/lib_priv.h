@@ -6,13 +6,15 @@
  *   blocks.c   lookup, load, store: the two pool modes
  *   async.c    the worker threads behind the _async calls
  *   region.c   GPU regions and loads from G3 into them
+ *   fast.c     memfd mode's fast path: DRAM hits without a round trip
  *
  * Lifetime: a struct kvcache owns its connections, its namespaces, the
  * device descriptor (kernel mode), the pool mappings (memfd mode) and the
  * workers; all live until kvcache_close().
  *
  * Locking: c->lock (a mutex) guards the connection slots' busy flags,
- * dead_peer, the pool mapping fields and the namespace list; c->cond signals a slot
+ * dead_peer, the pool mapping fields, the fast index, the touches and the
+ * namespace list; c->cond signals a slot
  * coming free. A call takes a slot (conn_get), which gives it the
  * connection alone, drops c->lock, talks to the daemon and copies block
  * data without any lock, and puts the slot back (conn_put). Kernel-side
@@ -51,6 +53,14 @@
 #define LIB_RESERVE_MAX		8
 #define LIB_RESERVE_BYTES	(4u << 20)
 
+/*
+ * memfd mode's fast path (fast.c): hits go to the daemon in one TOUCH per
+ * LIB_TOUCH_MAX, or with the first load LIB_TOUCH_NS after the oldest.
+ */
+#define LIB_TOUCH_MAX		256
+#define LIB_TOUCH_KEYS_MAX	(1u << 30)	/* lookup keys before a TOUCH */
+#define LIB_TOUCH_NS		(20 * 1000 * 1000)
+
 /* A block allocated ahead, for namespace ns. */
 struct lib_reserved {
 	uint32_t ns;
@@ -82,6 +92,8 @@ struct lib_old_map {
 };
 
 struct lib_async;
+struct lib_old_fast;
+struct kvc_fastidx;
 
 struct kvcache {
 	char socket[108];
@@ -111,6 +123,17 @@ struct kvcache {
 	dev_t pool_dev;
 	ino_t pool_ino;
 	struct lib_old_map *old_maps;
+
+	/* memfd mode's fast path (under lock; fast.c) */
+	bool fast_off;			/* KVCACHE_FAST_PATH=0 */
+	struct kvc_fastidx *fast;	/* this pool's daemon's segment */
+	int fast_pidfd;			/* that daemon's pidfd, or -1 */
+	struct lib_old_fast *old_fast;
+	struct kvcache_handle touch[LIB_TOUCH_MAX];
+	uint32_t nr_touch;
+	uint32_t touch_lookups;		/* lookups answered here */
+	uint32_t touch_keys;		/* their keys, all hits */
+	uint64_t touch_since;		/* CLOCK_MONOTONIC ns of the oldest */
 
 	struct kvcache_namespace *namespaces;	/* under lock */
 	struct lib_async *async;
@@ -143,6 +166,8 @@ unsigned int lib_conn_index(const struct kvcache *c,
  * which the connection is dropped (its pins with it).
  */
 int lib_call(struct kvcache *c, struct lib_conn *k, int len, uint16_t want);
+/* Send a request that has no reply (TOUCH); a failure drops k. */
+void lib_send(struct kvcache *c, struct lib_conn *k, int len);
 /* Encoder arguments for k's next request. */
 #define LIB_TX(k)	(k)->tx, KVC_PROTO_MSG_MAX, ++(k)->seq
 
@@ -151,6 +176,18 @@ uint8_t *lib_pool_block(struct kvcache *c, uint32_t index);
 
 /* blocks.c */
 uint32_t lib_batch(const struct kvcache *c);
+
+/* fast.c */
+void lib_fast_install(struct kvcache *c, int fd, pid_t daemon);
+void lib_fast_drop_locked(struct kvcache *c);
+void lib_fast_fini(struct kvcache *c);
+/* Copy the leading keys found in the pool; how many. */
+size_t lib_fast_load(struct kvcache_namespace *ns, const uint8_t *keys,
+		     size_t n, uint8_t *buf, size_t stride);
+/* The leading keys the pool holds (tiers[i] = DRAM); how many. */
+size_t lib_fast_lookup(struct kvcache_namespace *ns, const uint8_t *keys,
+		       size_t n, uint32_t *tiers);
+void lib_touch_flush(struct kvcache *c);
 
 /* async.c */
 int lib_async_start(struct kvcache *c, unsigned int workers);

@@ -1141,9 +1141,13 @@ def test_lookup_beyond_max_batch(make_daemon) -> None:
         assert len(n.lookup(keys[:cut] + [missing] + keys[cut + 1:])) == cut
 
 
-def test_reply_after_timeout_is_not_taken_for_the_next(make_daemon) -> None:
+def test_reply_after_timeout_is_not_taken_for_the_next(
+        make_daemon, monkeypatch) -> None:
     """A daemon that stops answering: the call times out; the late reply
-    must not be taken as the answer to a later call."""
+    must not be taken as the answer to a later call. (The lookups must
+    reach the daemon: without the fast index, which would answer them
+    from the pool with the daemon stopped.)"""
+    monkeypatch.setenv("KVCACHE_FAST_PATH", "0")
     d = make_daemon()
     with make_client(d, connections=1, timeout_ms=300) as c, \
             open_ns(c, d.new_ns()) as n:

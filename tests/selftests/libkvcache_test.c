@@ -596,6 +596,188 @@ static void *worker(void *p)
 	return NULL;
 }
 
+/* fast_hits through the library, once the daemon has read our TOUCHes. */
+static uint64_t wait_fast_hits(struct kvcache *c, uint64_t want)
+{
+	uint64_t v = lib_stat(c, "fast_hits");
+
+	for (int i = 0; i < 500 && (v == UINT64_MAX || v < want); i++) {
+		msleep(10);
+		v = lib_stat(c, "fast_hits");
+	}
+	return v;
+}
+
+/*
+ * memfd mode's fast path: blocks in the pool load with the daemon
+ * stopped (no round trip), right bytes, and the daemon counts them once
+ * it runs again. With KVCACHE_FAST_PATH=0 a client asks the daemon.
+ */
+TEST_F_TIMEOUT(kvcd, dram_hits_need_no_round_trip, 90)
+{
+	struct kvcache_namespace *ns, *ns2;
+	struct kvcache *c, *c2;
+	struct chain *ch;
+	uint64_t h0;
+	int got;
+
+	if (self->mode != KVC_PROTO_MODE_MEMFD)
+		SKIP(return, "the fast index is memfd mode's");
+	ASSERT_EQ(0, lib_open(self, &c, &ns));
+	ch = chain_new(ns, 70, 8);
+	ASSERT_NE(NULL, ch);
+	ASSERT_EQ(8, kvcache_store(ns, NULL, ch->keys, 8, ch->data,
+				   BLOCK_BYTES));
+	h0 = lib_stat(c, "fast_hits");
+	ASSERT_NE(UINT64_MAX, h0);
+
+	ASSERT_EQ(0, kill(self->daemon, SIGSTOP));
+	got = load_check(ns, ch, 8);
+	kill(self->daemon, SIGCONT);
+	ASSERT_EQ(8, got);
+	EXPECT_EQ(h0 + 8, wait_fast_hits(c, h0 + 8));
+
+	/* Off: every load is a LOAD, and no fast hit is counted. */
+	setenv("KVCACHE_FAST_PATH", "0", 1);
+	got = lib_open(self, &c2, &ns2);
+	unsetenv("KVCACHE_FAST_PATH");
+	ASSERT_EQ(0, got);
+	EXPECT_EQ(8, load_check(ns2, ch, 8));
+	EXPECT_EQ(8, load_check(ns2, ch, 8));
+	EXPECT_EQ(h0 + 8, lib_stat(c2, "fast_hits"));
+	kvcache_close(c2);
+	chain_free(ch);
+	kvcache_close(c);
+}
+
+struct fast_reader {
+	struct kvcache_namespace *ns;
+	const struct chain *ch;
+	volatile int stop;
+	long hits, misses, wrong;
+};
+
+static void *fast_reader(void *p)
+{
+	struct fast_reader *r = p;
+	uint8_t *buf = malloc(BLOCK_BYTES);
+
+	while (buf && !r->stop) {
+		int got;
+
+		memset(buf, 0, BLOCK_BYTES);
+		got = kvcache_load(r->ns, r->ch->keys, 1, buf, BLOCK_BYTES);
+		if (got == 1 && !kv_same(buf, r->ch->keys))
+			__atomic_add_fetch(&r->wrong, 1, __ATOMIC_RELAXED);
+		else if (got == 1)
+			__atomic_add_fetch(&r->hits, 1, __ATOMIC_RELAXED);
+		else
+			__atomic_add_fetch(&r->misses, 1, __ATOMIC_RELAXED);
+	}
+	free(buf);
+	return NULL;
+}
+
+/*
+ * The fast path under the race it exists to survive: readers load block
+ * K over and over while it is evicted, its pool block handed to other
+ * stores and rewritten, and K stored again elsewhere. A load may miss;
+ * it must never return bytes that are not K's.
+ */
+TEST_F_TIMEOUT(kvcd, fast_path_never_returns_another_blocks_bytes, 120)
+{
+	struct fast_reader r = { 0 };
+	struct kvcache_namespace *ns;
+	struct kvcache *c;
+	pthread_t th[2];
+	struct chain *k, *fill;
+	uint32_t salt = 1000;
+	int32_t st[1];
+	double end;
+
+	if (self->mode != KVC_PROTO_MODE_MEMFD)
+		SKIP(return, "the fast index is memfd mode's");
+	ASSERT_EQ(0, lib_open(self, &c, &ns));
+	k = chain_new(ns, 71, 1);
+	ASSERT_NE(NULL, k);
+	ASSERT_EQ(1, kvcache_store(ns, NULL, k->keys, 1, k->data,
+				   BLOCK_BYTES));
+	r.ns = ns;
+	r.ch = k;
+	for (int i = 0; i < 2; i++)
+		ASSERT_EQ(0, pthread_create(&th[i], NULL, fast_reader, &r));
+	for (end = now_s() + 4; now_s() < end;) {
+		kvcc_evict(&self->c, self->ns, k->keys, 1, st);
+		/* Other blocks into whatever came free, K's among them. */
+		for (int i = 0; i < 4; i++) {
+			fill = chain_new(ns, salt++, 1);
+			ASSERT_NE(NULL, fill);
+			kvcache_store(ns, NULL, fill->keys, 1, fill->data,
+				      BLOCK_BYTES);
+			chain_free(fill);
+		}
+		kvcache_store(ns, NULL, k->keys, 1, k->data, BLOCK_BYTES);
+	}
+	r.stop = 1;
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	TH_LOG("%ld hits, %ld misses, %u rounds", r.hits, r.misses,
+	       salt - 1000);
+	EXPECT_EQ(0, r.wrong);
+	EXPECT_LT(0, r.hits);
+	EXPECT_LT(0, r.misses);
+	EXPECT_LT(0, lib_stat(c, "fast_hits"));
+	chain_free(k);
+	kvcache_close(c);
+}
+
+/*
+ * A daemon killed outright cannot retire its segment: a load right after
+ * may still read the dead daemon's pool (nobody writes it) or miss, never
+ * return wrong bytes; the client's next call moves it to the new
+ * daemon's pool and segment.
+ */
+TEST_F_TIMEOUT(kvcd, fast_path_survives_a_killed_daemon, 120)
+{
+	struct kvcache_namespace *ns;
+	struct kvcache *c;
+	struct chain *a, *b;
+	char why[512] = "";
+	int got, i;
+
+	if (self->mode != KVC_PROTO_MODE_MEMFD)
+		SKIP(return, "the fast index is memfd mode's");
+	ASSERT_EQ(0, lib_open(self, &c, &ns));
+	a = chain_new(ns, 72, 4);
+	b = chain_new(ns, 73, 2);
+	ASSERT_NE(NULL, a);
+	ASSERT_NE(NULL, b);
+	ASSERT_EQ(4, kvcache_store(ns, NULL, a->keys, 4, a->data,
+				   BLOCK_BYTES));
+	ASSERT_EQ(4, load_check(ns, a, 4));
+
+	ASSERT_EQ(0, kill(self->daemon, SIGKILL));
+	ASSERT_EQ(0, restart(self, NULL, why, sizeof(why))) TH_LOG("%s", why);
+	got = load_check(ns, a, 4);
+	EXPECT_NE(-EBADMSG, got);
+	EXPECT_TRUE(got == 0 || got == 4 || got == -ECONNRESET)
+		TH_LOG("load after the kill: %d", got);
+
+	/* A call caught by the restart fails once; then the new daemon. */
+	got = kvcache_store(ns, NULL, b->keys, 2, b->data, BLOCK_BYTES);
+	if (got < 0)
+		got = kvcache_store(ns, NULL, b->keys, 2, b->data, BLOCK_BYTES);
+	ASSERT_EQ(2, got);
+	for (i = 0; i < 3; i++)
+		EXPECT_EQ(2, load_check(ns, b, 2));
+	EXPECT_LE(6, wait_fast_hits(c, 6));
+	got = load_check(ns, a, 4);
+	EXPECT_TRUE(got == 0 || got == 4) TH_LOG("a after: %d", got);
+	chain_free(a);
+	chain_free(b);
+	kvcache_close(c);
+}
+
 /* Eight threads share one client: every one gets its own bytes back. */
 TEST_F(kvcd, threads_share_a_client)
 {
