@@ -498,8 +498,12 @@ static void reserve_put(struct lib_conn *k, uint32_t ns,
 
 /*
  * n writable blocks of ns into h: from k's reserve first, then one ALLOC
- * for the rest and for the reserve's empty places (fewer when the pool
- * has no room for those). 0 or -errno.
+ * for the rest and, for a store smaller than the reserve, for the
+ * reserve's empty places (fewer when the pool has no room for those). A
+ * store of the reserve's size or more pays its one ALLOC over as many
+ * blocks and takes none ahead: blocks ahead are pool memory nobody else
+ * can use, and a client that stores one batch and goes idle would hold
+ * them for nothing. 0 or -errno.
  */
 static int memfd_alloc(struct kvcache_namespace *ns, struct lib_conn *k,
 		       uint32_t n, struct kvcache_handle *h)
@@ -512,7 +516,7 @@ static int memfd_alloc(struct kvcache_namespace *ns, struct lib_conn *k,
 
 	if (!want)
 		return 0;
-	if (cap > k->nr_reserved)
+	if (n < cap && cap > k->nr_reserved)
 		ahead = cap - k->nr_reserved;
 	if (want + ahead > lib_batch(c))
 		ahead = lib_batch(c) - want;
