@@ -25,9 +25,11 @@
  * swapped together under c->lock (conn.c drops the segment when it maps
  * a new pool): a call takes both in one snapshot. A replaced segment
  * stays mapped until kvcache_close(), as a replaced pool does, for loads
- * still reading it. Every call first polls a pidfd of the daemon that
- * gave the segment, so a dead daemon's segment is dropped at once,
- * however it died, and the call goes to the socket, which reconnects.
+ * still reading it. A call first polls a pidfd of the daemon that gave
+ * the segment (at most once per LIB_FAST_CHECK_NS: a system call costs
+ * as much as the rest of a small load), so a dead daemon's segment is
+ * dropped within that, however it died, and the call goes to the
+ * socket, which reconnects.
  * Where the daemon's pid cannot be seen (another pid namespace) there is
  * no pidfd: a daemon that exits still retires its segment, so every
  * check fails; one killed outright cannot, and its pool (which nobody
@@ -133,10 +135,17 @@ static const struct kvc_fastidx *fast_get(struct kvcache *c, uint8_t **pool)
 	const struct kvc_fastidx *f;
 	struct pollfd pfd = { .events = POLLIN };
 
+	uint64_t now = now_ns();
+
 	pthread_mutex_lock(&c->lock);
 	f = c->fast;
 	*pool = c->pool;
 	pfd.fd = c->fast_pidfd;
+	/* One look at the daemon per LIB_FAST_CHECK_NS is enough. */
+	if (now - c->fast_checked < LIB_FAST_CHECK_NS)
+		pfd.fd = -1;
+	else
+		c->fast_checked = now;
 	pthread_mutex_unlock(&c->lock);
 	if (!f || !*pool)
 		return NULL;

@@ -60,6 +60,8 @@
 #define LIB_TOUCH_MAX		256
 #define LIB_TOUCH_KEYS_MAX	(1u << 30)	/* lookup keys before a TOUCH */
 #define LIB_TOUCH_NS		(20 * 1000 * 1000)
+/* How often a fast call looks whether the daemon behind it is alive. */
+#define LIB_FAST_CHECK_NS	(1000 * 1000)
 
 /* A block allocated ahead, for namespace ns. */
 struct lib_reserved {
@@ -128,6 +130,7 @@ struct kvcache {
 	bool fast_off;			/* KVCACHE_FAST_PATH=0 */
 	struct kvc_fastidx *fast;	/* this pool's daemon's segment */
 	int fast_pidfd;			/* that daemon's pidfd, or -1 */
+	uint64_t fast_checked;		/* when it was last polled (ns) */
 	struct lib_old_fast *old_fast;
 	struct kvcache_handle touch[LIB_TOUCH_MAX];
 	uint32_t nr_touch;
