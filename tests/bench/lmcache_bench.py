@@ -79,7 +79,8 @@ TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(TOP, "helper", "python"))
 import kvcache  # noqa: E402
 
-SIZES = [("256K", 256 << 10, 256), ("2M", 2 << 20, 128)]
+SIZES = [("64K", 64 << 10, 1024), ("256K", 256 << 10, 256),
+         ("2M", 2 << 20, 128)]
 BATCH = 64
 TOKENS = 16
 NS_ID = 7

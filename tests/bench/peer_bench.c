@@ -14,7 +14,8 @@
  *   - kvcache: the real kvcached (memfd mode, the DRAM tier only: no g3 or
  *     g4, as the peers are in memory too) through libkvcache.
  *
- * The workload, per block size (256 KiB x 256 blocks, 2 MiB x 128): a
+ * The workload, per block size (64 KiB x 1024 blocks, one layer of a
+ * 16-token block of an 8B model; 256 KiB x 256; 2 MiB x 128): a
  * chain of 32-byte keys from kvcache_ns_keys() over token ids (the same
  * key bytes for every system), each block filled with its own pattern.
  * Per system and size: store every block, one call per block; load every
@@ -27,8 +28,9 @@
  * Each call is timed alone (CLOCK_MONOTONIC); a phase's throughput is its
  * payload bytes over the sum of its calls' times (MB/s, 10^6 bytes/s),
  * so the checks between calls do not count. Latency percentiles are over
- * the single-block calls only (256 or 128 per phase); a batch phase has
- * 4 or 2 calls, too few for a percentile, and reports throughput alone.
+ * the single-block calls only (1024, 256 or 128 per phase); a batch
+ * phase has 16, 4 or 2 calls, too few for a percentile, and reports
+ * throughput alone.
  *
  * The machine is shared and noisy, so every figure is a ratio of two
  * measurements of the same run: in each run the systems take turns (the
@@ -81,6 +83,7 @@ static const struct size_cfg {
 	size_t bytes;
 	unsigned int nblocks;
 } sizes[] = {
+	{ "64K", 64 << 10, 1024 },
 	{ "256K", 256 << 10, 256 },
 	{ "2M", 2 << 20, 128 },
 };

@@ -57,6 +57,15 @@
  *   blocks_load_ns_N      kvcache_load() of the 16 blocks (64 KiB), against
  *                         the echo round trips of its LOAD and RELEASE
  *                         plus memcpy() of the 64 KiB.
+ *   Those two go through the daemon (a client opened with
+ *   KVCACHE_FAST_PATH=0); a second client, with the fast index (memfd
+ *   mode's default: no round trip for a block in the pool), gives the
+ *   same against the same baselines:
+ *   blocks_fast_lookup_ns_N, blocks_fast_load_ns_N
+ *   blocks_fast_lookup128_ns_N  kvcache_lookup() of one stored chain of
+ *                         128 blocks, against the echo round trip of a
+ *                         128-key LOOKUP and its reply (socket_bench's
+ *                         figure, now without the socket).
  *   10M blocks of 4 KiB would be 40 GB of pool (more than this 23 GB
  *   machine has) and over two minutes of stores (1M take about 15 s), so
  *   10M is measured only as:
@@ -769,14 +778,63 @@ static int pin_one_cpu(cpu_set_t *saved)
 	return cpu;
 }
 
+/*
+ * blocks (a), through the fast index: lookups and loads of random stored
+ * chains by a client that finds them in the pool itself, against the
+ * daemon path's baselines.
+ */
+static void fast_rows(struct kvcache_namespace *ns, uint64_t chains,
+		      uint64_t rng, const char *label, int run, int echo,
+		      const struct dgram *lookup, const struct dgram *load,
+		      const struct dgram *release, uint8_t *dst,
+		      const uint8_t *psrc, uint8_t *pdst)
+{
+	static uint64_t kv[BLK_ITERS], base[BLK_ITERS];
+	uint8_t keys[BLK_CHAIN * KEY];
+	uint64_t t;
+
+	for (int op = 0; op < 2; op++) {
+		for (int i = 0; i < BLK_ITERS; i++) {
+			int ret;
+
+			rng = kvc_mix64(rng + (uint64_t)i + 1);
+			chain_keys(2, rng % chains, BLK_CHAIN, keys);
+			t = now_ns();
+			ret = op ? kvcache_load(ns, keys, BLK_CHAIN, dst, BLK_BS) :
+			      kvcache_lookup(ns, keys, BLK_CHAIN, NULL);
+			kv[i] = now_ns() - t;
+			if (ret != BLK_CHAIN)
+				kvcd_fail("fast %s: %d", op ? "load" : "lookup",
+					  ret);
+			t = now_ns();
+			if (op) {
+				echo_rt(echo, load);
+				memcpy(pdst, psrc, BLK_CHAIN * BLK_BS);
+				echo_rt(echo, release);
+			} else {
+				echo_rt(echo, lookup);
+			}
+			base[i] = now_ns() - t;
+		}
+		row(op ? "blocks_fast_load_ns" : "blocks_fast_lookup_ns", label,
+		    run, (double)quantile(kv, BLK_ITERS, 0.5),
+		    (double)quantile(base, BLK_ITERS, 0.5));
+	}
+}
+
 static void section_blocks_daemon(int runs)
 {
 	const size_t nsizes = ARRAY_SIZE(blk_daemon_sizes);
 	const uint64_t max_chains = (blk_daemon_sizes[nsizes - 1] +
 				     BLK_CHAIN - 1) / BLK_CHAIN;
 	const size_t bytes = BLK_CHAIN * BLK_BS;
-	static struct dgram lookup, load, release;
+	static struct dgram lookup, load, release, lookup128;
 	static uint64_t kv[BLK_ITERS], base[BLK_ITERS];
+	static struct kvc_lookup_entry le128[128];
+	static uint8_t keys128[128 * KEY];
+	uint8_t *src128 = buffer(128 * BLK_BS, 4);
+	struct kvcache_namespace *fns;
+	struct kvcache *fc;
 	struct kvc_lookup_entry le[BLK_CHAIN];
 	struct kvc_load_result lr[BLK_CHAIN];
 	struct kvcache_handle h[BLK_CHAIN];
@@ -806,9 +864,27 @@ static void section_blocks_daemon(int runs)
 		BLK_CHAIN, (unsigned long long)(BLK_BS / KiB), BLK_ITERS);
 	pattern(src, bytes, 3);
 	pattern(psrc, bytes, 4);
-	kvcd_start(BLK_BS, pool_for(max_chains * BLK_CHAIN, BLK_BS));
+	kvcd_start(BLK_BS, pool_for(max_chains * BLK_CHAIN + 128, BLK_BS));
+	/* The daemon path, and the fast index's. */
+	setenv("KVCACHE_FAST_PATH", "0", 1);
 	c = client_open(1);
+	unsetenv("KVCACHE_FAST_PATH");
 	ns = ns_open(c, BLK_BS);
+	fc = client_open(1);
+	fns = ns_open(fc, BLK_BS);
+	chain_keys(5, 0, 128, keys128);
+	pattern(src128, 128 * BLK_BS, 5);
+	store_all(ns, keys128, 128, src128, BLK_BS);
+	for (int i = 0; i < 128; i++)
+		le128[i] = (struct kvc_lookup_entry) {
+			.tiers = KVC_PROTO_TIER_POOL,
+			.handle = { .index = (uint32_t)i, .gen = 1 },
+		};
+	dgram_set(&lookup128, kvc_proto_encode_lookup(lookup128.buf,
+			sizeof(lookup128.buf), 1, NS_ID, KVC_PROTO_TIERS_ALL,
+			keys128, 128),
+		  kvc_proto_encode_lookup_reply(scratch, sizeof(scratch), 1,
+						le128, 128));
 
 	/* The real messages' sizes, from the encoders themselves. */
 	chain_keys(2, 0, BLK_CHAIN, keys);
@@ -896,6 +972,24 @@ static void section_blocks_daemon(int runs)
 			row("blocks_load_ns", label, run,
 			    (double)quantile(kv, BLK_ITERS, 0.5),
 			    (double)quantile(base, BLK_ITERS, 0.5));
+			fast_rows(fns, chains, rng, label, run, sv[0], &lookup,
+				  &load, &release, dst, psrc, pdst);
+			for (int i = 0; i < BLK_ITERS; i++) {
+				int ret;
+
+				t = now_ns();
+				ret = kvcache_lookup(fns, keys128, 128, NULL);
+				kv[i] = now_ns() - t;
+				if (ret != 128)
+					kvcd_fail("kvcache_lookup of 128: %d",
+						  ret);
+				t = now_ns();
+				echo_rt(sv[0], &lookup128);
+				base[i] = now_ns() - t;
+			}
+			row("blocks_fast_lookup128_ns", label, run,
+			    (double)quantile(kv, BLK_ITERS, 0.5),
+			    (double)quantile(base, BLK_ITERS, 0.5));
 		}
 	}
 	fprintf(stderr, "# blocks (a): filling took %.1f s in all\n",
@@ -904,8 +998,10 @@ static void section_blocks_daemon(int runs)
 	pthread_join(echo, NULL);
 	close(sv[0]);
 	close(sv[1]);
+	kvcache_close(fc);
 	kvcache_close(c);
 	kvcd_stop();
+	munmap(src128, 128 * BLK_BS);
 	if (sched_setaffinity(0, sizeof(saved), &saved))
 		fail("sched_setaffinity: %s", strerror(errno));
 	munmap(src, bytes);
@@ -1080,6 +1176,7 @@ static void *worker_main(void *arg)
 				ret = kvcache_load(w->ns, ch->keys, CL_CHAIN,
 						   ch->dst, CL_BS);
 			if (ret != CL_CHAIN) {
+				/* A chain evicted under us: fewer blocks. */
 				w->err = ret < 0 ? ret : -ENODATA;
 				break;
 			}
