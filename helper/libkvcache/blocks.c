@@ -550,6 +550,27 @@ static int memfd_alloc(struct kvcache_namespace *ns, struct lib_conn *k,
 }
 
 /*
+ * memfd mode: before the first write of block index through our mapping,
+ * fault its pages in with one system call (MADV_POPULATE_WRITE, Linux
+ * 5.14; a no-op before), not one fault per 4 KiB page in the copy: that
+ * halves the time of a store into blocks this process never wrote. The
+ * pages stay mapped: the daemon zeroes freed blocks in place.
+ */
+static void pool_prefault(struct kvcache *c, uint32_t index, uint8_t *p,
+			  size_t len)
+{
+	uint64_t bit = 1ull << (index % 64), *w;
+
+	if (!c->pool_touched || index >= c->nr_blocks)
+		return;
+	w = &c->pool_touched[index / 64];
+	if (__atomic_load_n(w, __ATOMIC_RELAXED) & bit)
+		return;
+	madvise(p, len, MADV_POPULATE_WRITE);
+	__atomic_fetch_or(w, bit, __ATOMIC_RELAXED);
+}
+
+/*
  * memfd mode: the same over the socket, on connection k, which keeps a pin
  * on each block sealed (*pinned of them, leading) for the caller to
  * release after its STORE. With protocol version 3, when every block was
@@ -587,6 +608,7 @@ static int memfd_alloc_fill(struct kvcache_namespace *ns, struct lib_conn *k,
 				ok = i;
 			continue;
 		}
+		pool_prefault(c, h[i].index, p, ns->block_bytes);
 		memcpy(p, buf + i * stride, ns->block_bytes);
 	}
 	*pinned = 0;

@@ -271,6 +271,9 @@ static int pool_adopt(struct kvcache *c, int fd)
 	if ((uint64_t)st.st_size < c->block_size * c->nr_blocks)
 		return -EPROTO;		/* smaller than announced */
 	pthread_mutex_lock(&c->lock);
+	if (!c->pool_touched)
+		c->pool_touched = calloc((c->nr_blocks + 63) / 64,
+					 sizeof(uint64_t));
 	if (c->pool && c->pool_dev == st.st_dev && c->pool_ino == st.st_ino)
 		goto out;
 	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -292,6 +295,9 @@ static int pool_adopt(struct kvcache *c, int fd)
 	}
 	lib_fast_drop_locked(c);
 	ret = 1;
+	if (c->pool && c->pool_touched)
+		memset(c->pool_touched, 0,
+		       (c->nr_blocks + 63) / 64 * sizeof(uint64_t));
 	c->pool = p;
 	c->pool_len = len;
 	c->pool_dev = st.st_dev;

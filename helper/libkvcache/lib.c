@@ -127,6 +127,7 @@ LIB_EXPORT void kvcache_close(struct kvcache *c)
 	}
 	if (c->pool)
 		munmap(c->pool, c->pool_len);
+	free(c->pool_touched);
 	if (c->dev >= 0)
 		close(c->dev);
 	pthread_cond_destroy(&c->cond);

@@ -125,6 +125,12 @@ struct kvcache {
 	dev_t pool_dev;
 	ino_t pool_ino;
 	struct lib_old_map *old_maps;
+	/*
+	 * A bit per block: written through this mapping before, so its
+	 * pages are in our page tables (blocks.c, pool_prefault()); cleared
+	 * with a new pool. Allocated with the first pool, freed at close.
+	 */
+	uint64_t *pool_touched;
 
 	/* memfd mode's fast path (under lock; fast.c) */
 	bool fast_off;			/* KVCACHE_FAST_PATH=0 */

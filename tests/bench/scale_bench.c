@@ -94,6 +94,11 @@
  *   clients_shared_ops_T  the same with the one shared client.
  *   clients_p50_us_T      the median time of one op at T threads, against
  *   clients_p99_us_T      1 thread (same run): how much slower an op gets.
+ *   clients_p99_vs_memcpy_us_T  the p99 at T threads against the p99 of
+ *                         T threads of memcpy() of the same bytes: what
+ *                         is kvcache's own, once T threads share the
+ *                         CPUs (on 2 CPUs, 8 runnable threads wait for
+ *                         each other whatever they do).
  *   clients_mbps_T        bytes loaded per second at T threads, against
  *                         T threads of memcpy() of the same bytes, each
  *                         yielding its CPU after a copy as an op of
@@ -1338,6 +1343,8 @@ static void section_clients(int runs)
 			    tally_us(&one, 0.5));
 			row("clients_p99_us", label, run,
 			    tally_us(&many, 0.99), tally_us(&one, 0.99));
+			row("clients_p99_vs_memcpy_us", label, run,
+			    tally_us(&many, 0.99), tally_us(&mc, 0.99));
 			row("clients_mbps", label, run,
 			    tally_ops(&many) * (double)bytes / 1e6,
 			    tally_ops(&mc) * (double)bytes / 1e6);
