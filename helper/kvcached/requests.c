@@ -415,10 +415,18 @@ static int kvcd_fast_map(struct kvcd *d, const struct kvc_msg *m,
  * is skipped.
  */
 static int kvcd_touch(struct kvcd *d, struct kvc_peer *p,
-		      const struct kvc_msg *m)
+		      const struct kvc_msg *m, uint8_t *reply)
 {
 	struct kvcache_block_info bi;
 	struct kvcache_handle h;
+
+	/*
+	 * Kernel mode has no fast index, and its tenants share the daemon:
+	 * none of them may move the counters or the policy by hand.
+	 */
+	if (!kvc_pool_has(d->pool, KVC_POOL_SHARED_MAP))
+		return kvcd_error(reply, m, -EOPNOTSUPP,
+				  "kernel mode: no fast index");
 
 	for (uint32_t i = 0; i < m->touch.count; i++) {
 		const struct kvc_entry *e;
@@ -893,7 +901,7 @@ static int kvcd_dispatch(struct kvcd *d, struct kvc_peer *p,
 	case KVC_MSG_FAST_MAP:
 		return kvcd_fast_map(d, &m, reply, pass_fd);
 	case KVC_MSG_TOUCH:
-		return kvcd_touch(d, p, &m);
+		return kvcd_touch(d, p, &m, reply);
 	default:	/* a request type newer than this daemon */
 		return kvcd_error(reply, &m, -EOPNOTSUPP, "unknown request type");
 	}

@@ -430,6 +430,12 @@ TEST_F_TIMEOUT(kvcd, fast_map_hands_out_a_read_only_index, 60)
 	kvcc_close(&c2);
 	if (self->mode != KVC_PROTO_MODE_MEMFD) {
 		EXPECT_EQ(-EOPNOTSUPP, fast_map(c)) TH_LOG("%s", c->why);
+		/* Nor TOUCH: that one is refused, not silently taken. */
+		EXPECT_EQ(-EOPNOTSUPP,
+			  kvcc_call(c, kvc_proto_encode_touch(KVCC_TX(c), &t,
+							      bogus),
+				    KVC_MSG_TOUCH | KVC_MSG_REPLY))
+			TH_LOG("%s", c->why);
 		return;
 	}
 	ASSERT_EQ(0, fast_map(c)) TH_LOG("%s", c->why);
