@@ -141,21 +141,30 @@ static const struct kvc_fastidx *fast_get(struct kvcache *c, uint8_t **pool)
 	f = c->fast;
 	*pool = c->pool;
 	pfd.fd = c->fast_pidfd;
-	/* One look at the daemon per LIB_FAST_CHECK_NS is enough. */
-	if (now - c->fast_checked < LIB_FAST_CHECK_NS)
+	/*
+	 * One look at the daemon per LIB_FAST_CHECK_NS is enough: skip it
+	 * while the last look that found it alive is that recent. (Only a
+	 * look that found it alive counts: calls racing the first look
+	 * after a death look too.)
+	 */
+	if (now - c->fast_alive < LIB_FAST_CHECK_NS)
 		pfd.fd = -1;
-	else
-		c->fast_checked = now;
 	pthread_mutex_unlock(&c->lock);
 	if (!f || !*pool)
 		return NULL;
-	if (pfd.fd >= 0 && poll(&pfd, 1, 0) != 0) {
+	if (pfd.fd < 0)
+		return f;
+	if (poll(&pfd, 1, 0) != 0) {
 		pthread_mutex_lock(&c->lock);
 		if (c->fast == f)
 			lib_fast_drop_locked(c);
 		pthread_mutex_unlock(&c->lock);
 		return NULL;
 	}
+	pthread_mutex_lock(&c->lock);
+	if (c->fast == f)
+		c->fast_alive = now;
+	pthread_mutex_unlock(&c->lock);
 	return f;
 }
 

@@ -136,7 +136,7 @@ struct kvcache {
 	bool fast_off;			/* KVCACHE_FAST_PATH=0 */
 	struct kvc_fastidx *fast;	/* this pool's daemon's segment */
 	int fast_pidfd;			/* that daemon's pidfd, or -1 */
-	uint64_t fast_checked;		/* when it was last polled (ns) */
+	uint64_t fast_alive;		/* when a poll last found it alive */
 	struct lib_old_fast *old_fast;
 	struct kvcache_handle touch[LIB_TOUCH_MAX];
 	uint32_t nr_touch;
