@@ -222,14 +222,23 @@ int lib_call(struct kvcache *c, struct lib_conn *k, int len, uint16_t want)
 
 void lib_send(struct kvcache *c, struct lib_conn *k, int len)
 {
+	ssize_t n;
+
 	if (len < 0 || k->fd < 0)
 		return;
 	len = kvc_proto_set_version(k->tx, len, k->version);
-	if (send(k->fd, k->tx, (size_t)len, MSG_NOSIGNAL) != len) {
-		if (errno == EPIPE || errno == ECONNRESET)
-			conn_peer_died(c, k);
-		conn_drop(k);
-	}
+	/*
+	 * Never wait: what is sent this way is advice (TOUCH), and a daemon
+	 * that does not read its socket (stopped, or swamped) must not stall
+	 * the loads that found their blocks without it. A full socket drops
+	 * the message and keeps the connection.
+	 */
+	n = send(k->fd, k->tx, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (n == len || (n < 0 && (errno == EAGAIN || errno == EINTR)))
+		return;
+	if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
+		conn_peer_died(c, k);
+	conn_drop(k);
 }
 
 /*

@@ -175,7 +175,10 @@ unsigned int lib_conn_index(const struct kvcache *c,
  * which the connection is dropped (its pins with it).
  */
 int lib_call(struct kvcache *c, struct lib_conn *k, int len, uint16_t want);
-/* Send a request that has no reply (TOUCH); a failure drops k. */
+/*
+ * Send a request that has no reply (TOUCH) without waiting: dropped when
+ * the socket is full; any other failure drops k.
+ */
 void lib_send(struct kvcache *c, struct lib_conn *k, int len);
 /* Encoder arguments for k's next request. */
 #define LIB_TX(k)	(k)->tx, KVC_PROTO_MSG_MAX, ++(k)->seq
