@@ -12,10 +12,11 @@
  *
  * memfd mode: the daemon does all of it over the socket (ALLOC, SEAL,
  * STORE, LOAD, RELEASE) and the block bytes are read and written in the
- * shared pool mapping; a copying load first takes what the daemon's fast
- * index shows in the pool, with no round trip (fast.c). Pins belong to the connection that took them, so a
- * load keeps its connection until it has copied the bytes and released
- * the pins; a block from kvcache_load_map() remembers its connection.
+ * shared pool mapping; a lookup or a copying load first takes what the
+ * daemon's fast index shows in the pool, with no round trip (fast.c).
+ * Pins belong to the connection that took them, so a load keeps its
+ * connection until it has copied the bytes and released the pins; a
+ * block from kvcache_load_map() remembers its connection.
  *
  * Every batch is cut to what one message carries; a prefix that ends
  * inside a chunk ends the whole call.
