@@ -44,6 +44,7 @@ struct kvc_pool;
  * P2PDMA pages, which Debian's 6.1 kernel, for one, does not build.
  */
 #define KVC_FEATURES		(KVCACHE_FEAT_POOL | KVCACHE_FEAT_NETLINK | \
+				 KVCACHE_FEAT_VIEW | \
 				 (IS_ENABLED(CONFIG_PCI_P2PDMA) ? \
 				  KVCACHE_FEAT_P2P : 0))
 
@@ -64,6 +65,9 @@ enum kvc_stat {
 	KVC_STAT_PIN_FAILURES,		/* pins refused: no memory */
 	KVC_STAT_IO_ERRORS,		/* transfer entries ended with EIO */
 	KVC_STAT_POOL_FAILURES,		/* pools that could not be allocated */
+	KVC_STAT_VIEW_FAULTS,		/* blocks mapped into pool views */
+	KVC_STAT_VIEW_REFUSED,		/* view faults refused (SIGBUS) */
+	KVC_STAT_VIEW_ZAPS,		/* blocks unmapped from views */
 	KVC_NR_STATS
 };
 
@@ -97,6 +101,7 @@ struct kvc_dev {
 
 	struct percpu_rw_semaphore pool_sem;	/* write: swap ->pool */
 	struct kvc_pool *pool;		/* under pool_sem */
+	struct inode *view_inode;	/* every file's ->f_mapping */
 
 	struct mutex ns_lock;		/* ns create/destroy, nr_blocks */
 	struct xarray namespaces;	/* id -> kvc_ns; RCU for readers */
@@ -191,6 +196,11 @@ bool kvc_ns_mode_allows(umode_t mode, bool owner, bool group, int mask);
 
 /* kvcache_mmap.c */
 int kvc_mmap(struct file *file, struct vm_area_struct *vma);
+int kvc_view_init(struct kvc_dev *dev);
+void kvc_view_exit(struct kvc_dev *dev);
+void kvc_view_attach(struct kvc_dev *dev, struct file *file);
+int kvc_view_mmap(struct kvc_file *kf, struct vm_area_struct *vma);
+void kvc_view_zap(struct kvc_dev *dev, struct kvc_pool *pool, u32 index);
 
 /* kvcache_netlink.c: the "kvcache" generic netlink family */
 int kvc_netlink_register(struct kvc_dev *dev);

@@ -322,6 +322,27 @@ static int kvc_file_seal(struct kvc_file *kf, struct kvc_pool *pool,
 	return 0;
 }
 
+/*
+ * A block that pool views may map is unmapped from them and tried again.
+ * The zap clears what the views had; a second KVC_EVICT_ZAP means a new
+ * fault since, which set the mark again, so the block is busy: zap once
+ * more so the mark cleared by that second try does not hide a mapping.
+ */
+static int kvc_file_evict(struct kvc_file *kf, struct kvc_pool *pool,
+			  struct kvcache_handle h, u32 *evicted_ns)
+{
+	int ret, try;
+
+	for (try = 0; try < 2; try++) {
+		ret = kvc_block_evict(pool, h, evicted_ns);
+		if (ret != KVC_EVICT_ZAP)
+			return ret;
+		kvc_view_zap(kf->dev, pool, h.index);
+		kvc_stat_inc(kf->dev, KVC_STAT_VIEW_ZAPS);
+	}
+	return -EBUSY;
+}
+
 static int kvc_batch_one(struct kvc_file *kf, struct kvc_pool *pool,
 			 unsigned int nr, const void *entries, u32 i,
 			 u32 flags, bool privileged, u32 *evicted_ns)
@@ -339,7 +360,7 @@ static int kvc_batch_one(struct kvc_file *kf, struct kvc_pool *pool,
 	case _IOC_NR(KVCACHE_IOC_UNPIN):
 		return kvc_file_unpin(kf, pool, h[i]);
 	case _IOC_NR(KVCACHE_IOC_EVICT):
-		return kvc_block_evict(pool, h[i], evicted_ns);
+		return kvc_file_evict(kf, pool, h[i], evicted_ns);
 	}
 	return -ENOTTY;
 }

@@ -10,6 +10,7 @@
  *   kvcache_blocks.c   pool ioctls; what an open file holds
  *   kvcache_ns.c       namespaces, permission, the helper role
  *   kvcache_mmap.c     mapping blocks
+ *   kvcache_view.c     the pool view: one mapping of the pool per client
  *   kvcache_netlink.c  the "kvcache" generic netlink family
  *   kvcache_sysfs.c    sysfs knobs and counters
  *   kvcache_provider.c device memory providers (see kvcache_p2p.h)
@@ -96,6 +97,7 @@ static int kvc_open(struct inode *inode, struct file *file)
 		return -ENOMEM;
 	kvc_file_init(kf, dev, file->f_mode & FMODE_WRITE);
 	file->private_data = kf;
+	kvc_view_attach(dev, file);
 	atomic_inc(&dev->open_files);
 	kvc_stat_inc(dev, KVC_STAT_OPENS);
 	return stream_open(inode, file);
@@ -168,9 +170,12 @@ static int __init kvc_init(void)
 		       geo.pool_size, ret);
 		goto err_sem;
 	}
-	ret = kvc_netlink_register(dev);
+	ret = kvc_view_init(dev);
 	if (ret)
 		goto err_pool;
+	ret = kvc_netlink_register(dev);
+	if (ret)
+		goto err_view;
 	ret = kvc_xfer_init();
 	if (ret)
 		goto err_netlink;
@@ -206,6 +211,8 @@ err_xfer:
 	kvc_xfer_exit();
 err_netlink:
 	kvc_netlink_unregister();
+err_view:
+	kvc_view_exit(dev);
 err_pool:
 	kvc_pool_teardown(dev);
 err_sem:
@@ -226,6 +233,7 @@ static void __exit kvc_exit(void)
 	misc_deregister(&dev->misc);
 	kvc_xfer_exit();
 	kvc_netlink_unregister();
+	kvc_view_exit(dev);
 	kvc_pool_teardown(dev);
 	kvc_ns_destroy_all(dev);
 	xa_destroy(&dev->regions);

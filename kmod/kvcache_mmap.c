@@ -15,6 +15,8 @@
  * split, so every mapping covers exactly its block and each open()/close()
  * of the VMA is one count.
  *
+ * Offsets from KVCACHE_VIEW_OFFSET up are the pool view (kvcache_view.c).
+ *
  * The pages are ordinary pool pages inserted with vm_insert_pages(), so
  * O_DIRECT I/O and GPU registration can use them like any user memory.
  *
@@ -96,6 +98,8 @@ int kvc_mmap(struct file *file, struct vm_area_struct *vma)
 	 */
 	if (!(vma->vm_flags & VM_MAYSHARE))
 		return -EINVAL;
+	if (off >= KVCACHE_VIEW_OFFSET)
+		return kvc_view_mmap(kf, vma);
 
 	percpu_down_read(&dev->pool_sem);
 	pool = dev->pool;

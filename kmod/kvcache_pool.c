@@ -292,6 +292,8 @@ static void kvc_push_free(struct kvc_pool *pool, u32 index, bool quarantine)
 static void kvc_block_free_locked(struct kvc_block *b)
 {
 	lockdep_assert_held(&b->lock);
+	/* Evict unmaps a viewed block from the views first. */
+	WARN_ON_ONCE(b->viewed);
 	b->state = KVC_BLOCK_FREE;
 	b->gen++;
 	b->owner = NULL;
@@ -549,8 +551,16 @@ EXPORT_SYMBOL_IF_KUNIT(kvc_block_unpin_n);
  * @h: the block
  * @ns_id: out: the namespace it belonged to
  *
- * Return: 0; -EINVAL (index out of range); -ESTALE; -EBUSY (pinned,
- * mapped, not sealed yet, or its pages still referenced elsewhere).
+ * A block that may be mapped in a pool view is not freed: its mark is
+ * cleared and the caller is told to unmap it from the views and call
+ * again. The mark is cleared only while nobody pins the block, and a view
+ * maps a block only for a file that pins it, so once the caller has
+ * unmapped it, a page still mapped in a view means a later fault, which
+ * set the mark again (see kvcache_view.c).
+ *
+ * Return: 0; KVC_EVICT_ZAP; -EINVAL (index out of range); -ESTALE; -EBUSY
+ * (pinned, mapped, not sealed yet, or its pages still referenced
+ * elsewhere).
  */
 int kvc_block_evict(struct kvc_pool *pool, struct kvcache_handle h,
 		    u32 *ns_id)
@@ -563,8 +573,12 @@ int kvc_block_evict(struct kvc_pool *pool, struct kvcache_handle h,
 	spin_lock(&b->lock);
 	if (b->gen != h.gen || b->state == KVC_BLOCK_FREE) {
 		ret = -ESTALE;
-	} else if (b->state != KVC_BLOCK_SEALED || b->pins || b->rmaps ||
-		   kvc_block_pages_busy(pool, h.index)) {
+	} else if (b->state != KVC_BLOCK_SEALED || b->pins || b->rmaps) {
+		ret = -EBUSY;
+	} else if (b->viewed) {
+		b->viewed = false;
+		ret = KVC_EVICT_ZAP;
+	} else if (kvc_block_pages_busy(pool, h.index)) {
 		ret = -EBUSY;
 	} else {
 		*ns_id = b->ns_id;
@@ -578,6 +592,33 @@ int kvc_block_evict(struct kvc_pool *pool, struct kvcache_handle h,
 	return 0;
 }
 EXPORT_SYMBOL_IF_KUNIT(kvc_block_evict);
+
+/**
+ * kvc_block_mark_viewed() - note that a pool view maps a block
+ * @pool: the pool
+ * @index: the block, which the caller's file pins
+ *
+ * Called before the view inserts the block's pages, with the file's pin
+ * held across the insert.
+ *
+ * Return: false if the block is not sealed (the caller's pin says it is:
+ * a bug).
+ */
+bool kvc_block_mark_viewed(struct kvc_pool *pool, u32 index)
+{
+	struct kvc_block *b = kvc_block_get(pool, index);
+	bool ok;
+
+	if (!b)
+		return false;
+	spin_lock(&b->lock);
+	ok = !WARN_ON_ONCE(b->state != KVC_BLOCK_SEALED || !b->pins);
+	if (ok)
+		b->viewed = true;
+	spin_unlock(&b->lock);
+	return ok;
+}
+EXPORT_SYMBOL_IF_KUNIT(kvc_block_mark_viewed);
 
 /**
  * kvc_block_discard() - free a block its writer never sealed

@@ -14,6 +14,11 @@
  * close with such references is FREE but parked on the quarantine stack,
  * and goes back to the free stack only once they are gone.
  *
+ * A sealed block may also be mapped in pool views (kvcache_view.c), which
+ * do not count against eviction: evict asks its caller to unmap the block
+ * from them first (KVC_EVICT_ZAP), and the references those mappings hold
+ * on the pages make it -EBUSY if any is left.
+ *
  * A free block keeps the namespace id of its last life (a block never
  * used has 0, which names no namespace): permission checks that come
  * before the state and generation judge a free block by it, so a caller
@@ -48,6 +53,7 @@ struct kvc_block {
 	u32 pins;		/* file pins (SEALED only) */
 	u32 rmaps;		/* read-only mappings (SEALED only) */
 	u32 wmaps;		/* writable mappings (WRITABLE only) */
+	bool viewed;		/* may be mapped in a pool view */
 	u32 ns_id;
 	u32 payload_len;	/* SEALED only */
 	const void *owner;	/* WRITABLE only */
@@ -95,8 +101,11 @@ int kvc_block_pin(struct kvc_pool *pool, struct kvcache_handle h,
 		  bool (*may_read)(u32 ns_id, void *arg), void *arg);
 int kvc_block_unpin(struct kvc_pool *pool, struct kvcache_handle h);
 void kvc_block_unpin_n(struct kvc_pool *pool, u32 index, u32 n);
+/* kvc_block_evict(): unmap the block from the pool views, then call again */
+#define KVC_EVICT_ZAP	1
 int kvc_block_evict(struct kvc_pool *pool, struct kvcache_handle h,
 		    u32 *ns_id);
+bool kvc_block_mark_viewed(struct kvc_pool *pool, u32 index);
 int kvc_block_discard(struct kvc_pool *pool, u32 index, const void *owner,
 		      u32 *ns_id);
 int kvc_block_map(struct kvc_pool *pool, u32 index, const void *owner,

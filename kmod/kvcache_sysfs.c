@@ -276,6 +276,9 @@ KVC_STAT_ATTR(event_failures, KVC_STAT_EVENT_FAILURES);
 KVC_STAT_ATTR(pin_failures, KVC_STAT_PIN_FAILURES);
 KVC_STAT_ATTR(io_errors, KVC_STAT_IO_ERRORS);
 KVC_STAT_ATTR(pool_alloc_failures, KVC_STAT_POOL_FAILURES);
+KVC_STAT_ATTR(view_faults, KVC_STAT_VIEW_FAULTS);
+KVC_STAT_ATTR(view_refused, KVC_STAT_VIEW_REFUSED);
+KVC_STAT_ATTR(view_zaps, KVC_STAT_VIEW_ZAPS);
 
 static ssize_t open_files_show(struct device *d, struct device_attribute *a,
 			       char *buf)
@@ -300,6 +303,9 @@ static struct attribute *kvc_stats_attrs[] = {
 	&kvc_stat_attr_pin_failures.attr.attr,
 	&kvc_stat_attr_io_errors.attr.attr,
 	&kvc_stat_attr_pool_alloc_failures.attr.attr,
+	&kvc_stat_attr_view_faults.attr.attr,
+	&kvc_stat_attr_view_refused.attr.attr,
+	&kvc_stat_attr_view_zaps.attr.attr,
 	&dev_attr_open_files.attr,
 	NULL
 };

@@ -31,6 +31,7 @@ static const struct {
 	{ KVCACHE_FEAT_POOL, "pool" },
 	{ KVCACHE_FEAT_NETLINK, "netlink" },
 	{ KVCACHE_FEAT_P2P, "p2p" },
+	{ KVCACHE_FEAT_VIEW, "view" },
 };
 
 size_t kvc_feature_names(uint64_t features, char *out, size_t len)

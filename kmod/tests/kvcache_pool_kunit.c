@@ -3,8 +3,8 @@
  * KUnit tests for the block pool's state machine (kvcache_pool.c): every
  * transition and its refusals, refusals that reveal no state or
  * generation, generation wrap-around, all-or-nothing allocation, zeroing,
- * namespace permission bits, bounded quarantine reaping, and pin racing
- * evict on two threads. Part of kvcache_kunit.ko.
+ * namespace permission bits, bounded quarantine reaping, pin racing
+ * evict on two threads, and the unmapping of pool views before a free. Part of kvcache_kunit.ko.
  */
 #include <kunit/test.h>
 #include <linux/completion.h>
@@ -54,10 +54,51 @@ static void drain(struct kvc_pool *pool)
 			kvc_block_unpin_n(pool, i, b->pins);
 		if (b->state == KVC_BLOCK_WRITABLE)
 			kvc_block_discard(pool, i, b->owner, &ns);
-		else if (b->state == KVC_BLOCK_SEALED)
+		else if (b->state == KVC_BLOCK_SEALED &&
+			 kvc_block_evict(pool, h, &ns) == KVC_EVICT_ZAP)
 			kvc_block_evict(pool, h, &ns);
 	}
 	kvc_pool_destroy(pool);
+}
+
+/*
+ * A block a pool view maps is not freed by the evict that finds it
+ * unpinned: that evict asks for the views to be unmapped first, and
+ * forgets the mark only then, so the next evict frees it. A pin taken
+ * meanwhile (for a new fault) makes the block busy and keeps the mark.
+ */
+static void viewed_blocks_are_unmapped_before_free(struct kunit *test)
+{
+	struct kvc_pool *pool = test_pool(test, SZ_4K);
+	struct kvcache_handle h;
+	u32 ns = 0;
+
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 1, 7, &owner_a, &h), 0);
+	KUNIT_ASSERT_EQ(test, kvc_block_seal(pool, h, &owner_a, 1, test_key,
+					     false), 0);
+	KUNIT_ASSERT_EQ(test, kvc_block_pin(pool, h, NULL, NULL), 0);
+	KUNIT_EXPECT_TRUE(test, kvc_block_mark_viewed(pool, h.index));
+	/* Pinned: busy, and the mark stays for the evict after the unpin. */
+	KUNIT_EXPECT_EQ(test, kvc_block_evict(pool, h, &ns), -EBUSY);
+	KUNIT_EXPECT_TRUE(test, pool->blocks[h.index].viewed);
+	KUNIT_EXPECT_EQ(test, kvc_block_unpin(pool, h), 0);
+	KUNIT_EXPECT_EQ(test, kvc_block_evict(pool, h, &ns), KVC_EVICT_ZAP);
+	KUNIT_EXPECT_FALSE(test, pool->blocks[h.index].viewed);
+	KUNIT_EXPECT_EQ(test, pool->blocks[h.index].state, KVC_BLOCK_SEALED);
+
+	/* A fault between the zap and the retry: busy, marked again. */
+	KUNIT_ASSERT_EQ(test, kvc_block_pin(pool, h, NULL, NULL), 0);
+	KUNIT_EXPECT_TRUE(test, kvc_block_mark_viewed(pool, h.index));
+	KUNIT_EXPECT_EQ(test, kvc_block_evict(pool, h, &ns), -EBUSY);
+	KUNIT_EXPECT_EQ(test, kvc_block_unpin(pool, h), 0);
+	KUNIT_EXPECT_EQ(test, kvc_block_evict(pool, h, &ns), KVC_EVICT_ZAP);
+	KUNIT_EXPECT_EQ(test, kvc_block_evict(pool, h, &ns), 0);
+	KUNIT_EXPECT_EQ(test, ns, 7U);
+	KUNIT_EXPECT_EQ(test, pool->blocks[h.index].state, KVC_BLOCK_FREE);
+	/* A free block is not marked, and nothing marks it. */
+	KUNIT_EXPECT_FALSE(test, pool->blocks[h.index].viewed);
+	KUNIT_EXPECT_FALSE(test, kvc_block_mark_viewed(pool, pool->nr_blocks));
+	drain(pool);
 }
 
 static void transitions_and_refusals(struct kunit *test)
@@ -620,6 +661,7 @@ static struct kunit_case kvcache_pool_cases[] = {
 	KUNIT_CASE(io_references_hold_the_block),
 	KUNIT_CASE(bounce_blocks_come_from_the_pool),
 	KUNIT_CASE(transitions_and_refusals),
+	KUNIT_CASE(viewed_blocks_are_unmapped_before_free),
 	KUNIT_CASE(generation_wraps_around),
 	KUNIT_CASE(alloc_is_all_or_nothing),
 	KUNIT_CASE(blocks_come_back_zeroed),

@@ -38,8 +38,9 @@
 #define KVCACHE_FEAT_POOL	_BITULL(0)	/* block pool ioctls and mmap */
 #define KVCACHE_FEAT_NETLINK	_BITULL(1)	/* "kvcache" genl family */
 #define KVCACHE_FEAT_P2P	_BITULL(2)	/* GPU regions, P2P transfers */
+#define KVCACHE_FEAT_VIEW	_BITULL(3)	/* the pool view (mmap) */
 #define KVCACHE_FEAT_ALL	(KVCACHE_FEAT_POOL | KVCACHE_FEAT_NETLINK | \
-				 KVCACHE_FEAT_P2P)
+				 KVCACHE_FEAT_P2P | KVCACHE_FEAT_VIEW)
 
 /* Most entries one batched call accepts. */
 #define KVCACHE_MAX_BATCH	1024
@@ -229,7 +230,18 @@ struct kvcache_ns {
  * read-only (PROT_WRITE and mprotect to it refused) for a sealed block this
  * file has pinned. The mapping itself keeps the block from eviction: unpin
  * or evict do not pull the pages from under it.
+ *
+ * The pool view (KVCACHE_FEAT_VIEW): one read-only mapping of the whole
+ * pool, MAP_SHARED, offset KVCACHE_VIEW_OFFSET, length block_size *
+ * nr_blocks, so that a client reads the blocks it pins without mapping
+ * each. Block i lies at i * block_size in it. Touching a block faults it in
+ * only while this file holds a pin on it (SIGBUS otherwise). Its pages stay
+ * mapped after the unpin, showing the same sealed bytes, until the block is
+ * evicted: they are unmapped from every view before it is freed. The view
+ * does not keep blocks from eviction; a pin does. PROT_WRITE is refused,
+ * the mapping is not inherited across fork and cannot be split or grown.
  */
+#define KVCACHE_VIEW_OFFSET	_BITULL(46)
 
 /**
  * struct kvcache_helper - KVCACHE_IOC_HELPER: make this open file the helper
