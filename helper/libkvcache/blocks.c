@@ -224,8 +224,22 @@ static int load_kernel(struct kvcache_namespace *ns, struct lib_conn **kp,
 		return ret;
 	pinned = kernel_pin(c, h, (uint32_t)ret);
 	for (i = 0; i < pinned; i++) {
-		uint8_t *p = kernel_map(c, h[i], PROT_READ);
+		uint8_t *p;
 
+		/*
+		 * A copy reads the pinned block through the pool view: no
+		 * mmap, munmap and TLB shootdown per block. A mapping handed
+		 * to the caller must outlive our pin, so it is the block's
+		 * own.
+		 */
+		if (!blocks && c->view &&
+		    (uint64_t)h[i].index < c->nr_blocks) {
+			memcpy(out + i * stride,
+			       c->view + (size_t)h[i].index * c->block_size,
+			       ns->block_bytes);
+			continue;
+		}
+		p = kernel_map(c, h[i], PROT_READ);
 		if (!p)
 			break;
 		if (blocks) {

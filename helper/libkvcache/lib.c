@@ -39,6 +39,15 @@ static int open_device(struct kvcache *c)
 	/* The daemon and the device must describe the same pool. */
 	if (info.block_size != c->block_size || info.nr_blocks != c->nr_blocks)
 		return -EPROTO;
+	if ((info.features & KVCACHE_FEAT_VIEW) && !c->fast_off) {
+		void *v;
+
+		c->view_len = (size_t)(info.block_size * info.nr_blocks);
+		v = mmap(NULL, c->view_len, PROT_READ, MAP_SHARED, c->dev,
+			 (off_t)KVCACHE_VIEW_OFFSET);
+		/* Without it, loads map block by block as before. */
+		c->view = v == MAP_FAILED ? NULL : v;
+	}
 	return 0;
 }
 
@@ -128,6 +137,8 @@ LIB_EXPORT void kvcache_close(struct kvcache *c)
 	if (c->pool)
 		munmap(c->pool, c->pool_len);
 	free(c->pool_touched);
+	if (c->view)
+		munmap(c->view, c->view_len);
 	if (c->dev >= 0)
 		close(c->dev);
 	pthread_cond_destroy(&c->cond);

@@ -118,6 +118,13 @@ struct kvcache {
 
 	int dev;			/* kernel mode: /dev/kvcache, else -1 */
 	bool dev_writable;
+	/*
+	 * Kernel mode: the pool view (KVCACHE_VIEW_OFFSET), mapped once at
+	 * open, or NULL (an older module, or KVCACHE_FAST_PATH=0). A load
+	 * copies a pinned block from it instead of mapping the block.
+	 */
+	uint8_t *view;
+	size_t view_len;
 
 	/* memfd mode: the pool (under lock) */
 	uint8_t *pool;
