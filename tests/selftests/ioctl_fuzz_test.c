@@ -16,7 +16,9 @@
  *  - command numbers of the wrong type, number, direction or size bits;
  *  - races: shared files are closed and replaced (dup, reopen) while other
  *    threads call through them, block mappings are published to other
- *    threads and unmapped under their loads and stores, namespaces are
+ *    threads and unmapped under their loads and stores, pool views (good
+ *    and malformed) are mapped and touched while blocks are pinned,
+ *    unpinned and evicted under them, namespaces are
  *    destroyed and recreated under allocations, the helper role moves
  *    between files that get closed, asynchronous transfers are left
  *    in flight when their file goes, and fork()ed children (some of them
@@ -70,6 +72,7 @@
 #define FUZZ_THREADS	8
 #define SHARED_FDS	4	/* fd slots every thread uses and replaces */
 #define MAP_SLOTS	16	/* block mappings published to all threads */
+#define VIEW_SLOTS	4	/* pool views published to all threads */
 #define CANARIES	4
 #define HANDLES		64	/* handles a thread remembers */
 #define XIDS		16	/* async batches a thread remembers */
@@ -100,6 +103,7 @@ static struct {
 	int keep[2];			/* files the fuzzers must not use */
 	_Atomic int fds[SHARED_FDS];
 	_Atomic uintptr_t maps[MAP_SLOTS];
+	_Atomic uintptr_t views[VIEW_SLOTS];
 	struct kvcache_handle canary[CANARIES];
 	uint8_t *guard;			/* a PROT_NONE page */
 	uint8_t *ro;			/* a read-only page of zeros */
@@ -830,14 +834,66 @@ static void op_mmap(struct fuzzer *f)
 		munmap((void *)old, g.bs);
 }
 
-/* Loads and stores through someone's published mapping. */
+/*
+ * Map the pool view (KVCACHE_VIEW_OFFSET), or get it wrong: another
+ * length or offset, writable, private. A good one is published for the
+ * others to touch (whatever blocks their files pin or evict meanwhile)
+ * and the one it replaces is unmapped under them.
+ */
+static void op_view(struct fuzzer *f)
+{
+	uint64_t r = rnd(f), len = g.bs * g.nr_blocks;
+	off_t off = (off_t)KVCACHE_VIEW_OFFSET;
+	int prot = PROT_READ, flags = MAP_SHARED;
+	int fd = (r & 1) ? f->pfd : pick_fd(f);
+	uintptr_t old;
+	uint8_t *p;
+	int e;
+
+	switch ((r >> 8) % 8) {
+	case 0:
+		len -= g.bs;
+		break;
+	case 1:
+		off += (off_t)g.bs;
+		break;
+	case 2:
+		prot |= PROT_WRITE;
+		break;
+	case 3:
+		flags = MAP_PRIVATE;
+		break;
+	}
+	p = mmap(NULL, len, prot, flags, fd, off);
+	e = p == MAP_FAILED ? errno : 0;
+	f->res[ROW_MMAP][e > ERRS ? ERRS : e]++;
+	f->maps++;
+	if (p == MAP_FAILED)
+		return;
+	touch(f, p + rnd(f) % len, 0);
+	if (one_in(f, 4))
+		madvise(p, len, MADV_DOFORK);
+	if (len != g.bs * g.nr_blocks || one_in(f, 4)) {
+		munmap(p, len);
+		return;
+	}
+	old = atomic_exchange(&g.views[rnd(f) % VIEW_SLOTS], (uintptr_t)p);
+	if (old)
+		munmap((void *)old, len);
+}
+
+/* Loads and stores through someone's published mapping or view. */
 static void op_touch(struct fuzzer *f)
 {
 	uint64_t r = rnd(f);
 	uintptr_t m = atomic_load(&g.maps[r % MAP_SLOTS]);
+	uintptr_t v = atomic_load(&g.views[(r >> 4) % VIEW_SLOTS]);
 
 	if (m)
 		touch(f, (volatile uint8_t *)(m + (r >> 8) % g.bs), (r >> 60) & 1);
+	if (v)
+		touch(f, (volatile uint8_t *)(v + (r >> 8) % (g.bs * g.nr_blocks)),
+		      (r >> 62) & 1);
 	touch(f, g.vol + (r >> 16) % 4096, (r >> 61) & 1);
 }
 
@@ -973,7 +1029,10 @@ static void *mapper_thread(void *arg)
 
 	cur = f;
 	while (!atomic_load(&g.stop)) {
-		op_mmap(f);
+		if (one_in(f, 4))
+			op_view(f);
+		else
+			op_mmap(f);
 		mmap(g.vol, 4096, (n++ & 1) ? PROT_NONE : PROT_READ | PROT_WRITE,
 		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 		for (int i = 0; i < 16; i++)
@@ -1395,6 +1454,9 @@ TEST_F_TIMEOUT(fuzz, ioctls_threads_forks_closes_munmaps, 3600 * 24)
 	for (i = 0; i < MAP_SLOTS; i++)
 		if (g.maps[i])
 			munmap((void *)g.maps[i], g.bs);
+	for (i = 0; i < VIEW_SLOTS; i++)
+		if (g.views[i])
+			munmap((void *)g.views[i], g.bs * g.nr_blocks);
 	for (i = 0; i < SHARED_FDS; i++)
 		close(g.fds[i]);
 	for (i = 0; i <= FUZZ_THREADS; i++)
