@@ -119,12 +119,34 @@ void kvc_file_release(struct kvc_file *kf)
 		kvc_pressure_check(dev, free, nblocks);
 }
 
-/* Copy a batch's entry array in; the caller kvfree()s it. */
-static void *kvc_entries_in(u64 uptr, u32 count, size_t esize)
+/*
+ * Room on the stack for a small batch's entries: an engine pins and
+ * unpins one block or a few per call, and an allocation per call (with
+ * its KASAN and kmemleak bookkeeping on debug kernels) would cost more
+ * than the pins.
+ */
+#define KVC_SMALL_BATCH_BYTES	128
+
+/*
+ * Copy a batch's entry array in: into @small when it fits, else into
+ * memory the caller kvfree()s (kvc_entries_free()).
+ */
+static void *kvc_entries_in(u64 uptr, u32 count, size_t esize, void *small)
 {
+	size_t len = (size_t)count * esize;
+
 	if (!count || count > KVCACHE_MAX_BATCH)
 		return ERR_PTR(-EINVAL);
-	return vmemdup_user(u64_to_user_ptr(uptr), (size_t)count * esize);
+	if (len <= KVC_SMALL_BATCH_BYTES)
+		return copy_from_user(small, u64_to_user_ptr(uptr), len) ?
+		       ERR_PTR(-EFAULT) : small;
+	return vmemdup_user(u64_to_user_ptr(uptr), len);
+}
+
+static void kvc_entries_free(void *entries, void *small)
+{
+	if (entries != small)
+		kvfree(entries);
 }
 
 /* KVCACHE_IOC_ALLOC */
@@ -384,6 +406,7 @@ int kvc_ioctl_batch(struct kvc_file *kf, void __user *uarg, unsigned int nr)
 		       sizeof(struct kvcache_seal_entry) :
 		       sizeof(struct kvcache_handle);
 	bool evict = nr == _IOC_NR(KVCACHE_IOC_EVICT), privileged;
+	u64 small[KVC_SMALL_BATCH_BYTES / sizeof(u64)];
 	void *entries;
 	int ret, out;
 
@@ -403,7 +426,7 @@ int kvc_ioctl_batch(struct kvc_file *kf, void __user *uarg, unsigned int nr)
 	 */
 	if (nr == _IOC_NR(KVCACHE_IOC_SEAL) && !kf->writable)
 		return -EBADF;
-	entries = kvc_entries_in(arg.entries, arg.count, esize);
+	entries = kvc_entries_in(arg.entries, arg.count, esize, small);
 	if (IS_ERR(entries))
 		return PTR_ERR(entries);
 
@@ -427,7 +450,7 @@ int kvc_ioctl_batch(struct kvc_file *kf, void __user *uarg, unsigned int nr)
 	free = kvc_pool_nr_free(pool);
 	nblocks = pool->nr_blocks;
 	percpu_up_read(&dev->pool_sem);
-	kvfree(entries);
+	kvc_entries_free(entries, small);
 
 	kvc_stat_add(dev, kvc_batch_stat[nr], i);
 	if (evict && i)
