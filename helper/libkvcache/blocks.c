@@ -213,7 +213,8 @@ static int load_kernel(struct kvcache_namespace *ns, struct lib_conn **kp,
 {
 	struct kvcache *c = ns->c;
 	struct kvcache_handle h[KVC_PROTO_MAX_BATCH];
-	uint32_t extra, pinned, i;
+	struct kvcache_handle drop[KVC_PROTO_MAX_BATCH];
+	uint32_t extra, pinned, i, ndrop = 0;
 	int ret;
 
 	ret = load_chunk(c, *kp, ns->ns_id, keys, chunk, h, &extra);
@@ -227,18 +228,27 @@ static int load_kernel(struct kvcache_namespace *ns, struct lib_conn **kp,
 		uint8_t *p;
 
 		/*
-		 * A copy reads the pinned block through the pool view: no
-		 * mmap, munmap and TLB shootdown per block. A mapping handed
-		 * to the caller must outlive our pin, so it is the block's
-		 * own.
+		 * Through the pool view: no mmap, munmap and TLB shootdown
+		 * per block. A copy unpins at once; a block handed to the
+		 * caller keeps our pin until kvcache_release(), since the
+		 * view shows a block only while it is pinned.
 		 */
-		if (!blocks && c->view &&
-		    (uint64_t)h[i].index < c->nr_blocks) {
-			memcpy(out + i * stride,
-			       c->view + (size_t)h[i].index * c->block_size,
-			       ns->block_bytes);
+		if (c->view && (uint64_t)h[i].index < c->nr_blocks) {
+			p = c->view + (size_t)h[i].index * c->block_size;
+			if (blocks) {
+				blocks[i] = (struct kvcache_block) {
+					.data = p, .len = ns->block_bytes,
+					.index = h[i].index, .gen = h[i].gen,
+					.conn = LIB_CONN_KERNEL_PIN,
+				};
+				continue;
+			}
+			memcpy(out + i * stride, p, ns->block_bytes);
+			drop[ndrop++] = h[i];
 			continue;
 		}
+		/* No view: the block's own mapping, which holds it. */
+		drop[ndrop++] = h[i];
 		p = kernel_map(c, h[i], PROT_READ);
 		if (!p)
 			break;
@@ -253,8 +263,10 @@ static int load_kernel(struct kvcache_namespace *ns, struct lib_conn **kp,
 		memcpy(out + i * stride, p, ns->block_bytes);
 		munmap(p, c->block_size);
 	}
-	/* A mapping holds its block by itself: the pins are not needed. */
-	kernel_unpin(c, h, pinned);
+	/* Pins past a failed mapping, and those no block keeps. */
+	for (uint32_t j = i + (i < pinned); j < pinned; j++)
+		drop[ndrop++] = h[j];
+	kernel_unpin(c, drop, ndrop);
 	if (!i && pinned < (uint32_t)ret)
 		return 0;	/* evicted between LOAD and PIN: a miss */
 	return (int)i;
@@ -374,6 +386,23 @@ LIB_EXPORT void kvcache_release(struct kvcache *c,
 		if (b->map) {
 			munmap(b->map, c->block_size);
 			memset(b, 0, sizeof(*b));
+			continue;
+		}
+		if (b->conn == LIB_CONN_KERNEL_PIN) {
+			/* Kernel mode, through the view: our own pins. */
+			for (size_t j = i; j < n && cnt < KVC_PROTO_MAX_BATCH;
+			     j++) {
+				struct kvcache_block *o = &blocks[j];
+
+				if (!o->data || o->map ||
+				    o->conn != LIB_CONN_KERNEL_PIN)
+					continue;
+				h[cnt++] = (struct kvcache_handle) {
+					.index = o->index, .gen = o->gen,
+				};
+				memset(o, 0, sizeof(*o));
+			}
+			kernel_unpin(c, h, cnt);
 			continue;
 		}
 		if (b->conn >= c->nconns)

@@ -43,6 +43,12 @@
 #define LIB_DEFAULT_WORKERS	2
 #define LIB_DEFAULT_TIMEOUT	30000
 #define LIB_MAX_THREADS		64
+/*
+ * kvcache_block.conn of a kernel-mode block read through the pool view:
+ * the pin is the library's own (on its /dev/kvcache file), given back by
+ * kvcache_release().
+ */
+#define LIB_CONN_KERNEL_PIN	UINT32_MAX
 
 /*
  * memfd mode: writable blocks a connection keeps allocated ahead of its

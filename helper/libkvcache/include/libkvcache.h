@@ -196,9 +196,10 @@ struct kvcache_block {
 	const void *data;
 	size_t len;
 	uint32_t index, gen;	/* the pool block */
-	uint32_t conn;		/* memfd mode: the connection holding the pin */
+	uint32_t conn;		/* who holds the pin (the library's business) */
 	uint32_t epoch;		/* ... and its incarnation */
-	void *map;		/* kernel mode: the block's own mapping */
+	void *map;		/* kernel mode without the pool view: the
+				 * block's own mapping */
 };
 
 /*
