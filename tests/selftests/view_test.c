@@ -314,11 +314,11 @@ TEST_F(view, not_inherited_across_fork)
 
 /*
  * Readers race evict, reuse and reseal of the same block. The writer
- * keeps one block alive at a time, filled with its generation's byte, and
- * publishes its handle. A reader pins the handle it sees (ESTALE when the
+ * keeps one block alive at a time, filled with a byte of its round, and
+ * publishes its handle and that byte. A reader pins the handle it sees (ESTALE when the
  * writer was faster), reads the whole block through the view, unpins,
  * then reads it once more without a pin. Pinned, it must see its
- * generation's byte and nothing else; unpinned, that byte or SIGBUS, never
+ * round's byte and nothing else; unpinned, that byte or SIGBUS, never
  * the zeroes or bytes of a later life.
  */
 struct race {
@@ -346,10 +346,12 @@ static void *reader(void *arg)
 	}
 	while (!atomic_load(&r->stop)) {
 		uint64_t c = atomic_load(&r->cur);
-		struct kvcache_handle h = { .index = (uint32_t)(c >> 32),
-					    .gen = (uint32_t)c };
+		struct kvcache_handle h = {
+			.index = (uint32_t)(c >> 32) & 0xffffff,
+			.gen = (uint32_t)c,
+		};
 		const uint8_t *p = view + (uint64_t)h.index * r->bs;
-		int want = (int)(h.gen & 0xff), got;
+		int want = (int)(c >> 56), got;
 
 		usleep(100);
 		if (atomic_load(&r->hold))
@@ -372,21 +374,11 @@ static void *reader(void *arg)
 	return NULL;
 }
 
-/* A sealed block filled with the byte of its own generation. */
-static int make_gen_block(int fd, uint32_t ns, uint64_t bs,
-			  struct kvcache_handle *h)
+/* What the readers are told: the block's handle and its byte. */
+static uint64_t pack(struct kvcache_handle h, uint8_t seed)
 {
-	int ret = kvc_alloc(fd, ns, 1, h);
-	uint8_t *p;
-
-	if (ret)
-		return ret;
-	p = kvc_map(fd, h->index, bs, PROT_READ | PROT_WRITE);
-	if (!p)
-		return -errno;
-	fill(p, bs, h->gen);
-	munmap(p, bs);
-	return kvc_seal(fd, *h, (uint32_t)bs, 1, 0);
+	/* Pool indexes fit in 24 bits (KVC_MAX_BLOCKS in the module). */
+	return (uint64_t)seed << 56 | (uint64_t)h.index << 32 | h.gen;
 }
 
 TEST_F_TIMEOUT(view, readers_racing_evict_and_reuse_see_only_their_block,
@@ -398,8 +390,9 @@ TEST_F_TIMEOUT(view, readers_racing_evict_and_reuse_see_only_their_block,
 	long rounds = 0, contested = 0;
 	int i, ret;
 
-	ASSERT_EQ(0, make_gen_block(self->fd, self->ns, self->bs, &h));
-	atomic_store(&r.cur, (uint64_t)h.index << 32 | h.gen);
+	ASSERT_EQ(0, kvc_make_sealed(self->fd, self->ns, self->bs, 1, fill,
+				     &h));
+	atomic_store(&r.cur, pack(h, 1));
 	for (i = 0; i < 3; i++)
 		ASSERT_EQ(0, pthread_create(&t[i], NULL, reader, &r));
 	for (rounds = 0; rounds < 50; rounds++) {
@@ -423,8 +416,11 @@ TEST_F_TIMEOUT(view, readers_racing_evict_and_reuse_see_only_their_block,
 			contested++;
 		atomic_store(&r.hold, 0);
 		ASSERT_EQ(0, ret);
-		ASSERT_EQ(0, make_gen_block(self->fd, self->ns, self->bs, &h));
-		atomic_store(&r.cur, (uint64_t)h.index << 32 | h.gen);
+		/* A new byte each round (never 0, a fresh block's). */
+		ASSERT_EQ(0, kvc_make_sealed(self->fd, self->ns, self->bs,
+					     (uint32_t)(rounds % 254 + 2), fill,
+					     &h));
+		atomic_store(&r.cur, pack(h, (uint8_t)(rounds % 254 + 2)));
 	}
 	atomic_store(&r.stop, 1);
 	for (i = 0; i < 3; i++)
