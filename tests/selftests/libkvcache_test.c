@@ -36,6 +36,7 @@
 #include "kvc_client.h"
 #include "kvc_ioctl.h"
 #include "kvc_p2p.h"
+#include "kvc_sysfs.h"
 #include "blockfile.h"
 #include "keys.h"
 #include "proto.h"
@@ -204,6 +205,53 @@ TEST_F(kvcd, store_lookup_load)
 				      &fr));
 	EXPECT_EQ(0, fr.busy);
 	EXPECT_LE(8, fr.evicted);
+	chain_free(ch);
+	kvcache_close(c);
+}
+
+/*
+ * Kernel mode: loads read through the pool view, not a mapping per block.
+ * The first load faults each block into the view once; loading them again
+ * faults nothing; load_map points into the view (no mapping of its own)
+ * and its pins hold the blocks until the release.
+ */
+TEST_F(kvcd, kernel_loads_read_through_the_pool_view)
+{
+	struct kvcache_block blk[4];
+	struct kvcache_namespace *ns;
+	struct kvc_flush_reply fr;
+	struct kvcache *c;
+	struct chain *ch;
+	uint64_t f0, f1;
+
+	if (self->mode != KVC_PROTO_MODE_KERNEL)
+		SKIP(return, "the pool view is kernel mode's");
+	ASSERT_EQ(0, lib_open(self, &c, &ns));
+	ch = chain_new(ns, 7, 4);
+	ASSERT_NE(NULL, ch);
+	ASSERT_EQ(4, kvcache_store(ns, NULL, ch->keys, 4, ch->data,
+				   BLOCK_BYTES));
+	f0 = kvc_attr_u64("stats/view_faults");
+	EXPECT_EQ(4, load_check(ns, ch, 4));
+	f1 = kvc_attr_u64("stats/view_faults");
+	EXPECT_LE(f0 + 4, f1);
+	EXPECT_EQ(4, load_check(ns, ch, 4));
+	EXPECT_EQ(f1, kvc_attr_u64("stats/view_faults"));
+
+	ASSERT_EQ(4, kvcache_load_map(ns, ch->keys, 4, blk));
+	for (int i = 0; i < 4; i++) {
+		EXPECT_EQ(NULL, blk[i].map);
+		EXPECT_TRUE(kv_same(blk[i].data, ch->keys + i * KEY));
+	}
+	/* Pinned by the library: nothing can be flushed. */
+	ASSERT_EQ(0, kvcc_flush_tiers(&self->c, self->ns, KVC_PROTO_TIER_POOL,
+				      &fr));
+	EXPECT_EQ(4, fr.busy);
+	kvcache_release(c, blk, 4);
+	ASSERT_EQ(0, kvcc_flush_tiers(&self->c, self->ns, KVC_PROTO_TIER_POOL,
+				      &fr));
+	EXPECT_EQ(0, fr.busy);
+	EXPECT_LE(4, fr.evicted);
 	chain_free(ch);
 	kvcache_close(c);
 }
