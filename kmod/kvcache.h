@@ -196,6 +196,8 @@ bool kvc_ns_mode_allows(umode_t mode, bool owner, bool group, int mask);
 
 /* kvcache_mmap.c */
 int kvc_mmap(struct file *file, struct vm_area_struct *vma);
+
+/* kvcache_view.c: the pool view */
 int kvc_view_init(struct kvc_dev *dev);
 void kvc_view_exit(struct kvc_dev *dev);
 void kvc_view_attach(struct kvc_dev *dev, struct file *file);

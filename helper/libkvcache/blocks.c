@@ -225,46 +225,38 @@ static int load_kernel(struct kvcache_namespace *ns, struct lib_conn **kp,
 		return ret;
 	pinned = kernel_pin(c, h, (uint32_t)ret);
 	for (i = 0; i < pinned; i++) {
-		uint8_t *p;
-
 		/*
 		 * Through the pool view: no mmap, munmap and TLB shootdown
 		 * per block. A copy unpins at once; a block handed to the
 		 * caller keeps our pin until kvcache_release(), since the
-		 * view shows a block only while it is pinned.
+		 * view shows a block only while it is pinned. Without the
+		 * view, the block's own mapping, which holds the block.
 		 */
-		if (c->view && (uint64_t)h[i].index < c->nr_blocks) {
-			p = c->view + (size_t)h[i].index * c->block_size;
-			if (blocks) {
-				blocks[i] = (struct kvcache_block) {
-					.data = p, .len = ns->block_bytes,
-					.index = h[i].index, .gen = h[i].gen,
-					.conn = LIB_CONN_KERNEL_PIN,
-				};
-				continue;
-			}
-			memcpy(out + i * stride, p, ns->block_bytes);
-			drop[ndrop++] = h[i];
-			continue;
-		}
-		/* No view: the block's own mapping, which holds it. */
-		drop[ndrop++] = h[i];
-		p = kernel_map(c, h[i], PROT_READ);
+		bool in_view = c->view && (uint64_t)h[i].index < c->nr_blocks;
+		uint8_t *p = in_view ?
+			     c->view + (size_t)h[i].index * c->block_size :
+			     kernel_map(c, h[i], PROT_READ);
+
 		if (!p)
 			break;
 		if (blocks) {
 			blocks[i] = (struct kvcache_block) {
 				.data = p, .len = ns->block_bytes,
 				.index = h[i].index, .gen = h[i].gen,
-				.map = p,
+				.conn = in_view ? LIB_CONN_KERNEL_PIN : 0,
+				.map = in_view ? NULL : p,
 			};
-			continue;
+			if (in_view)
+				continue;
+		} else {
+			memcpy(out + i * stride, p, ns->block_bytes);
+			if (!in_view)
+				munmap(p, c->block_size);
 		}
-		memcpy(out + i * stride, p, ns->block_bytes);
-		munmap(p, c->block_size);
+		drop[ndrop++] = h[i];
 	}
-	/* Pins past a failed mapping, and those no block keeps. */
-	for (uint32_t j = i + (i < pinned); j < pinned; j++)
+	/* And the pins from a failed mapping on. */
+	for (uint32_t j = i; j < pinned; j++)
 		drop[ndrop++] = h[j];
 	kernel_unpin(c, drop, ndrop);
 	if (!i && pinned < (uint32_t)ret)

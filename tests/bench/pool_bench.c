@@ -60,25 +60,16 @@ static void die(const char *what)
 	exit(1);
 }
 
-static void pin1(int fd, unsigned long cmd, struct kvcache_handle *h)
-{
-	struct kvcache_batch b = {
-		.size = sizeof(b), .count = 1, .entries = (uintptr_t)h,
-	};
-
-	if (ioctl(fd, cmd, &b))
-		die("pin");
-}
-
 static int xioctl(int fd, unsigned long cmd, void *arg)
 {
 	return ioctl(fd, cmd, arg) ? -errno : 0;
 }
 
-static void batch(int fd, unsigned long cmd, struct kvcache_handle *h)
+static void batch(int fd, unsigned long cmd, struct kvcache_handle *h,
+		  uint32_t count)
 {
 	struct kvcache_batch b = {
-		.size = sizeof(b), .count = BATCH, .entries = (uintptr_t)h,
+		.size = sizeof(b), .count = count, .entries = (uintptr_t)h,
 	};
 
 	if (ioctl(fd, cmd, &b))
@@ -129,7 +120,7 @@ int main(int argc, char **argv)
 		die("seal");
 
 	/* One block mapped read-only, and two private buffers as the limit. */
-	batch(fd, KVCACHE_IOC_PIN, h);
+	batch(fd, KVCACHE_IOC_PIN, h, BATCH);
 	map = mmap(NULL, bs, PROT_READ, MAP_SHARED, fd,
 		   (off_t)(h[0].index * bs));
 	if (map == MAP_FAILED)
@@ -141,7 +132,7 @@ int main(int argc, char **argv)
 	memset(src, 1, bs);
 	memset(dst, 2, bs);
 	sink += map[0];
-	batch(fd, KVCACHE_IOC_UNPIN, h);
+	batch(fd, KVCACHE_IOC_UNPIN, h, BATCH);
 	view = mmap(NULL, bs * info.nr_blocks, PROT_READ, MAP_SHARED, fd,
 		    (off_t)KVCACHE_VIEW_OFFSET);
 	if (view == MAP_FAILED)
@@ -157,8 +148,8 @@ int main(int argc, char **argv)
 
 		t0 = now_ns();
 		for (n = 0; (t1 = now_ns()) - t0 < MIN_NS; n++) {
-			batch(fd, KVCACHE_IOC_PIN, h);
-			batch(fd, KVCACHE_IOC_UNPIN, h);
+			batch(fd, KVCACHE_IOC_PIN, h, BATCH);
+			batch(fd, KVCACHE_IOC_UNPIN, h, BATCH);
 		}
 		kv = (double)(t1 - t0) / n;
 		t0 = now_ns();
@@ -202,14 +193,14 @@ int main(int argc, char **argv)
 			struct kvcache_handle *hh = &h[n % BATCH];
 			uint8_t *p;
 
-			pin1(fd, KVCACHE_IOC_PIN, hh);
+			batch(fd, KVCACHE_IOC_PIN, hh, 1);
 			p = mmap(NULL, bs, PROT_READ, MAP_SHARED, fd,
 				 (off_t)(hh->index * bs));
 			if (p == MAP_FAILED)
 				die("mmap");
 			memcpy(dst, p, bs);
 			munmap(p, bs);
-			pin1(fd, KVCACHE_IOC_UNPIN, hh);
+			batch(fd, KVCACHE_IOC_UNPIN, hh, 1);
 			sink += dst[n % bs];
 		}
 		kv = (double)(t1 - t0) / n;
@@ -218,9 +209,9 @@ int main(int argc, char **argv)
 		for (n = 0; (t1 = now_ns()) - t0 < MIN_NS; n++) {
 			struct kvcache_handle *hh = &h[n % BATCH];
 
-			pin1(fd, KVCACHE_IOC_PIN, hh);
+			batch(fd, KVCACHE_IOC_PIN, hh, 1);
 			memcpy(dst, view + (uint64_t)hh->index * bs, bs);
-			pin1(fd, KVCACHE_IOC_UNPIN, hh);
+			batch(fd, KVCACHE_IOC_UNPIN, hh, 1);
 			sink += dst[n % bs];
 		}
 		kv = (double)(t1 - t0) / n;
