@@ -422,15 +422,17 @@ int kvc_bf_build(struct kvc_bf_header *h, uint8_t *image)
 	return 0;
 }
 
-int kvc_bf_check(const uint8_t *image, uint64_t size,
-		 const uint8_t key[KVC_BF_KEY_SIZE], struct kvc_bf_header *h)
+int kvc_bf_check_split(const uint8_t hdr[KVC_BF_HEADER_SIZE],
+		       const uint8_t *payload, uint64_t size,
+		       const uint8_t key[KVC_BF_KEY_SIZE],
+		       struct kvc_bf_header *h)
 {
 	uint64_t len;
 	int err;
 
 	if (size < KVC_BF_HEADER_SIZE)
 		return -EBADMSG;
-	err = kvc_bf_decode_header(image, h);
+	err = kvc_bf_decode_header(hdr, h);
 	if (err)
 		return err;
 	len = h->payload_len;
@@ -438,14 +440,19 @@ int kvc_bf_check(const uint8_t *image, uint64_t size,
 	if (memcmp(h->key, key, KVC_BF_KEY_SIZE) ||
 	    size != kvc_bf_file_size(len))
 		return -EBADMSG;
-	if (kvc_crc32c(0, image + KVC_BF_HEADER_SIZE, (size_t)len) !=
-	    h->payload_crc)
+	if (kvc_crc32c(0, payload, (size_t)len) != h->payload_crc)
 		return -EBADMSG;
 	/* The padding is outside the CRC: zero, or the file is not ours. */
-	if (!all_zero(image + KVC_BF_HEADER_SIZE + len,
-		      (size_t)(size - KVC_BF_HEADER_SIZE - len)))
+	if (!all_zero(payload + len, (size_t)(size - KVC_BF_HEADER_SIZE - len)))
 		return -EBADMSG;
 	return 0;
+}
+
+int kvc_bf_check(const uint8_t *image, uint64_t size,
+		 const uint8_t key[KVC_BF_KEY_SIZE], struct kvc_bf_header *h)
+{
+	return kvc_bf_check_split(image, image + KVC_BF_HEADER_SIZE, size,
+				  key, h);
 }
 
 /* ---- publication ------------------------------------------------------- */

@@ -120,6 +120,15 @@ int kvc_bf_build(struct kvc_bf_header *h, uint8_t *image);
  */
 int kvc_bf_check(const uint8_t *image, uint64_t size,
 		 const uint8_t key[KVC_BF_KEY_SIZE], struct kvc_bf_header *h);
+/*
+ * The same for an image read in two pieces: the header at @hdr and the
+ * rest of the file (payload and padding, @size - KVC_BF_HEADER_SIZE
+ * bytes) at @payload, as a read straight into a pool block leaves it.
+ */
+int kvc_bf_check_split(const uint8_t hdr[KVC_BF_HEADER_SIZE],
+		       const uint8_t *payload, uint64_t size,
+		       const uint8_t key[KVC_BF_KEY_SIZE],
+		       struct kvc_bf_header *h);
 
 /*
  * The steps of kvc_bf_publish(), for callers that do the writing

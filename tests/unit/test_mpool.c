@@ -245,6 +245,36 @@ static void closing_a_client_releases_what_it_held(void)
 	kvc_mpool_destroy(p);
 }
 
+/*
+ * A discard gives back one unsealed block of its owner, dirty (a failed
+ * read may have left anything in it), and leaves the owner's other
+ * writable blocks alone: promotions in flight beside it.
+ */
+static void discard_gives_back_one_block(void)
+{
+	struct kvc_mpool *p = pool();
+	struct kvcache_handle mine[2], theirs;
+	uint32_t ns;
+
+	TAP_CHECK(kvc_mpool_alloc(p, KVC_MPOOL_SELF, 3, 2, mine) == 0);
+	TAP_CHECK(kvc_mpool_alloc(p, 4, 3, 1, &theirs) == 0);
+	TAP_EXPECT_EQ(kvc_mpool_discard(p, KVC_MPOOL_SELF, theirs), -EPERM);
+	TAP_CHECK(kvc_mpool_discard(p, KVC_MPOOL_SELF, mine[0]) == 0);
+	TAP_CHECK(kvc_mpool_nr_dirty(p) == 1);
+	TAP_EXPECT_EQ(kvc_mpool_discard(p, KVC_MPOOL_SELF, mine[0]), -ESTALE);
+	TAP_EXPECT_EQ(kvc_mpool_seal(p, KVC_MPOOL_SELF, mine[0], 1, key),
+		      -ESTALE);
+	/* The other one is still ours to seal; sealed, no discard. */
+	TAP_CHECK(kvc_mpool_seal(p, KVC_MPOOL_SELF, mine[1], 1, key) == 0);
+	TAP_EXPECT_EQ(kvc_mpool_discard(p, KVC_MPOOL_SELF, mine[1]), -EBUSY);
+	mine[1].index = NR;
+	TAP_EXPECT_EQ(kvc_mpool_discard(p, KVC_MPOOL_SELF, mine[1]), -EINVAL);
+	TAP_CHECK(kvc_mpool_nr_free(p) == NR - 2);
+	TAP_CHECK(kvc_mpool_seal(p, 4, theirs, 1, key) == 0);
+	TAP_CHECK(kvc_mpool_evict(p, theirs, &ns) == 0 && ns == 3);
+	kvc_mpool_destroy(p);
+}
+
 static void query_filters_and_pages(void)
 {
 	struct kvc_mpool *p = pool();
@@ -272,6 +302,7 @@ int main(void)
 	TAP_RUN(blocks_come_back_zeroed);
 	TAP_RUN(a_locked_pool_zeroes_in_place);
 	TAP_RUN(closing_a_client_releases_what_it_held);
+	TAP_RUN(discard_gives_back_one_block);
 	TAP_RUN(query_filters_and_pages);
 	return tap_done();
 }

@@ -40,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -224,6 +225,13 @@ static void make_header(struct kvc_bf_header *h, const uint8_t *key,
 
 /* ---- tierio ------------------------------------------------------------- */
 
+/*
+ * Where reads go: NULL, a slot; else in place, into tio_dst (a pool
+ * block's stand-in: page-aligned, the largest padded payload long).
+ */
+static uint8_t *tio_dst;
+#define TIO_DST_LEN	(kvc_bf_file_size(TIO_MAX) - KVC_BF_HEADER_SIZE)
+
 static void tio_cb(void *arg, const struct kvc_tio_done *d)
 {
 	struct seen *s = arg;
@@ -235,6 +243,9 @@ static void tio_cb(void *arg, const struct kvc_tio_done *d)
 	s->file_size = d->file_size;
 	s->payload_len = 0;
 	if (d->op == KVC_TIO_READ && !d->status) {
+		/* In place, the payload is where the caller said. */
+		if (tio_dst)
+			TAP_CHECK(d->payload == tio_dst);
 		s->h = *d->h;
 		s->payload_len = d->h->payload_len;
 		if (s->payload_len <= sizeof(s->payload))
@@ -279,6 +290,14 @@ static int tio_put(struct kvc_tio *t, const char *dir,
 	return seen.status;
 }
 
+static int tio_start(struct kvc_tio *t, const char *dir, const uint8_t *key,
+		     uint64_t cookie)
+{
+	return tio_dst ? kvc_tio_read_into(t, dir, key, cookie, tio_dst,
+					   TIO_DST_LEN) :
+			 kvc_tio_read(t, dir, key, cookie);
+}
+
 /* Read a block: an error at once, or the callback's status. */
 static int tio_get(struct kvc_tio *t, const char *dir, const uint8_t *key,
 		   uint64_t cookie)
@@ -286,7 +305,7 @@ static int tio_get(struct kvc_tio *t, const char *dir, const uint8_t *key,
 	int ret;
 
 	seen.n = 0;
-	ret = kvc_tio_read(t, dir, key, cookie);
+	ret = tio_start(t, dir, key, cookie);
 	if (ret)
 		return ret;
 	ret = tio_wait(t, 1);
@@ -540,7 +559,8 @@ static void tio_read_errors(void)
 	int ret;
 
 	TAP_ASSERT_TRUE(t != NULL);
-	subdir(dir, sizeof(dir), "tio-errors");
+	subdir(dir, sizeof(dir), tio_dst ? "tio-errors-in-place" :
+	       "tio-errors");
 	TAP_CHECK(mkdir(dir, 0755) == 0);
 
 	fill_key(key, 0x40);
@@ -559,7 +579,7 @@ static void tio_read_errors(void)
 	/* A whole page shorter: a plausible size, caught on reading. */
 	TAP_CHECK(truncate(path, size - 4096) == 0);
 	seen.n = 0;
-	ret = kvc_tio_read(t, dir, key, 3);
+	ret = tio_start(t, dir, key, 3);
 	TAP_CHECK(ret == 0);
 	if (!ret) {
 		TAP_CHECK(tio_wait(t, 1) == 0);
@@ -582,7 +602,7 @@ static void tio_read_errors(void)
 	TAP_CHECK(kvc_bf_path(dir, key, path, sizeof(path)) == 0);
 	flip(path, KVC_BF_HEADER_SIZE + 1234);
 	seen.n = 0;
-	ret = kvc_tio_read(t, dir, key, 6);
+	ret = tio_start(t, dir, key, 6);
 	TAP_CHECK(ret == 0);
 	if (!ret) {
 		TAP_CHECK(tio_wait(t, 1) == 0);
@@ -614,6 +634,88 @@ static void tio_read_errors(void)
 	TAP_CHECK(kvc_tio_idle_slots(t) == 2);
 	kvc_tio_destroy(t);
 	TAP_CHECK(count_tmp(dir) == 0);
+}
+
+/* The same errors, read in place: caught the same, in the same order. */
+static void tio_read_errors_in_place(void)
+{
+	tio_dst = mmap(NULL, TIO_DST_LEN, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	TAP_ASSERT_TRUE(tio_dst != MAP_FAILED);
+	tio_read_errors();
+	munmap(tio_dst, TIO_DST_LEN);
+	tio_dst = NULL;
+}
+
+/*
+ * A read in place: the payload lands in the caller's block (and nowhere
+ * else need be copied), padding zero, the rest of the block untouched;
+ * a block too small for the file is EFBIG, and a destination O_DIRECT
+ * could not take is refused before anything starts.
+ */
+static void tio_read_in_place(void)
+{
+	static const size_t sizes[] = { 1, 4096, 4097, TIO_MAX };
+	const uint64_t dlen = TIO_DST_LEN;
+	char dir[PATH_MAX];
+	struct kvc_bf_header h;
+	struct kvc_tio *t = tio_new(2, false);
+	uint8_t key[KEY], *dst;
+
+	TAP_ASSERT_TRUE(t != NULL);
+	subdir(dir, sizeof(dir), "tio-in-place");
+	TAP_CHECK(mkdir(dir, 0755) == 0);
+	dst = mmap(NULL, dlen, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	TAP_ASSERT_TRUE(dst != MAP_FAILED);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t len = sizes[i], pad = kvc_bf_file_size(len) -
+					     KVC_BF_HEADER_SIZE;
+
+		fill_key(key, (uint8_t)(0x60 + i));
+		make_header(&h, key, NULL, 7, len);
+		TAP_CHECK(tio_put(t, dir, &h, 200 + (unsigned int)i) == 0);
+		memset(dst, 0x5a, dlen);
+		seen.n = 0;
+		TAP_CHECK(kvc_tio_read_into(t, dir, key, 30 + i, dst, dlen) ==
+			  0);
+		TAP_CHECK(tio_wait(t, 1) == 0);
+		TAP_CHECK(seen.status == 0 && seen.cookie == 30 + i);
+		TAP_CHECK(seen.payload_len == len);
+		TAP_CHECK(same_pattern(dst, len, 200 + (unsigned int)i));
+		/*
+		 * The padding came from the file (zero). Past the file's
+		 * end, the block's own bytes, or zero: a direct read may
+		 * zero what it asked for past the end (ext4 does); never
+		 * anything else.
+		 */
+		for (size_t j = len; j < pad; j++)
+			if (dst[j]) {
+				TAP_CHECK(!"padding read as zero");
+				break;
+			}
+		for (size_t j = pad; j < dlen; j++)
+			if (dst[j] && dst[j] != 0x5a) {
+				TAP_CHECK(!"past the end: untouched or zero");
+				break;
+			}
+		TAP_CHECK(kvc_tio_idle_slots(t) == 2);
+	}
+	/* The last file (TIO_MAX) does not fit a block of two pages. */
+	seen.n = 0;
+	TAP_CHECK(kvc_tio_read_into(t, dir, key, 40, dst, 2 * 4096) == 0);
+	TAP_CHECK(tio_wait(t, 1) == 0);
+	TAP_EXPECT_EQ(seen.status, -EFBIG);
+	/* Not page-aligned, not whole pages, none, larger than a slot. */
+	TAP_EXPECT_EQ(kvc_tio_read_into(t, dir, key, 41, dst + 512, 4096),
+		      -EINVAL);
+	TAP_EXPECT_EQ(kvc_tio_read_into(t, dir, key, 41, dst, 4095), -EINVAL);
+	TAP_EXPECT_EQ(kvc_tio_read_into(t, dir, key, 41, dst, 0), -EINVAL);
+	TAP_EXPECT_EQ(kvc_tio_read_into(t, dir, key, 41, dst, dlen + 4096),
+		      -EINVAL);
+	TAP_CHECK(kvc_tio_idle_slots(t) == 2);
+	munmap(dst, dlen);
+	kvc_tio_destroy(t);
 }
 
 /*
@@ -2576,6 +2678,8 @@ int main(void)
 	TAP_RUN(tio_publish_twice);
 	TAP_RUN(tio_queue_depth);
 	TAP_RUN(tio_read_errors);
+	TAP_RUN(tio_read_errors_in_place);
+	TAP_RUN(tio_read_in_place);
 	TAP_RUN(tio_write_failure);
 	TAP_RUN(tier_open_errors);
 	TAP_RUN(g3_spill_and_fetch);

@@ -359,6 +359,24 @@ int kvc_mpool_evict(struct kvc_mpool *p, struct kvcache_handle h,
 	return 0;
 }
 
+int kvc_mpool_discard(struct kvc_mpool *p, uint32_t client,
+		      struct kvcache_handle h)
+{
+	struct kvc_mblock *b;
+	int err;
+
+	b = kvc_mpool_get(p, h, &err);
+	if (!b)
+		return err;
+	if (b->state != KVC_MB_WRITABLE)
+		return -EBUSY;
+	if (b->owner != client)
+		return -EPERM;
+	/* Its bytes may be anything a failed read left: dirty. */
+	kvc_mpool_free_block(p, h.index);
+	return 0;
+}
+
 void kvc_mpool_release_client(struct kvc_mpool *p, uint32_t client)
 {
 	uint16_t *pins;

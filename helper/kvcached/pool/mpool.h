@@ -84,6 +84,12 @@ int kvc_mpool_unpin(struct kvc_mpool *p, uint32_t client,
 /* Free a sealed, unpinned block: -EINVAL, -ESTALE, -EBUSY (pinned). */
 int kvc_mpool_evict(struct kvc_mpool *p, struct kvcache_handle h,
 		    uint32_t *ns);
+/*
+ * Give back one writable block of @client unsealed (a promotion that
+ * failed): -EINVAL, -ESTALE, -EPERM (another client's), -EBUSY (sealed).
+ */
+int kvc_mpool_discard(struct kvc_mpool *p, uint32_t client,
+		      struct kvcache_handle h);
 /* The client's connection closed: its pins drop, its unsealed blocks go. */
 void kvc_mpool_release_client(struct kvc_mpool *p, uint32_t client);
 /*

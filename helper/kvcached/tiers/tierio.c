@@ -39,6 +39,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "fault.h"
@@ -71,6 +72,10 @@ struct slot {
 	uint8_t key[KVC_BF_KEY_SIZE];
 	char final[PATH_MAX], tmp[PATH_MAX];
 	char dir[PATH_MAX];		/* the directory a stage works on */
+	/* A read in place: the payload goes to dst, not to the slot. */
+	uint8_t *dst;
+	uint64_t dst_len;
+	struct iovec iov[3];
 	uint8_t *buf;
 };
 
@@ -415,6 +420,36 @@ static int queue_meta(struct kvc_tio *t, int i, int stage)
 	return 0;
 }
 
+/*
+ * A read in place reads the file as three pieces, from wherever the last
+ * read stopped: the header into the slot, the payload and its padding
+ * into dst, and a page more into the slot again (getting it means the
+ * file is larger than dst). O_DIRECT takes it: every piece is whole
+ * pages at page-aligned addresses.
+ */
+static unsigned int place_iov(struct slot *s)
+{
+	const struct { uint8_t *base; uint64_t len; } piece[3] = {
+		{ s->buf, KVC_BF_HEADER_SIZE },
+		{ s->dst, s->dst_len },
+		{ s->buf + KVC_BF_HEADER_SIZE, KVC_BF_ALIGN },
+	};
+	uint64_t skip = s->done;
+	unsigned int n = 0;
+
+	for (unsigned int k = 0; k < 3; k++) {
+		if (skip >= piece[k].len) {
+			skip -= piece[k].len;
+			continue;
+		}
+		s->iov[n].iov_base = piece[k].base + skip;
+		s->iov[n].iov_len = (size_t)(piece[k].len - skip);
+		skip = 0;
+		n++;
+	}
+	return n;
+}
+
 static int queue_read(struct kvc_tio *t, int i)
 {
 	struct slot *s = &t->slots[i];
@@ -422,8 +457,12 @@ static int queue_read(struct kvc_tio *t, int i)
 
 	if (!sqe)
 		return -EAGAIN;
-	io_uring_prep_read_fixed(sqe, s->fd, s->buf + s->done,
-				 (unsigned int)(s->size - s->done), s->done, i);
+	if (s->dst)
+		io_uring_prep_readv(sqe, s->fd, s->iov, place_iov(s), s->done);
+	else
+		io_uring_prep_read_fixed(sqe, s->fd, s->buf + s->done,
+					 (unsigned int)(s->size - s->done),
+					 s->done, i);
 	io_uring_sqe_set_data64(sqe, udata(i, ST_READ));
 	s->pending++;
 	io_uring_submit(&t->ring);
@@ -486,9 +525,20 @@ fail:
 int kvc_tio_read(struct kvc_tio *t, const char *dir,
 		 const uint8_t key[KVC_BF_KEY_SIZE], uint64_t cookie)
 {
+	return kvc_tio_read_into(t, dir, key, cookie, NULL, 0);
+}
+
+int kvc_tio_read_into(struct kvc_tio *t, const char *dir,
+		      const uint8_t key[KVC_BF_KEY_SIZE], uint64_t cookie,
+		      uint8_t *dst, uint64_t dst_len)
+{
 	struct slot *s;
 	int i, ret;
 
+	if (dst && (!dst_len || dst_len % KVC_BF_ALIGN ||
+		    (uintptr_t)dst % KVC_BF_ALIGN ||
+		    dst_len > t->slot_size - KVC_BF_HEADER_SIZE))
+		return -EINVAL;
 	i = slot_get(t);
 	if (i < 0)
 		return i;
@@ -505,6 +555,11 @@ int kvc_tio_read(struct kvc_tio *t, const char *dir,
 	s->direct = true;
 	/* The whole buffer: the file's size is where the read stops. */
 	s->size = t->buf_size;
+	if (dst) {
+		s->dst = dst;
+		s->dst_len = dst_len;
+		s->size = KVC_BF_HEADER_SIZE + dst_len + KVC_BF_ALIGN;
+	}
 	ret = queue_open(t, i);
 	if (!ret)
 		return 0;
@@ -525,7 +580,7 @@ static void complete(struct kvc_tio *t, struct slot *s, int status,
 
 	if (s->state == S_READ && !status) {
 		d.h = &s->h;
-		d.payload = s->buf + KVC_BF_HEADER_SIZE;
+		d.payload = s->dst ? s->dst : s->buf + KVC_BF_HEADER_SIZE;
 	}
 	fd_release(t, s->fd);
 	s->fd = -1;
@@ -716,8 +771,9 @@ static void read_settled(struct kvc_tio *t, int i, bool eof,
 			 -EBADMSG : s->err, fn, arg);
 		return;
 	}
-	if (s->done >= t->buf_size) {
-		complete(t, s, -EFBIG, fn, arg);	/* larger than ours */
+	/* The extra page came in full: larger than ours (or than dst). */
+	if (s->done >= (s->dst ? s->size : t->buf_size)) {
+		complete(t, s, -EFBIG, fn, arg);
 		return;
 	}
 	/*
@@ -741,14 +797,17 @@ static void read_settled(struct kvc_tio *t, int i, bool eof,
 	if (!eof && s->done >= KVC_BF_HEADER_SIZE &&
 	    !kvc_bf_decode_header(s->buf, &h) &&
 	    kvc_bf_file_size(h.payload_len) > s->done &&
-	    kvc_bf_file_size(h.payload_len) < t->buf_size) {
+	    kvc_bf_file_size(h.payload_len) <
+	    (s->dst ? s->size : t->buf_size)) {
 		ret = queue_read(t, i);
 		if (ret)
 			complete(t, s, ret, fn, arg);
 		return;
 	}
 	s->size = s->done;
-	ret = kvc_bf_check(s->buf, s->size, s->key, &s->h);
+	ret = kvc_bf_check_split(s->buf, s->dst ? s->dst :
+				 s->buf + KVC_BF_HEADER_SIZE, s->size, s->key,
+				 &s->h);
 	complete(t, s, ret, fn, arg);
 }
 

@@ -23,7 +23,9 @@
  * A read (promotion) opens the file through the ring (a cold-cache open
  * reads directory and inode blocks: it must not block the thread), reads
  * the whole file into a slot in one request and verifies it
- * (kvc_bf_check) before anyone sees the bytes.
+ * (kvc_bf_check) before anyone sees the bytes. A read in place
+ * (kvc_tio_read_into) puts only the header in the slot and the payload
+ * straight into the caller's memory (a pool block), and checks it there.
  *
  * Completions: the ring signals an eventfd (kvc_tio_fd) that the caller
  * polls; kvc_tio_reap() then runs the callback once per finished request.
@@ -104,6 +106,19 @@ void kvc_tio_write_cancel(struct kvc_tio *t, int slot);
  */
 int kvc_tio_read(struct kvc_tio *t, const char *dir,
 		 const uint8_t key[KVC_BF_KEY_SIZE], uint64_t cookie);
+
+/*
+ * The same, reading the payload in place into @dst (a pool block:
+ * page-aligned, @dst_len a multiple of KVC_BF_ALIGN) rather than into
+ * the slot, so the caller copies nothing; only the header lands in the
+ * slot. The callback's payload is then @dst. A file whose payload and
+ * padding do not fit in @dst_len is -EFBIG. On any error @dst holds
+ * whatever the read left: the caller throws it away. -EINVAL at once
+ * for a @dst not so aligned or larger than a slot's payload.
+ */
+int kvc_tio_read_into(struct kvc_tio *t, const char *dir,
+		      const uint8_t key[KVC_BF_KEY_SIZE], uint64_t cookie,
+		      uint8_t *dst, uint64_t dst_len);
 
 /*
  * Run the callbacks of finished requests. wait: block until at least one
