@@ -22,6 +22,7 @@
 #ifndef KVC_POOL_H
 #define KVC_POOL_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -78,6 +79,17 @@ struct kvc_pool_ops {
 	int (*write)(struct kvc_pool *p, uint32_t ns, const void *payload,
 		     uint32_t len, const uint8_t key[KVCACHE_KEY_SIZE],
 		     struct kvcache_handle *h);
+	/*
+	 * Promotion in place (memfd only, NULL in the kernel backend): a
+	 * zeroed writable block of namespace ns owned by the daemon
+	 * (KVC_POOL_SELF), its bytes at *mem in the daemon's mapping,
+	 * page-aligned and block_size long, for a tier to read a file
+	 * into; sealed with kvc_pool_seal(p, KVC_POOL_SELF, ...) once
+	 * checked, or given back unsealed with discard. 0, -ENOSPC.
+	 */
+	int (*reserve)(struct kvc_pool *p, uint32_t ns,
+		       struct kvcache_handle *h, uint8_t **mem);
+	void (*discard)(struct kvc_pool *p, struct kvcache_handle h);
 	/* A namespace the pool enforces (memfd: the daemon does; 0). */
 	int (*ns_create)(struct kvc_pool *p, uint32_t ns, uint32_t uid,
 			 uint32_t gid, uint32_t mode);
@@ -211,6 +223,24 @@ static inline int kvc_pool_write(struct kvc_pool *p, uint32_t ns,
 				 struct kvcache_handle *h)
 {
 	return p->ops->write(p, ns, payload, len, key, h);
+}
+
+static inline bool kvc_pool_can_reserve(const struct kvc_pool *p)
+{
+	return p->ops->reserve != NULL;
+}
+
+static inline int kvc_pool_reserve(struct kvc_pool *p, uint32_t ns,
+				   struct kvcache_handle *h, uint8_t **mem)
+{
+	return p->ops->reserve ? p->ops->reserve(p, ns, h, mem) : -EOPNOTSUPP;
+}
+
+static inline void kvc_pool_discard(struct kvc_pool *p,
+				    struct kvcache_handle h)
+{
+	if (p->ops->discard)
+		p->ops->discard(p, h);
 }
 
 static inline int kvc_pool_ns_create(struct kvc_pool *p, uint32_t ns,

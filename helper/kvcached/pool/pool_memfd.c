@@ -153,9 +153,27 @@ static int memfd_write(struct kvc_pool *p, uint32_t ns, const void *payload,
 		return ret;
 	memcpy(m->map + (uint64_t)h->index * p->block_size, payload, len);
 	ret = kvc_mpool_seal(m->mp, KVC_MPOOL_SELF, *h, len, key);
+	/* This block only: others of ours may be promotions in flight. */
 	if (ret)
-		kvc_mpool_release_client(m->mp, KVC_MPOOL_SELF);
+		kvc_mpool_discard(m->mp, KVC_MPOOL_SELF, *h);
 	return ret;
+}
+
+static int memfd_reserve(struct kvc_pool *p, uint32_t ns,
+			 struct kvcache_handle *h, uint8_t **mem)
+{
+	struct kvc_pool_memfd *m = to_memfd(p);
+	int ret;
+
+	ret = kvc_mpool_alloc(m->mp, KVC_MPOOL_SELF, ns, 1, h);
+	if (!ret)
+		*mem = m->map + (uint64_t)h->index * p->block_size;
+	return ret;
+}
+
+static void memfd_discard(struct kvc_pool *p, struct kvcache_handle h)
+{
+	kvc_mpool_discard(to_memfd(p)->mp, KVC_MPOOL_SELF, h);
 }
 
 /* The daemon enforces namespaces itself here: nothing to tell. */
@@ -238,6 +256,8 @@ static const struct kvc_pool_ops memfd_ops = {
 	.evict		= memfd_evict,
 	.read		= memfd_read,
 	.write		= memfd_write,
+	.reserve	= memfd_reserve,
+	.discard	= memfd_discard,
 	.ns_create	= memfd_ns_create,
 	.ns_destroy	= memfd_ns_destroy,
 	.client_fd	= memfd_client_fd,

@@ -114,6 +114,117 @@ bool tiers_is_fetching(const struct kvcd *d, uint32_t id)
 }
 
 /*
+ * A pool block for a read to fill in place, in the entry's namespace:
+ * a free one, or one an eviction frees now (it must not wait: this may
+ * run inside a reap). The slot + 1, or 0 when the read must go through
+ * a staging slot instead: the kernel's pool (no reserve), no block to
+ * be had without waiting, or no place left.
+ */
+static uint32_t place_take(struct kvcd *d, uint32_t id)
+{
+	const struct kvc_entry *e = kvc_index_entry(d->index, id);
+	struct kvcd_tiers *tr = d->tiers;
+	struct kvcd_place *pl = NULL;
+	uint32_t ns;
+	int ret;
+
+	if (!e || !kvc_pool_can_reserve(d->pool))
+		return 0;
+	ns = e->ns;
+	if (!tr->places) {
+		tr->places = calloc(KVCD_NR_PLACES, sizeof(*tr->places));
+		if (!tr->places)
+			return 0;
+	}
+	for (uint32_t i = 0; i < KVCD_NR_PLACES && !pl; i++)
+		if (!tr->places[i].used)
+			pl = &tr->places[i];
+	if (!pl)
+		return 0;
+	ret = kvc_pool_reserve(d->pool, ns, &pl->h, &pl->mem);
+	if (ret == -ENOSPC) {
+		kvcd_evict_to(d, 1);
+		ret = kvc_pool_reserve(d->pool, ns, &pl->h, &pl->mem);
+	}
+	if (ret)
+		return 0;
+	pl->used = true;
+	return (uint32_t)(pl - tr->places) + 1;
+}
+
+static struct kvcd_place *place_of(struct kvcd *d, uint64_t cookie)
+{
+	uint32_t slot = (uint32_t)(cookie >> 32);
+
+	if (!slot || slot > KVCD_NR_PLACES || !d->tiers->places ||
+	    !d->tiers->places[slot - 1].used)
+		return NULL;
+	return &d->tiers->places[slot - 1];
+}
+
+void tiers_place_drop(struct kvcd *d, uint64_t cookie)
+{
+	struct kvcd_place *pl = place_of(d, cookie);
+
+	if (!pl)
+		return;
+	kvc_pool_discard(d->pool, pl->h);
+	pl->used = false;
+}
+
+/*
+ * The read checked out (header, key, CRC, padding) in the block: seal it
+ * under the entry's key, as kvc_pool_write() would after its copy.
+ * -ENOENT when the read was not in place (the caller promotes from the
+ * staging slot).
+ */
+int tiers_place_seal(struct kvcd *d, uint64_t cookie, uint32_t id,
+		     uint64_t len)
+{
+	const struct kvc_entry *e = kvc_index_entry(d->index, id);
+	struct kvcd_place *pl = place_of(d, cookie);
+	struct kvcache_handle h;
+	int ret;
+
+	if (!pl)
+		return -ENOENT;
+	h = pl->h;
+	pl->used = false;
+	ret = !e || len > d->block_size ? -EINVAL :
+	      kvc_pool_seal(d->pool, KVC_POOL_SELF, h, (uint32_t)len, e->key);
+	if (ret) {
+		kvc_pool_discard(d->pool, h);
+		return ret;
+	}
+	d->tiers->promote_in_place++;
+	return kvcd_set_pool(d, id, h);
+}
+
+/* One read of entry id from tier t, into the pool where it can. */
+static int fetch_one(struct kvcd *d, unsigned int t, uint32_t id)
+{
+	struct kvc_tier *tier = d->tiers->tier[t];
+	uint64_t cookie = id;
+	struct kvcd_place *pl;
+	uint32_t slot;
+	int ret;
+
+	/* A place taken for a read that cannot start would be zeroed
+	 * again for nothing: ask first. */
+	if (!kvc_tier_can_fetch(tier))
+		return -EBUSY;
+	slot = place_take(d, id);
+	if (!slot)
+		return kvc_tier_fetch(tier, id, cookie);
+	cookie |= (uint64_t)slot << 32;
+	pl = place_of(d, cookie);
+	ret = kvc_tier_fetch_into(tier, id, cookie, pl->mem, d->block_size);
+	if (ret)
+		tiers_place_drop(d, cookie);
+	return ret;
+}
+
+/*
  * Start reading entry id up from tier first on (g3, else g4). 0: on its
  * way (or queued); -ENOENT: no tier from first on has it (any more).
  */
@@ -126,7 +237,7 @@ int tiers_fetch_from(struct kvcd *d, uint32_t id, unsigned int first)
 
 		if (!tr->tier[t] || !tiers_present(d, id, t))
 			continue;
-		ret = kvc_tier_fetch(tr->tier[t], id, id);
+		ret = fetch_one(d, t, id);
 		if (ret == -EBUSY) {
 			tiers_queue_id(&tr->fetchq, &tr->fetchq_len, &tr->fetchq_cap,
 				       id);
@@ -195,7 +306,7 @@ void tiers_drain_fetches(struct kvcd *d)
 		for (unsigned int t = KVC_TIER_G3; t < KVC_NR_TIERS; t++) {
 			if (!tr->tier[t] || !tiers_present(d, id, t))
 				continue;
-			ret = kvc_tier_fetch(tr->tier[t], id, id);
+			ret = fetch_one(d, t, id);
 			if (ret != -ENOENT && ret != -EBADMSG)
 				break;
 		}

@@ -207,7 +207,23 @@ unsigned int kvc_tier_in_flight(const struct kvc_tier *t)
 	return kvc_tio_in_flight(t->tio);
 }
 
+bool kvc_tier_can_fetch(const struct kvc_tier *t)
+{
+	if (!kvc_tio_idle_slots(t->tio))
+		return false;
+	for (unsigned int i = 0; i < t->cfg.depth; i++)
+		if (!t->pend[i].used)
+			return true;
+	return false;
+}
+
 int kvc_tier_fetch(struct kvc_tier *t, uint32_t id, uint64_t cookie)
+{
+	return kvc_tier_fetch_into(t, id, cookie, NULL, 0);
+}
+
+int kvc_tier_fetch_into(struct kvc_tier *t, uint32_t id, uint64_t cookie,
+			uint8_t *dst, uint64_t dst_len)
 {
 	const struct kvc_entry *e = kvc_index_entry(t->idx, id);
 	char d[PATH_MAX];
@@ -242,7 +258,7 @@ int kvc_tier_fetch(struct kvc_tier *t, uint32_t id, uint64_t cookie)
 		if (j && !tier_job_post(t, j))
 			t->touched[id] = (uint32_t)now;
 	}
-	ret = kvc_tio_read(t->tio, d, e->key, (uint64_t)p);
+	ret = kvc_tio_read_into(t->tio, d, e->key, (uint64_t)p, dst, dst_len);
 	if (ret == -ESTALE)
 		ret = -ENOENT;		/* as in read_finished() */
 	if (ret) {

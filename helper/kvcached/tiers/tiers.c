@@ -76,8 +76,11 @@ static void tier_done(void *arg, const struct kvc_tier_done *o)
 			tiers_queue_retry(d, id);
 		return;
 	}
-	if (o->cookie < tr->nfetching)
-		tr->fetching[o->cookie] = 0;
+	if (tiers_cookie_id(o->cookie) < tr->nfetching)
+		tr->fetching[tiers_cookie_id(o->cookie)] = 0;
+	if (o->id == KVC_ID_NONE || o->status ||
+	    tiers_present(d, o->id, KVC_TIER_POOL))
+		tiers_place_drop(d, o->cookie);
 	if (o->id == KVC_ID_NONE)
 		return;
 	if (o->status) {
@@ -94,8 +97,12 @@ static void tier_done(void *arg, const struct kvc_tier_done *o)
 	kvc_metric_add(d->dm.read_bytes[c->tier], o->bytes);
 	if (tiers_present(d, o->id, KVC_TIER_POOL))
 		return;		/* stored again meanwhile */
+	/* Read in place: checked, so only the seal is left. */
+	ret = tiers_place_seal(d, o->cookie, o->id, o->payload_len);
 	/* A completion, inside a reap: no waiting for room here. */
-	ret = tiers_promote(d, o->id, o->payload, o->payload_len, false);
+	if (ret == -ENOENT)
+		ret = tiers_promote(d, o->id, o->payload, o->payload_len,
+				    false);
 	if (ret == -ENOSPC &&
 	    tiers_defer_promote(d, o->id, o->payload, o->payload_len)) {
 		/* LOADs waiting on it keep waiting: tiers_run_promotions(). */
@@ -265,13 +272,15 @@ size_t kvcd_tiers_stats(struct kvcd *d, struct kvc_stat *st, size_t max)
 			st[n++] = (struct kvc_stat){ names[t][i], 0, v[i] };
 		}
 	}
-	if (n + 9 <= max) {
+	if (n + 10 <= max) {
 		st[n++] = (struct kvc_stat){ "pool_writeback", 0,
 					     tr->held_writing };
 		st[n++] = (struct kvc_stat){ "pool_dirty", 0, tr->held_dirty };
 		st[n++] = (struct kvc_stat){ "promotions", 0, tr->promotions };
 		st[n++] = (struct kvc_stat){ "promote_errors", 0,
 					     tr->promote_errors };
+		st[n++] = (struct kvc_stat){ "promote_in_place", 0,
+					     tr->promote_in_place };
 		st[n++] = (struct kvc_stat){ "prefetches", 0, tr->prefetches };
 		st[n++] = (struct kvc_stat){ "spill_retries", 0,
 					     tr->spill_retries };
@@ -457,6 +466,11 @@ void kvcd_tiers_close(struct kvcd *d)
 	free(tr->spillq);
 	free(tr->retryq);
 	free(tr->fetching);
+	/* Reads into them are over (reaped above): back to the pool. */
+	for (uint32_t i = 0; tr->places && i < KVCD_NR_PLACES; i++)
+		if (tr->places[i].used)
+			kvc_pool_discard(d->pool, tr->places[i].h);
+	free(tr->places);
 	free(tr->held);
 	while (tr->npromo)
 		free(tr->promo[--tr->npromo].payload);

@@ -20,6 +20,7 @@
 
 #include "kvcd.h"
 #include "tier.h"
+#include "tierio.h"
 
 /*
  * A LOAD waiting for blocks to come up from g3/g4: its reply goes out
@@ -59,6 +60,20 @@ struct kvcd_promo {
 	uint8_t *payload;
 };
 
+/*
+ * A pool block a read fills in place (pool.h, reserve): taken when the
+ * read is submitted, sealed when it checks out, discarded otherwise.
+ * One per read in flight; a read's cookie carries its slot here
+ * (tiers_fetch_cookie()).
+ */
+#define KVCD_NR_PLACES	(2 * KVC_TIO_MAX_DEPTH)
+
+struct kvcd_place {
+	bool used;
+	struct kvcache_handle h;
+	uint8_t *mem;
+};
+
 struct kvcd_tiers {
 	struct kvc_tier *tier[KVC_NR_TIERS];	/* NULL when off */
 	struct kvc_admit *tier_admit[KVC_NR_TIERS];
@@ -78,7 +93,9 @@ struct kvcd_tiers {
 	double retry_at;		/* when retryq is tried again */
 	uint8_t *fetching;		/* by id: a read is in flight */
 	size_t nfetching;
+	struct kvcd_place *places;	/* KVCD_NR_PLACES, or NULL */
 	uint64_t promotions, promote_errors, prefetches, spill_retries;
+	uint64_t promote_in_place;	/* of promotions: read into the pool */
 	uint64_t load_timeouts;		/* LOADs answered at load_timeout */
 	uint64_t through_dropped;	/* write-through copies not made */
 	uint64_t spill_deferred;	/* spills waiting for their parent's */
@@ -122,6 +139,19 @@ bool tiers_is_fetching(const struct kvcd *d, uint32_t id);
 int tiers_fetch_from(struct kvcd *d, uint32_t id, unsigned int first);
 /* Start the reads that waited for a read slot. */
 void tiers_drain_fetches(struct kvcd *d);
+/*
+ * A read's cookie: the entry id, and the place it reads into (slot + 1,
+ * 0: none, the payload comes in the tier's staging slot).
+ */
+static inline uint32_t tiers_cookie_id(uint64_t cookie)
+{
+	return (uint32_t)cookie;
+}
+
+/* A read done: seal its place as entry id's block (0), or discard it. */
+int tiers_place_seal(struct kvcd *d, uint64_t cookie, uint32_t id,
+		     uint64_t len);
+void tiers_place_drop(struct kvcd *d, uint64_t cookie);
 
 /* loads.c */
 /* Answer the waiting LOADs whose blocks are all in, or failed. */
