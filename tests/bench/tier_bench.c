@@ -9,8 +9,13 @@
  * source block (the pool's) into the slot, and each block becomes its own
  * file (temp file, one write of header + payload, fsync linked when fsync
  * is on, link to the final name, fsync of the directory). Promote: the N
- * blocks read back through kvc_tio_read/_reap (open, one read of the whole
- * file, CRC32C check) and copied out, page cache dropped first.
+ * blocks read back through kvc_tio_read_into/_reap straight into their
+ * destination blocks (open, one read of header and payload, CRC32C check
+ * in place), as kvcached promotes into its memfd pool; page cache dropped
+ * first. promote_staged reads through kvc_tio_read instead (the whole
+ * file into a staging slot, checked there) and copies the payload out,
+ * as kvcached does into kvcache.ko's pool, and as every promote did
+ * before the reads went in place.
  *
  * Baselines, each one fio process run next to ours in the same run (ours
  * first in even runs, last in odd ones):
@@ -58,6 +63,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -72,12 +78,15 @@
 #define TAG		"bench"
 #define NSRC		16	/* source/destination blocks, cycled */
 
-enum { SPILL_NOFSYNC, SPILL_FSYNC, PROMOTE, PROMOTE_META, NOISE, NOPS };
+enum {
+	SPILL_NOFSYNC, SPILL_FSYNC, PROMOTE, PROMOTE_META, PROMOTE_STAGED,
+	NOISE, NOPS
+};
 enum { RAW, PERFILE, NBASE };
 
 static const char *const op_name[NOPS] = {
 	"spill_nofsync", "spill_fsync", "promote", "promote_warmmeta",
-	"noise",
+	"promote_staged", "noise",
 };
 static const char *const base_name[NBASE] = { "raw", "perfile" };
 
@@ -88,7 +97,10 @@ static struct {
 	char work[PATH_MAX - 64], nsdir[PATH_MAX], raw[PATH_MAX];
 	char files[PATH_MAX];
 	uint8_t (*keys)[KVC_BF_KEY_SIZE];
-	uint8_t *src, *dst;
+	uint8_t *src;
+	uint8_t *dst;			/* ndst blocks of dlen, page-aligned */
+	uint64_t dlen;
+	unsigned int ndst;
 	bool warm;			/* could not drop the page cache */
 } B;
 
@@ -162,11 +174,14 @@ static void on_done(void *arg, const struct kvc_tio_done *d)
 	if (d->status)
 		bench_die(d->op == KVC_TIO_READ ? "promote" : "spill", d->status);
 	if (d->op == KVC_TIO_READ) {
+		uint8_t *blk = B.dst + (d->cookie % B.ndst) * B.dlen;
+
 		if (d->h->payload_len != B.payload)
 			bench_die("promote: wrong payload length", EBADMSG);
-		/* Into the pool, as kvcached does with a promoted block. */
-		memcpy(B.dst + (d->cookie % NSRC) * B.payload, d->payload,
-		       B.payload);
+		/* Staged: into the pool, as kvcached does with a promoted
+		 * block; in place, it is there already. */
+		if (d->payload != blk)
+			memcpy(blk, d->payload, B.payload);
 	}
 	c->done++;
 }
@@ -213,7 +228,7 @@ static uint64_t ours_spill(struct kvc_tio *t)
 	return now_ns() - t0;
 }
 
-static uint64_t ours_promote(struct kvc_tio *t)
+static uint64_t ours_promote(struct kvc_tio *t, bool staged)
 {
 	struct ctx c = { 0 };
 	unsigned int next = 0;
@@ -221,7 +236,11 @@ static uint64_t ours_promote(struct kvc_tio *t)
 
 	while (c.done < B.n) {
 		while (next < B.n) {
-			int ret = kvc_tio_read(t, B.nsdir, B.keys[next], next);
+			uint8_t *blk = B.dst + (next % B.ndst) * B.dlen;
+			int ret = staged ?
+				  kvc_tio_read(t, B.nsdir, B.keys[next], next) :
+				  kvc_tio_read_into(t, B.nsdir, B.keys[next],
+						    next, blk, B.dlen);
 
 			if (ret == -EBUSY)
 				break;
@@ -395,7 +414,7 @@ static uint64_t fio_side(unsigned int op, unsigned int b, const char *drop)
 static void measure(unsigned int op, int run, struct kvc_tio *t,
 		    double res[NOPS][NBASE][3][64])
 {
-	const char *drop = op == PROMOTE ? "3" :
+	const char *drop = op == PROMOTE || op == PROMOTE_STAGED ? "3" :
 			   op == PROMOTE_META ? "1" : NULL;
 	uint64_t ours, cpu, base[NBASE];
 	bool fio_first = run % 2;
@@ -404,7 +423,8 @@ static void measure(unsigned int op, int run, struct kvc_tio *t,
 		base[b] = fio_side(op, b, drop);
 	quiesce(drop);
 	cpu = cpu_ns();
-	ours = op >= PROMOTE ? ours_promote(t) : ours_spill(t);
+	ours = op >= PROMOTE ? ours_promote(t, op == PROMOTE_STAGED) :
+			       ours_spill(t);
 	cpu = cpu_ns() - cpu;
 	for (unsigned int b = 0; !fio_first && b < NBASE; b++)
 		base[b] = fio_side(op, b, drop);
@@ -538,8 +558,13 @@ int main(int argc, char **argv)
 
 	B.keys = malloc((size_t)B.n * KVC_BF_KEY_SIZE);
 	B.src = malloc(NSRC * B.payload);
-	B.dst = malloc(NSRC * B.payload);
-	if (!B.keys || !B.src || !B.dst)
+	/* The pool's stand-in: whole pages, one block per read in flight
+	 * at least. */
+	B.dlen = B.fsize - KVC_BF_HEADER_SIZE;
+	B.ndst = B.qd > NSRC ? B.qd : NSRC;
+	B.dst = mmap(NULL, B.ndst * B.dlen, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (!B.keys || !B.src || B.dst == MAP_FAILED)
 		bench_die("memory", ENOMEM);
 	for (size_t i = 0; i < (size_t)B.n * KVC_BF_KEY_SIZE / 8; i++) {
 		uint64_t v = kvc_mix64(i + KVC_GOLDEN_GAMMA);
@@ -552,7 +577,7 @@ int main(int argc, char **argv)
 
 		memcpy(B.src + 8 * i, &v, 8);
 	}
-	memset(B.dst, 0, NSRC * B.payload);
+	memset(B.dst, 0, B.ndst * B.dlen);
 	for (int f = 0; f < 2; f++) {
 		struct kvc_tio_config cfg = {
 			.depth = B.qd, .max_payload = B.payload,
@@ -583,6 +608,7 @@ int main(int argc, char **argv)
 		/* Reads the files the fsync'd spill and fio just wrote. */
 		measure(PROMOTE, run, tio[0], res);
 		measure(PROMOTE_META, run, tio[0], res);
+		measure(PROMOTE_STAGED, run, tio[0], res);
 		noise(run, res);
 		fprintf(stderr, "# run %d done\n", run);
 	}
@@ -608,6 +634,6 @@ int main(int argc, char **argv)
 	rm_tree(B.work, true);
 	free(B.keys);
 	free(B.src);
-	free(B.dst);
+	munmap(B.dst, B.ndst * B.dlen);
 	return 0;
 }
