@@ -118,14 +118,16 @@ bool tiers_is_fetching(const struct kvcd *d, uint32_t id)
  * a free one, or one an eviction frees now (it must not wait: this may
  * run inside a reap). The slot + 1, or 0 when the read must go through
  * a staging slot instead: the kernel's pool (no reserve), no block to
- * be had without waiting, or no place left.
+ * be had without waiting, or no place left. Reads in place hold a
+ * quarter of the pool at most, so that a small pool still has blocks
+ * for the clients' ALLOCs while the tiers' queues are full.
  */
 static uint32_t place_take(struct kvcd *d, uint32_t id)
 {
 	const struct kvc_entry *e = kvc_index_entry(d->index, id);
 	struct kvcd_tiers *tr = d->tiers;
 	struct kvcd_place *pl = NULL;
-	uint32_t ns;
+	uint32_t ns, held = 0;
 	int ret;
 
 	if (!e || !kvc_pool_can_reserve(d->pool))
@@ -136,10 +138,13 @@ static uint32_t place_take(struct kvcd *d, uint32_t id)
 		if (!tr->places)
 			return 0;
 	}
-	for (uint32_t i = 0; i < KVCD_NR_PLACES && !pl; i++)
-		if (!tr->places[i].used)
+	for (uint32_t i = 0; i < KVCD_NR_PLACES; i++) {
+		if (tr->places[i].used)
+			held++;
+		else if (!pl)
 			pl = &tr->places[i];
-	if (!pl)
+	}
+	if (!pl || held >= d->nr_blocks / 4)
 		return 0;
 	ret = kvc_pool_reserve(d->pool, ns, &pl->h, &pl->mem);
 	if (ret == -ENOSPC) {
