@@ -226,6 +226,10 @@ static int fetch_one(struct kvcd *d, unsigned int t, uint32_t id)
 	ret = kvc_tier_fetch_into(tier, id, cookie, pl->mem, d->block_size);
 	if (ret)
 		tiers_place_drop(d, cookie);
+	/* A block the read cannot take in place (never, as the tiers are
+	 * set up): through a staging slot, then. */
+	if (ret == -EINVAL)
+		ret = kvc_tier_fetch(tier, id, id);
 	return ret;
 }
 

@@ -263,7 +263,9 @@ int kvc_tier_fetch_into(struct kvc_tier *t, uint32_t id, uint64_t cookie,
 		ret = -ENOENT;		/* as in read_finished() */
 	if (ret) {
 		t->pend[p].used = false;
-		if (ret == -EBUSY)
+		/* EINVAL at once: a destination the read could not take,
+		 * which says nothing of the file. */
+		if (ret == -EBUSY || (ret == -EINVAL && dst))
 			return ret;
 		if (tier_corrupt_err(ret))
 			tier_quarantine(t, e->ns, e->key);
