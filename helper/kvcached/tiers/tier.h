@@ -152,10 +152,11 @@ int kvc_tier_fetch(struct kvc_tier *t, uint32_t id, uint64_t cookie);
  * The same, with the payload read in place into @dst (kvc_tio_read_into()
  * says what it must be): the completion's payload is @dst.
  */
-/* Would a fetch find a free slot now? (Else it is -EBUSY.) */
-bool kvc_tier_can_fetch(const struct kvc_tier *t);
 int kvc_tier_fetch_into(struct kvc_tier *t, uint32_t id, uint64_t cookie,
 			uint8_t *dst, uint64_t dst_len);
+
+/* Would a fetch find a free slot now? (Else it is -EBUSY.) */
+bool kvc_tier_can_fetch(const struct kvc_tier *t);
 
 /* Is a spill of entry id in flight? */
 bool kvc_tier_spilling(const struct kvc_tier *t, uint32_t id);

@@ -63,8 +63,8 @@ struct kvcd_promo {
 /*
  * A pool block a read fills in place (pool.h, reserve): taken when the
  * read is submitted, sealed when it checks out, discarded otherwise.
- * One per read in flight; a read's cookie carries its slot here
- * (tiers_fetch_cookie()).
+ * One per read in flight; a read's cookie carries its slot here, above
+ * the entry id (tiers_cookie_id()).
  */
 #define KVCD_NR_PLACES	(2 * KVC_TIO_MAX_DEPTH)
 
