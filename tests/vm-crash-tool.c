@@ -12,11 +12,13 @@
  *
  * The cluster test (tests/vm-cluster-test, tests/vm-cluster-guest) uses
  * it too, on nodes that share g4 over NFS: put stores chains FIRST to
- * FIRST+N-1 and waits until every block is on g4; get waits until this
+ * FIRST+N-1 and waits until every block is on g4 (WAIT_S seconds at
+ * most, 120 when not given: a batch that is only reported, not
+ * required whole, need not wait long); get waits until this
  * node finds them (its rescans of g4 find what another node published)
  * and loads each byte-exact.
  *
- *   vm-crash-tool put SOCKET FIRST N
+ *   vm-crash-tool put SOCKET FIRST N [WAIT_S]
  *   vm-crash-tool get SOCKET FIRST N
  *
  * and, for its failures (a cut link, a restarted server, files another
@@ -589,13 +591,16 @@ static int chain_in(struct kvcc *c, uint32_t chain, uint32_t tiers)
 	return k;
 }
 
-/* Wait until every chain first.. is whole in tiers; how many are not. */
+/*
+ * Wait until every chain first.. is whole in tiers, wait_s seconds at
+ * most; how many are not.
+ */
 static int wait_chains(struct kvcc *c, uint32_t first, uint32_t n,
-		       uint32_t tiers)
+		       uint32_t tiers, double wait_s)
 {
 	int left = (int)n;
 
-	for (double end = now_s() + CLUSTER_WAIT_S; left && now_s() < end;
+	for (double end = now_s() + wait_s; left && now_s() < end;
 	     msleep(200)) {
 		left = 0;
 		for (uint32_t i = 0; i < n; i++) {
@@ -634,7 +639,8 @@ static int load_chain(struct kvcc *c, int dev, uint32_t chain,
 	}
 }
 
-static int do_put(const char *sock, uint32_t first, uint32_t n)
+static int do_put(const char *sock, uint32_t first, uint32_t n,
+		  double wait_s)
 {
 	double t0 = now_s();
 	struct kvcc c;
@@ -652,7 +658,7 @@ static int do_put(const char *sock, uint32_t first, uint32_t n)
 			return 1;
 		}
 	}
-	left = wait_chains(&c, first, n, KVC_PROTO_TIER_G4);
+	left = wait_chains(&c, first, n, KVC_PROTO_TIER_G4, wait_s);
 	printf("# %u chains stored, %d not whole on g4 after %.1f s; g4_spills %llu, g4_spill_errors %llu, g4_spill_exists %llu, spill_retries %llu, through_dropped %llu, spill_deferred %llu, g4_evictions %llu, g4_lease_skips %llu\n",
 	       n, left, now_s() - t0,
 	       (unsigned long long)kvcc_stat1(&c, "g4_spills"),
@@ -678,7 +684,7 @@ static int do_get(const char *sock, uint32_t first, uint32_t n)
 
 	if (setup(&c, sock, &dev))
 		return 1;
-	left = wait_chains(&c, first, n, KVC_PROTO_TIERS_ALL);
+	left = wait_chains(&c, first, n, KVC_PROTO_TIERS_ALL, CLUSTER_WAIT_S);
 	printf("# %d of %u chains not found after %.1f s; g4_found %llu\n",
 	       left, n, now_s() - t0,
 	       (unsigned long long)kvcc_stat1(&c, "g4_found"));
@@ -748,7 +754,7 @@ static int do_find(const char *sock, uint32_t first, uint32_t n)
 
 	if (setup(&c, sock, &dev))
 		return 1;
-	left = wait_chains(&c, first, n, KVC_PROTO_TIER_G4);
+	left = wait_chains(&c, first, n, KVC_PROTO_TIER_G4, CLUSTER_WAIT_S);
 	printf("# %d of %u chains not whole on g4 after %.1f s\n", left, n,
 	       now_s() - t0);
 	printf("RESULT find %s\n", left ? "fail" : "ok");
@@ -996,9 +1002,11 @@ int main(int argc, char **argv)
 		return do_deny(argv[2], (uint32_t)strtoul(argv[3], NULL, 0),
 			       (uint32_t)strtoul(argv[4], NULL, 0),
 			       (uid_t)strtoul(argv[5], NULL, 0), argv[6]);
-	if (argc == 5 && !strcmp(argv[1], "put"))
+	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "put"))
 		return do_put(argv[2], (uint32_t)strtoul(argv[3], NULL, 0),
-			      (uint32_t)strtoul(argv[4], NULL, 0));
+			      (uint32_t)strtoul(argv[4], NULL, 0),
+			      argc == 6 ? strtod(argv[5], NULL) :
+			      CLUSTER_WAIT_S);
 	if (argc == 5 && !strcmp(argv[1], "get"))
 		return do_get(argv[2], (uint32_t)strtoul(argv[3], NULL, 0),
 			      (uint32_t)strtoul(argv[4], NULL, 0));
@@ -1027,7 +1035,7 @@ usage:
 		"usage: vm-crash-tool store SOCKET LOG MARKER FIRST_CHAIN [g4]\n"
 		"       vm-crash-tool verify SOCKET LOG DIR|- [g4]\n"
 		"       vm-crash-tool deny SOCKET FIRST N UID G4_DIR\n"
-		"       vm-crash-tool put SOCKET FIRST N\n"
+		"       vm-crash-tool put SOCKET FIRST N [WAIT_S]\n"
 		"       vm-crash-tool get SOCKET FIRST N\n"
 		"       vm-crash-tool flush SOCKET\n"
 		"       vm-crash-tool settle SOCKET\n"
