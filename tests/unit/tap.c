@@ -14,6 +14,9 @@
 
 int tap_count, tap_failed, tap_cur_failed;
 
+/* Why the current test skipped itself (tap_skip()), or NULL. */
+static const char *tap_skip_why;
+
 /*
  * Where an ASSERT goes back to: set by tap_run() around each test. The
  * pid tells a child the test forked from the test itself, which must not
@@ -26,6 +29,7 @@ static pid_t tap_pid;
 void tap_run(const char *name, void (*fn)(void))
 {
 	tap_cur_failed = 0;
+	tap_skip_why = NULL;
 	tap_in_test = 1;
 	tap_pid = getpid();
 	/* Only globals change between setjmp() and longjmp(). */
@@ -35,8 +39,17 @@ void tap_run(const char *name, void (*fn)(void))
 	tap_count++;
 	if (tap_cur_failed)
 		tap_failed++;
-	printf("%sok %d %s\n", tap_cur_failed ? "not " : "", tap_count, name);
+	if (tap_skip_why && !tap_cur_failed)
+		printf("ok %d %s # SKIP %s\n", tap_count, name, tap_skip_why);
+	else
+		printf("%sok %d %s\n", tap_cur_failed ? "not " : "",
+		       tap_count, name);
 	fflush(stdout);
+}
+
+void tap_skip(const char *why)
+{
+	tap_skip_why = why;
 }
 
 int tap_done(void)

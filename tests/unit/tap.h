@@ -3,7 +3,8 @@
  * Minimal TAP output for the host unit tests.
  *
  * Each test is a function; tap_run() calls it and prints one "ok N name"
- * or "not ok N name" line. tap_done() prints the plan "1..N" and returns
+ * or "not ok N name" line (or "ok N name # SKIP why", tap_skip()).
+ * tap_done() prints the plan "1..N" and returns
  * the exit status for main(). scripts/check counts those lines; anything
  * else a test prints starts with "# ".
  *
@@ -56,6 +57,14 @@ void tap_run(const char *name, void (*fn)(void));
 int tap_done(void);
 
 #define TAP_RUN(fn) tap_run(#fn, fn)
+
+/*
+ * The current test could not run here (a resource the host lacks): it
+ * reports "ok N name # SKIP why", which scripts/check counts as skipped,
+ * not passed. Return from the test after calling it. A failure recorded
+ * before or after still fails the test.
+ */
+void tap_skip(const char *why);
 
 /* The reporting behind the macros below: file, line, what failed. */
 void tap_fail(const char *file, int line, const char *fmt, ...)
