@@ -14,6 +14,14 @@
  * the pool uses them (so a shortage shows at start, not on a client's
  * page fault).
  *
+ * Huge pages: the pool uses them whatever its block size, when its size
+ * is whole huge pages. A client's first write into a block then maps a
+ * 2 MiB page with one fault, not 512 pages of 4 KiB with one each, which
+ * was most of the cost of a store into blocks the client never wrote.
+ * Blocks smaller than a huge page share one, so such a block is always
+ * zeroed by memset: a hole punched in part of a huge page frees nothing,
+ * and kernels before 6.3 do not even zero that part.
+ *
  * Zeroing ahead: a freed block goes on the dirty stack, and the daemon
  * zeroes dirty blocks between requests (kvc_mpool_zero_ahead(), from its
  * tick), moving them to the clean stack. ALLOC takes clean blocks first
@@ -94,7 +102,8 @@ int kvc_mpool_create(const struct kvc_mpool_config *cfg,
 		     struct kvc_mpool **out)
 {
 	uint64_t bs = cfg->block_size, size = cfg->pool_size;
-	bool huge_ok = bs >= KVC_HUGE_SIZE;
+	/* Blocks may be smaller than a huge page, but the file is whole ones. */
+	bool huge_ok = size % KVC_HUGE_SIZE == 0;
 	struct kvc_mpool *p;
 	int ret;
 
@@ -102,7 +111,7 @@ int kvc_mpool_create(const struct kvc_mpool_config *cfg,
 	    size % bs || size / bs > (1U << 24))
 		return -EINVAL;
 	if (cfg->hugetlb == 1 && !huge_ok)
-		return -EINVAL;	/* a block must be whole huge pages */
+		return -EINVAL;	/* the pool must be whole huge pages */
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
@@ -194,12 +203,17 @@ uint32_t kvc_mpool_nr_dirty(const struct kvc_mpool *p)
 	return p->nr_dirty;
 }
 
-/* Zero a block: punch its pages out (cheap, and returns the memory). */
+/*
+ * Zero a block: punch its pages out (cheap, and returns the memory) when
+ * they are its own, else memset (a locked pool; a block that shares a
+ * huge page with others).
+ */
 static void kvc_mpool_zero(struct kvc_mpool *p, uint32_t idx)
 {
 	off_t off = (off_t)(p->block_size * idx);
+	bool own_pages = !p->huge || p->block_size % KVC_HUGE_SIZE == 0;
 
-	if (p->locked ||
+	if (p->locked || !own_pages ||
 	    fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off,
 		      (off_t)p->block_size))
 		memset((char *)p->base + off, 0, p->block_size);

@@ -38,7 +38,8 @@ struct kvc_mpool;
 struct kvc_mpool_config {
 	uint64_t block_size;	/* power of two, 4 KiB .. 64 MiB */
 	uint64_t pool_size;	/* a multiple of block_size */
-	int hugetlb;		/* 1: required, 0: never, -1: when available */
+	int hugetlb;		/* 1: required, 0: never, -1: when available
+				 * (pool_size whole 2 MiB pages either way) */
 	bool mlock;		/* populate and lock the pool's pages */
 };
 

@@ -312,6 +312,11 @@ int kvc_pool_memfd_open(const struct kvc_pool_config *cfg,
 	}
 	m->pool.block_size = kvc_mpool_block_size(m->mp);
 	m->pool.nr_blocks = kvc_mpool_nr_blocks(m->mp);
+	/* Whether huge pages took is the first thing a slow store asks. */
+	kvc_info("memfd pool: %" PRIu32 " blocks of %" PRIu64 " bytes, %s pages, %s",
+		 m->pool.nr_blocks, m->pool.block_size,
+		 kvc_mpool_hugetlb(m->mp) ? "2 MiB huge" : "4 KiB",
+		 kvc_mpool_locked(m->mp) ? "locked" : "not locked");
 	/* The daemon copies blocks to and from g3/g4 through this. */
 	m->map = mmap(NULL, m->pool.block_size * m->pool.nr_blocks,
 		      PROT_READ | PROT_WRITE, MAP_SHARED, kvc_mpool_fd(m->mp), 0);
