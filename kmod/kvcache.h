@@ -44,7 +44,7 @@ struct kvc_pool;
  * P2PDMA pages, which Debian's 6.1 kernel, for one, does not build.
  */
 #define KVC_FEATURES		(KVCACHE_FEAT_POOL | KVCACHE_FEAT_NETLINK | \
-				 KVCACHE_FEAT_VIEW | \
+				 KVCACHE_FEAT_VIEW | KVCACHE_FEAT_DISCARD | \
 				 (IS_ENABLED(CONFIG_PCI_P2PDMA) ? \
 				  KVCACHE_FEAT_P2P : 0))
 

@@ -365,6 +365,23 @@ static int kvc_file_evict(struct kvc_file *kf, struct kvc_pool *pool,
 	return -EBUSY;
 }
 
+/*
+ * A writable block the file gives back unsealed (KVCACHE_IOC_DISCARD):
+ * as at close, it was never visible and is zeroed before its next use.
+ */
+static int kvc_file_discard(struct kvc_file *kf, struct kvc_pool *pool,
+			    struct kvcache_handle h, u32 *ns_id)
+{
+	int ret;
+
+	lockdep_assert_held(&kf->lock);
+	ret = kvc_block_give_back(pool, h, kf, ns_id);
+	if (ret)
+		return ret;
+	xa_erase(&kf->owned, h.index);
+	return 0;
+}
+
 static int kvc_batch_one(struct kvc_file *kf, struct kvc_pool *pool,
 			 unsigned int nr, const void *entries, u32 i,
 			 u32 flags, bool privileged, u32 *evicted_ns)
@@ -383,6 +400,8 @@ static int kvc_batch_one(struct kvc_file *kf, struct kvc_pool *pool,
 		return kvc_file_unpin(kf, pool, h[i]);
 	case _IOC_NR(KVCACHE_IOC_EVICT):
 		return kvc_file_evict(kf, pool, h[i], evicted_ns);
+	case _IOC_NR(KVCACHE_IOC_DISCARD):
+		return kvc_file_discard(kf, pool, h[i], evicted_ns);
 	}
 	return -ENOTTY;
 }
@@ -392,9 +411,13 @@ static const enum kvc_stat kvc_batch_stat[] = {
 	[_IOC_NR(KVCACHE_IOC_PIN)] = KVC_STAT_PINS,
 	[_IOC_NR(KVCACHE_IOC_UNPIN)] = KVC_STAT_UNPINS,
 	[_IOC_NR(KVCACHE_IOC_EVICT)] = KVC_STAT_EVICTIONS,
+	[_IOC_NR(KVCACHE_IOC_DISCARD)] = KVC_STAT_DISCARDS,
 };
 
-/* KVCACHE_IOC_SEAL, _PIN, _UNPIN and _EVICT: in order, stop at the first error */
+/*
+ * KVCACHE_IOC_SEAL, _PIN, _UNPIN, _EVICT and _DISCARD: in order, stop at
+ * the first error
+ */
 int kvc_ioctl_batch(struct kvc_file *kf, void __user *uarg, unsigned int nr)
 {
 	struct kvc_dev *dev = kf->dev;
@@ -406,6 +429,7 @@ int kvc_ioctl_batch(struct kvc_file *kf, void __user *uarg, unsigned int nr)
 		       sizeof(struct kvcache_seal_entry) :
 		       sizeof(struct kvcache_handle);
 	bool evict = nr == _IOC_NR(KVCACHE_IOC_EVICT), privileged;
+	bool discard = nr == _IOC_NR(KVCACHE_IOC_DISCARD);
 	u64 small[KVC_SMALL_BATCH_BYTES / sizeof(u64)];
 	void *entries;
 	int ret, out;
@@ -421,10 +445,10 @@ int kvc_ioctl_batch(struct kvc_file *kf, void __user *uarg, unsigned int nr)
 		return -EPERM;
 	/*
 	 * A file opened read-only owns no writable block (ALLOC needs
-	 * FMODE_WRITE), so it has nothing to seal: one answer for every
-	 * handle, before any is looked at.
+	 * FMODE_WRITE), so it has nothing to seal or give back: one answer
+	 * for every handle, before any is looked at.
 	 */
-	if (nr == _IOC_NR(KVCACHE_IOC_SEAL) && !kf->writable)
+	if ((nr == _IOC_NR(KVCACHE_IOC_SEAL) || discard) && !kf->writable)
 		return -EBADF;
 	entries = kvc_entries_in(arg.entries, arg.count, esize, small);
 	if (IS_ERR(entries))
@@ -440,7 +464,7 @@ int kvc_ioctl_batch(struct kvc_file *kf, void __user *uarg, unsigned int nr)
 				    privileged, &ns_id);
 		if (ret)
 			break;
-		if (evict)
+		if (evict || discard)
 			kvc_ns_uncharge(dev, ns_id, 1);
 		if (!(i & 255))
 			cond_resched();

@@ -149,6 +149,7 @@ long kvc_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	case _IOC_NR(KVCACHE_IOC_PIN):
 	case _IOC_NR(KVCACHE_IOC_UNPIN):
 	case _IOC_NR(KVCACHE_IOC_EVICT):
+	case _IOC_NR(KVCACHE_IOC_DISCARD):
 		ret = kvc_ioctl_batch(kf, uarg, _IOC_NR(cmd));
 		break;
 	case _IOC_NR(KVCACHE_IOC_QUERY):

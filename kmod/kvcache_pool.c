@@ -620,6 +620,41 @@ bool kvc_block_mark_viewed(struct kvc_pool *pool, u32 index)
 }
 EXPORT_SYMBOL_IF_KUNIT(kvc_block_mark_viewed);
 
+/*
+ * Free a writable block of @owner. @gen, when given, must be the block's
+ * generation: a handle from the caller, which may be stale.
+ */
+static int kvc_block_discard_gen(struct kvc_pool *pool, u32 index,
+				 const u32 *gen, const void *owner,
+				 u32 *ns_id)
+{
+	struct kvc_block *b = kvc_block_get(pool, index);
+	bool busy = false;
+	int ret = 0;
+
+	if (!b)
+		return -EINVAL;
+	spin_lock(&b->lock);
+	if (b->state != KVC_BLOCK_WRITABLE || b->owner != owner) {
+		/* As kvc_block_seal() answers a handle that is not ours. */
+		ret = gen ? -EPERM : -EINVAL;
+	} else if (gen && b->gen != *gen) {
+		ret = -ESTALE;
+	} else if (b->wmaps) {
+		ret = -EBUSY;
+	} else {
+		busy = kvc_block_pages_busy(pool, index);
+		*ns_id = b->ns_id;
+		kvc_block_free_locked(b);
+	}
+	spin_unlock(&b->lock);
+	if (ret)
+		return ret;
+	atomic_dec(&pool->nr_writable);
+	kvc_push_free(pool, index, busy);
+	return 0;
+}
+
 /**
  * kvc_block_discard() - free a block its writer never sealed
  * @pool: the pool
@@ -637,30 +672,31 @@ EXPORT_SYMBOL_IF_KUNIT(kvc_block_mark_viewed);
 int kvc_block_discard(struct kvc_pool *pool, u32 index, const void *owner,
 		      u32 *ns_id)
 {
-	struct kvc_block *b = kvc_block_get(pool, index);
-	bool busy = false;
-	int ret = 0;
-
-	if (!b)
-		return -EINVAL;
-	spin_lock(&b->lock);
-	if (b->state != KVC_BLOCK_WRITABLE || b->owner != owner) {
-		ret = -EINVAL;
-	} else if (b->wmaps) {
-		ret = -EBUSY;
-	} else {
-		busy = kvc_block_pages_busy(pool, index);
-		*ns_id = b->ns_id;
-		kvc_block_free_locked(b);
-	}
-	spin_unlock(&b->lock);
-	if (ret)
-		return ret;
-	atomic_dec(&pool->nr_writable);
-	kvc_push_free(pool, index, busy);
-	return 0;
+	return kvc_block_discard_gen(pool, index, NULL, owner, ns_id);
 }
 EXPORT_SYMBOL_IF_KUNIT(kvc_block_discard);
+
+/**
+ * kvc_block_give_back() - free a writable block its writer will not seal
+ * @pool: the pool
+ * @h: the block, as its writer holds it
+ * @owner: the writer
+ * @ns_id: out: the namespace it belonged to
+ *
+ * KVCACHE_IOC_DISCARD: as kvc_block_discard(), for a writer that stays
+ * (a read into the block failed, or its contents turned out bad). What
+ * it wrote is never visible: the block is zeroed before its next use.
+ *
+ * Return: 0; -EINVAL for an index beyond the pool; -EPERM when @owner
+ * does not hold the block writable; -ESTALE for an older generation;
+ * -EBUSY while the block is mapped writable.
+ */
+int kvc_block_give_back(struct kvc_pool *pool, struct kvcache_handle h,
+			const void *owner, u32 *ns_id)
+{
+	return kvc_block_discard_gen(pool, h.index, &h.gen, owner, ns_id);
+}
+EXPORT_SYMBOL_IF_KUNIT(kvc_block_give_back);
 
 /**
  * kvc_block_map() - account a new user mapping of a block

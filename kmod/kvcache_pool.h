@@ -108,6 +108,8 @@ int kvc_block_evict(struct kvc_pool *pool, struct kvcache_handle h,
 bool kvc_block_mark_viewed(struct kvc_pool *pool, u32 index);
 int kvc_block_discard(struct kvc_pool *pool, u32 index, const void *owner,
 		      u32 *ns_id);
+int kvc_block_give_back(struct kvc_pool *pool, struct kvcache_handle h,
+			const void *owner, u32 *ns_id);
 int kvc_block_map(struct kvc_pool *pool, u32 index, const void *owner,
 		  bool write);
 void kvc_block_map_dup(struct kvc_pool *pool, u32 index, bool writable);

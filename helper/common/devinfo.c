@@ -32,6 +32,7 @@ static const struct {
 	{ KVCACHE_FEAT_NETLINK, "netlink" },
 	{ KVCACHE_FEAT_P2P, "p2p" },
 	{ KVCACHE_FEAT_VIEW, "view" },
+	{ KVCACHE_FEAT_DISCARD, "discard" },
 };
 
 size_t kvc_feature_names(uint64_t features, char *out, size_t len)

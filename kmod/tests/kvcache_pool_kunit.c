@@ -251,6 +251,60 @@ static void blocks_come_back_zeroed(struct kunit *test)
 	drain(pool);
 }
 
+/*
+ * KVCACHE_IOC_DISCARD: a writer gives one unsealed block back and keeps
+ * its others. Only its own, current, unmapped writable block; what it
+ * wrote is zeroed before the next writer gets the block.
+ */
+static void give_back_frees_one_writable_block(struct kunit *test)
+{
+	struct kvc_pool *pool = test_pool(test, SZ_4K);
+	struct kvcache_handle h[2], stale, again;
+	u32 ns = 0;
+	u8 *p;
+
+	KUNIT_ASSERT_EQ(test, kvc_pool_alloc(pool, 2, 3, &owner_a, h), 0);
+	p = page_address(kvc_block_pages(pool, h[0].index)[0]);
+	memset(p, 0x5a, PAGE_SIZE);
+
+	KUNIT_EXPECT_EQ(test, kvc_block_give_back(pool, h[0], &owner_b, &ns),
+			-EPERM);
+	stale = h[0];
+	stale.gen++;
+	KUNIT_EXPECT_EQ(test, kvc_block_give_back(pool, stale, &owner_a, &ns),
+			-ESTALE);
+	KUNIT_EXPECT_EQ(test, kvc_block_map(pool, h[0].index, &owner_a, true),
+			1);
+	KUNIT_EXPECT_EQ(test, kvc_block_give_back(pool, h[0], &owner_a, &ns),
+			-EBUSY);
+	kvc_block_unmap(pool, h[0].index, true);
+	stale.index = NR_TEST_BLOCKS;
+	KUNIT_EXPECT_EQ(test, kvc_block_give_back(pool, stale, &owner_a, &ns),
+			-EINVAL);
+
+	KUNIT_EXPECT_EQ(test, kvc_block_give_back(pool, h[0], &owner_a, &ns), 0);
+	KUNIT_EXPECT_EQ(test, ns, 3U);
+	KUNIT_EXPECT_EQ(test, atomic_read(&pool->nr_writable), 1);
+	/* Gone: its handle is stale, and not ours to give back twice. */
+	KUNIT_EXPECT_EQ(test, kvc_block_give_back(pool, h[0], &owner_a, &ns),
+			-EPERM);
+	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h[0], &owner_a, 1, test_key,
+					     false), -EPERM);
+	/* The other one is still the writer's; sealed, it is not given back. */
+	KUNIT_EXPECT_EQ(test, kvc_block_seal(pool, h[1], &owner_a, 1, test_key,
+					     false), 0);
+	KUNIT_EXPECT_EQ(test, kvc_block_give_back(pool, h[1], &owner_a, &ns),
+			-EPERM);
+
+	/* The next writer of that block finds zeroes. */
+	while (!kvc_pool_alloc(pool, 1, 4, &owner_b, &again) &&
+	       again.index != h[0].index)
+		;
+	KUNIT_EXPECT_EQ(test, again.index, h[0].index);
+	KUNIT_EXPECT_TRUE(test, !memchr_inv(p, 0, PAGE_SIZE));
+	drain(pool);
+}
+
 static void referenced_pages_block_seal_evict_and_reuse(struct kunit *test)
 {
 	struct kvc_pool *pool = test_pool(test, SZ_4K);
@@ -665,6 +719,7 @@ static struct kunit_case kvcache_pool_cases[] = {
 	KUNIT_CASE(generation_wraps_around),
 	KUNIT_CASE(alloc_is_all_or_nothing),
 	KUNIT_CASE(blocks_come_back_zeroed),
+	KUNIT_CASE(give_back_frees_one_writable_block),
 	KUNIT_CASE(pin_checks_namespace_and_saturation),
 	KUNIT_CASE(referenced_pages_block_seal_evict_and_reuse),
 	KUNIT_CASE(namespace_mode_bits),

@@ -5,7 +5,7 @@
  * status 120, so a run "passes" only when the kernel stayed silent too.
  *
  * What it throws at the module, from FUZZ_THREADS threads at once:
- *  - every ioctl of uapi/linux/kvcache.h (0x00..0x0D) with arguments that
+ *  - every ioctl of uapi/linux/kvcache.h (0x00..0x0E) with arguments that
  *    are random in a structured way: the struct's size field exact, too
  *    small, too big with a zero or a non-zero tail, or past
  *    KVCACHE_STRUCT_MAX; reserved, flag and output fields non-zero; batch
@@ -84,13 +84,14 @@
 #define ENTRY_ROOM	(KVCACHE_MAX_BATCH + 1)
 
 /* Result table rows: one per ioctl number, then the rest. */
-enum { ROW_FOREIGN = 14, ROW_MMAP, ROWS };
+enum { ROW_FOREIGN = 15, ROW_MMAP, ROWS };
 #define ERRS		136	/* errno values counted one by one; above: last */
 
 static const char *const row_name[ROWS] = {
 	"INFO", "ALLOC", "SEAL", "PIN", "UNPIN", "EVICT", "QUERY",
 	"NS_CREATE", "NS_DESTROY", "HELPER", "REGION_REGISTER",
-	"REGION_UNREGISTER", "XFER", "XFER_REAP", "other commands", "mmap",
+	"REGION_UNREGISTER", "XFER", "XFER_REAP", "DISCARD", "other commands",
+	"mmap",
 };
 
 /* What every thread shares. */
@@ -755,15 +756,15 @@ static void op_foreign(struct fuzzer *f, union args *u)
 
 	switch (r % 5) {
 	case 0:		/* our type, a number past the last */
-		cmd = _IOWR(KVCACHE_IOC_MAGIC, 0x0E + (r >> 8) % 242,
+		cmd = _IOWR(KVCACHE_IOC_MAGIC, 0x0F + (r >> 8) % 241,
 			    struct kvcache_info);
 		break;
 	case 1:		/* a real number, other size bits (ignored) */
 		cmd = _IOC(_IOC_READ | _IOC_WRITE, KVCACHE_IOC_MAGIC,
-			   (r >> 8) % 14, (r >> 16) % (1 << _IOC_SIZEBITS));
+			   (r >> 8) % 15, (r >> 16) % (1 << _IOC_SIZEBITS));
 		break;
 	case 2:		/* a real number, another direction */
-		cmd = _IOC((r >> 8) % 3, KVCACHE_IOC_MAGIC, (r >> 16) % 14,
+		cmd = _IOC((r >> 8) % 3, KVCACHE_IOC_MAGIC, (r >> 16) % 15,
 			   (r >> 24) % 128);
 		break;
 	default:
@@ -975,6 +976,8 @@ static void one_op(struct fuzzer *f)
 		op_xfer(f, &u);
 	else if (r < 86)
 		op_reap(f, &u);
+	else if (r < 89)
+		op_batch(f, &u, KVCACHE_IOC_DISCARD);
 	else if (r < 122)
 		op_foreign(f, &u);
 	else if (r < 124)

@@ -80,6 +80,11 @@ static inline int kvc_evict(int fd, struct kvcache_handle h)
 	return kvc_batch(fd, KVCACHE_IOC_EVICT, &h, 1, NULL);
 }
 
+static inline int kvc_discard(int fd, struct kvcache_handle h)
+{
+	return kvc_batch(fd, KVCACHE_IOC_DISCARD, &h, 1, NULL);
+}
+
 /* Seal one block with a key made of one repeated byte. */
 static inline int kvc_seal(int fd, struct kvcache_handle h, uint32_t len,
 			   uint8_t keybyte, uint32_t flags)

@@ -196,6 +196,68 @@ TEST_F(pool, reallocated_block_is_zeroed_and_has_a_new_generation)
 	EXPECT_EQ(-ESTALE, kvc_seal(self->fd, h, 1, 0, 0));
 }
 
+/*
+ * DISCARD: a writer gives back one block it will not seal (kvcached
+ * after a read into it failed) and keeps its others; only its own,
+ * current, unmapped writable block; what it wrote is never seen again.
+ */
+TEST_F(pool, discard_gives_back_one_unsealed_block)
+{
+	struct kvcache_info info = { .size = sizeof(info) };
+	uint64_t discards0 = kvc_attr_u64("stats/discards");
+	uint64_t free0 = kvc_attr_u64("pool/free_blocks");
+	struct kvcache_handle h[2], stale, again;
+	int other, ro;
+	uint8_t *p;
+
+	ASSERT_EQ(0, kvc_ioc(self->fd, KVCACHE_IOC_INFO, &info));
+	EXPECT_TRUE(info.features & KVCACHE_FEAT_DISCARD);
+	ASSERT_EQ(0, kvc_alloc(self->fd, self->ns, 2, h));
+	p = kvc_map(self->fd, h[0].index, self->bs, PROT_READ | PROT_WRITE);
+	ASSERT_NE(NULL, p);
+	pattern(p, self->bs, 5);
+
+	/* Mapped writable: unmap first, as for SEAL. */
+	EXPECT_EQ(-EBUSY, kvc_discard(self->fd, h[0]));
+	munmap(p, self->bs);
+	/* Not another file's, nor through a read-only open of it. */
+	other = open(KVCACHE_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, other);
+	EXPECT_EQ(-EPERM, kvc_discard(other, h[0]));
+	close(other);
+	ro = open(KVCACHE_DEVICE_PATH, O_RDONLY | O_CLOEXEC);
+	ASSERT_LE(0, ro);
+	EXPECT_EQ(-EBADF, kvc_discard(ro, h[0]));
+	close(ro);
+	stale = h[0];
+	stale.gen++;
+	EXPECT_EQ(-ESTALE, kvc_discard(self->fd, stale));
+	stale.index = (uint32_t)info.nr_blocks;
+	EXPECT_EQ(-EINVAL, kvc_discard(self->fd, stale));
+
+	ASSERT_EQ(0, kvc_discard(self->fd, h[0]));
+	EXPECT_EQ(discards0 + 1, kvc_attr_u64("stats/discards"));
+	EXPECT_EQ(1, kvc_attr_u64("pool/writable_blocks"));
+	EXPECT_EQ(free0 - 1, kvc_attr_u64("pool/free_blocks"));
+	/* Gone: not ours any more, twice or to seal. */
+	EXPECT_EQ(-EPERM, kvc_discard(self->fd, h[0]));
+	EXPECT_EQ(-EPERM, kvc_seal(self->fd, h[0], 1, 0, 0));
+	/* The other block is still ours; sealed, it is not given back. */
+	ASSERT_EQ(0, kvc_seal(self->fd, h[1], 1, 0x11, 0));
+	EXPECT_EQ(-EPERM, kvc_discard(self->fd, h[1]));
+
+	/* LIFO free stack: the block comes back zeroed, a generation on. */
+	ASSERT_EQ(0, kvc_alloc(self->fd, self->ns, 1, &again));
+	EXPECT_EQ(h[0].index, again.index);
+	EXPECT_EQ(h[0].gen + 1, again.gen);
+	p = kvc_map(self->fd, again.index, self->bs, PROT_READ | PROT_WRITE);
+	ASSERT_NE(NULL, p);
+	for (uint64_t i = 0; i < self->bs; i += 256)
+		ASSERT_EQ(0, p[i]);
+	munmap(p, self->bs);
+	ASSERT_EQ(0, kvc_discard(self->fd, again));
+}
+
 TEST_F(pool, two_processes_share_a_block_that_outlives_its_writer)
 {
 	struct kvcache_handle h;

@@ -61,6 +61,8 @@ static void feature_bits_are_frozen(void)
 	TAP_CHECK(KVCACHE_FEAT_POOL == 1);
 	TAP_CHECK(KVCACHE_FEAT_NETLINK == 2);
 	TAP_CHECK(KVCACHE_FEAT_P2P == 4);
+	TAP_CHECK(KVCACHE_FEAT_VIEW == 8);
+	TAP_CHECK(KVCACHE_FEAT_DISCARD == 16);
 	TAP_CHECK(KVCACHE_SEAL_KEEP_PIN == 1);
 	TAP_CHECK(KVCACHE_KEY_SIZE == 32);
 	TAP_CHECK(KVCACHE_MAX_BATCH == 1024);
@@ -127,6 +129,7 @@ static void pool_ioctl_numbers_are_stable(void)
 	TAP_CHECK(KVCACHE_IOC_NS_CREATE == 0xc028bc07u);
 	TAP_CHECK(KVCACHE_IOC_NS_DESTROY == 0xc028bc08u);
 	TAP_CHECK(KVCACHE_IOC_HELPER == 0xc020bc09u);
+	TAP_CHECK(KVCACHE_IOC_DISCARD == 0xc028bc0eu);
 }
 
 /* Regions and transfers: layouts, constants and numbers are frozen too. */

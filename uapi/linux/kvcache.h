@@ -39,8 +39,10 @@
 #define KVCACHE_FEAT_NETLINK	_BITULL(1)	/* "kvcache" genl family */
 #define KVCACHE_FEAT_P2P	_BITULL(2)	/* GPU regions, P2P transfers */
 #define KVCACHE_FEAT_VIEW	_BITULL(3)	/* the pool view (mmap) */
+#define KVCACHE_FEAT_DISCARD	_BITULL(4)	/* KVCACHE_IOC_DISCARD */
 #define KVCACHE_FEAT_ALL	(KVCACHE_FEAT_POOL | KVCACHE_FEAT_NETLINK | \
-				 KVCACHE_FEAT_P2P | KVCACHE_FEAT_VIEW)
+				 KVCACHE_FEAT_P2P | KVCACHE_FEAT_VIEW | \
+				 KVCACHE_FEAT_DISCARD)
 
 /* Most entries one batched call accepts. */
 #define KVCACHE_MAX_BATCH	1024
@@ -128,7 +130,8 @@ struct kvcache_seal_entry {
 };
 
 /**
- * struct kvcache_batch - SEAL, PIN, UNPIN and EVICT: an array of entries
+ * struct kvcache_batch - SEAL, PIN, UNPIN, EVICT and DISCARD: an array of
+ * entries
  * @size:     sizeof(struct kvcache_batch)
  * @flags:    SEAL: 0 or KVCACHE_SEAL_KEEP_PIN; others: must be 0
  * @count:    entries, 1..KVCACHE_MAX_BATCH
@@ -432,6 +435,7 @@ struct kvcache_xfer_reap {
 	_IOWR(KVCACHE_IOC_MAGIC, 0x0B, struct kvcache_region)
 #define KVCACHE_IOC_XFER	_IOWR(KVCACHE_IOC_MAGIC, 0x0C, struct kvcache_xfer)
 #define KVCACHE_IOC_XFER_REAP	_IOWR(KVCACHE_IOC_MAGIC, 0x0D, struct kvcache_xfer_reap)
+#define KVCACHE_IOC_DISCARD	_IOWR(KVCACHE_IOC_MAGIC, 0x0E, struct kvcache_batch)
 
 /* ---- generic netlink: family "kvcache" -------------------------------- */
 
