@@ -408,10 +408,8 @@ TEST_F_TIMEOUT(kvcd, read_errors_are_misses, 180)
 	EXPECT_LE(6, kvcc_stat1(&self->c, "faults_injected"));
 	EXPECT_EQ(0, kvcc_stat1(&self->c, "g3_read_errors"));
 	EXPECT_EQ(0, kvcc_stat1(&self->c, "g3_corrupt"));
-	/* memfd mode: each resumed where it was cut, into its pool block. */
-	if (self->mode == KVC_PROTO_MODE_MEMFD) {
-		EXPECT_EQ(6, kvcc_stat1(&self->c, "promote_in_place"));
-	}
+	/* Each resumed where it was cut, into its pool block. */
+	EXPECT_EQ(6, kvcc_stat1(&self->c, "promote_in_place"));
 	unsetenv(FAULT_ENV);
 	rm_rf(dir);
 }

@@ -137,6 +137,11 @@ int kvc_kdev_alloc(struct kvc_kdev *kd, uint32_t ns, struct kvcache_handle *h)
 	return kvc_kdev_ioctl(kd, KVCACHE_IOC_ALLOC, &a);
 }
 
+int kvc_kdev_discard(struct kvc_kdev *kd, struct kvcache_handle h)
+{
+	return kvc_kdev_batch(kd, KVCACHE_IOC_DISCARD, &h, 1);
+}
+
 int kvc_kdev_seal(struct kvc_kdev *kd, struct kvcache_handle h,
 		  uint32_t payload_len, const uint8_t key[KVCACHE_KEY_SIZE])
 {

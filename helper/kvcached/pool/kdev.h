@@ -51,12 +51,15 @@ int kvc_kdev_evict(struct kvc_kdev *kd, const struct kvcache_handle *h,
 /*
  * For the persistent tiers: a pin of this file on sealed block @h (so it
  * can be mapped read-only and copied out) and its release; one writable
- * block in namespace @ns, and its seal under @key once written.
+ * block in namespace @ns, and its seal under @key once written, or its
+ * return unsealed (KVCACHE_IOC_DISCARD; -ENOTTY from a module without
+ * KVCACHE_FEAT_DISCARD).
  */
 int kvc_kdev_pin(struct kvc_kdev *kd, struct kvcache_handle h);
 int kvc_kdev_unpin(struct kvc_kdev *kd, struct kvcache_handle h);
 int kvc_kdev_alloc(struct kvc_kdev *kd, uint32_t ns, struct kvcache_handle *h);
 int kvc_kdev_seal(struct kvc_kdev *kd, struct kvcache_handle h,
 		  uint32_t payload_len, const uint8_t key[KVCACHE_KEY_SIZE]);
+int kvc_kdev_discard(struct kvc_kdev *kd, struct kvcache_handle h);
 
 #endif /* KVC_KDEV_H */

@@ -80,12 +80,13 @@ struct kvc_pool_ops {
 		     uint32_t len, const uint8_t key[KVCACHE_KEY_SIZE],
 		     struct kvcache_handle *h);
 	/*
-	 * Promotion in place (memfd only, NULL in the kernel backend): a
-	 * zeroed writable block of namespace ns owned by the daemon
-	 * (KVC_POOL_SELF), its bytes at *mem in the daemon's mapping,
-	 * page-aligned and block_size long, for a tier to read a file
-	 * into; sealed with kvc_pool_seal(p, KVC_POOL_SELF, ...) once
-	 * checked, or given back unsealed with discard. 0, -ENOSPC.
+	 * Promotion in place (where p->can_reserve): a zeroed writable
+	 * block of namespace ns owned by the daemon (KVC_POOL_SELF), its
+	 * bytes at *mem in the daemon's mapping, page-aligned and
+	 * block_size long, for a tier to read a file into; sealed with
+	 * kvc_pool_seal(p, KVC_POOL_SELF, ...) once checked, or given back
+	 * unsealed with discard (either one ends the mapping's use).
+	 * 0, -ENOSPC, -errno.
 	 */
 	int (*reserve)(struct kvc_pool *p, uint32_t ns,
 		       struct kvcache_handle *h, uint8_t **mem);
@@ -144,6 +145,8 @@ struct kvc_pool {
 	const struct kvc_pool_ops *ops;
 	uint64_t block_size;
 	uint32_t nr_blocks;
+	/* reserve works here (the kernel backend: the module has DISCARD) */
+	bool can_reserve;
 };
 
 /* How kvc_pool_open() picks a backend ([daemon] mode). */
@@ -227,7 +230,7 @@ static inline int kvc_pool_write(struct kvc_pool *p, uint32_t ns,
 
 static inline bool kvc_pool_can_reserve(const struct kvc_pool *p)
 {
-	return p->ops->reserve != NULL;
+	return p->can_reserve;
 }
 
 static inline int kvc_pool_reserve(struct kvc_pool *p, uint32_t ns,

@@ -11,23 +11,39 @@
  * runs, so a failure to subscribe is not fatal.
  *
  * The daemon's own copies (spill out, promotion in) go through a pin of
- * its own and a mapping of one block, held only for the copy.
+ * its own and a mapping of one block, held only for the copy. A
+ * promotion in place (reserve) holds a writable mapping of its block from
+ * the reserve until the seal or the discard, which unmap it first (the
+ * module refuses both while it is mapped writable): the mappings held
+ * are in maps[], a few at a time (the tiers' places bound them), looked
+ * up by block index. Without KVCACHE_FEAT_DISCARD (an older module) a
+ * failed read could not give its block back, so there is no reserve.
  */
 #include "pool.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "devinfo.h"
 #include "kdev.h"
+#include "log.h"
 #include "proto.h"
+
+/* A reserved block's writable mapping, held until its seal or discard. */
+struct kvc_kmap {
+	uint32_t index;
+	uint8_t *mem;
+};
 
 struct kvc_pool_kernel {
 	struct kvc_pool pool;
 	struct kvc_kdev kdev;
 	struct kvc_kevents *ev;		/* NULL: no events, polling only */
+	struct kvc_kmap *maps;
+	uint32_t nr_maps, cap_maps;
 };
 
 static struct kvc_pool_kernel *to_kernel(struct kvc_pool *p)
@@ -40,6 +56,10 @@ static void kernel_close(struct kvc_pool *p)
 	struct kvc_pool_kernel *k = to_kernel(p);
 
 	kvc_kevents_close(k->ev);
+	for (uint32_t i = 0; i < k->nr_maps; i++)
+		munmap(k->maps[i].mem, p->block_size);
+	free(k->maps);
+	/* The module frees reserved blocks with the file. */
 	kvc_kdev_close(&k->kdev);
 	free(k);
 }
@@ -118,11 +138,76 @@ static int kernel_write(struct kvc_pool *p, uint32_t ns, const void *payload,
 		return ret;
 	map = mmap(NULL, p->block_size, PROT_READ | PROT_WRITE, MAP_SHARED,
 		   k->kdev.fd, (off_t)((uint64_t)h->index * p->block_size));
-	if (map == MAP_FAILED)
-		return -errno;	/* unsealed: reclaimed at close */
-	memcpy(map, payload, len);
-	munmap(map, p->block_size);
-	return kvc_kdev_seal(&k->kdev, *h, len, key);
+	if (map == MAP_FAILED) {
+		ret = -errno;
+	} else {
+		memcpy(map, payload, len);
+		munmap(map, p->block_size);
+		ret = kvc_kdev_seal(&k->kdev, *h, len, key);
+	}
+	/* Unsealed: back now where the module can take it (else at close). */
+	if (ret)
+		kvc_kdev_discard(&k->kdev, *h);
+	return ret;
+}
+
+static int kernel_reserve(struct kvc_pool *p, uint32_t ns,
+			  struct kvcache_handle *h, uint8_t **mem)
+{
+	struct kvc_pool_kernel *k = to_kernel(p);
+	void *map;
+	int ret;
+
+	if (k->nr_maps == k->cap_maps) {
+		uint32_t cap = k->cap_maps ? 2 * k->cap_maps : 16;
+		struct kvc_kmap *m = realloc(k->maps, cap * sizeof(*m));
+
+		if (!m)
+			return -ENOMEM;
+		k->maps = m;
+		k->cap_maps = cap;
+	}
+	ret = kvc_kdev_alloc(&k->kdev, ns, h);
+	if (ret)
+		return ret;
+	map = mmap(NULL, p->block_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		   k->kdev.fd, (off_t)((uint64_t)h->index * p->block_size));
+	if (map == MAP_FAILED) {
+		ret = -errno;
+		kvc_kdev_discard(&k->kdev, *h);
+		return ret;
+	}
+	k->maps[k->nr_maps++] = (struct kvc_kmap){ h->index, map };
+	*mem = map;
+	return 0;
+}
+
+/* Unmap reserved block index, if it is one: true when it was. */
+static bool kernel_unmap_reserved(struct kvc_pool_kernel *k, uint32_t index)
+{
+	for (uint32_t i = 0; i < k->nr_maps; i++) {
+		if (k->maps[i].index != index)
+			continue;
+		munmap(k->maps[i].mem, k->pool.block_size);
+		k->maps[i] = k->maps[--k->nr_maps];
+		return true;
+	}
+	return false;
+}
+
+static void kernel_discard(struct kvc_pool *p, struct kvcache_handle h)
+{
+	struct kvc_pool_kernel *k = to_kernel(p);
+	int ret;
+
+	if (!kernel_unmap_reserved(k, h.index))
+		return;
+	/* Should not fail (it is our block, unmapped); if it does, the
+	 * module frees it with our file. */
+	ret = kvc_kdev_discard(&k->kdev, h);
+	if (ret)
+		kvc_warn("pool: DISCARD of block %" PRIu32 ": %s",
+			 h.index, strerror(-ret));
 }
 
 static int kernel_ns_create(struct kvc_pool *p, uint32_t ns, uint32_t uid,
@@ -149,12 +234,19 @@ static int kernel_alloc(struct kvc_pool *p, uint32_t client, uint32_t ns,
 	return -EOPNOTSUPP;	/* KVCACHE_IOC_ALLOC on the client's file */
 }
 
+/*
+ * The daemon's own reserved block, its read checked: unmapped, then
+ * sealed. A client seals with KVCACHE_IOC_SEAL on its own file.
+ */
 static int kernel_seal(struct kvc_pool *p, uint32_t client,
 		       struct kvcache_handle h, uint32_t payload_len,
 		       const uint8_t key[KVCACHE_KEY_SIZE])
 {
-	(void)p, (void)client, (void)h, (void)payload_len, (void)key;
-	return -EOPNOTSUPP;	/* KVCACHE_IOC_SEAL on the client's file */
+	struct kvc_pool_kernel *k = to_kernel(p);
+
+	if (client != KVC_POOL_SELF || !kernel_unmap_reserved(k, h.index))
+		return -EOPNOTSUPP;
+	return kvc_kdev_seal(&k->kdev, h, payload_len, key);
 }
 
 /* The client pins with its own file, where the kernel checks it. */
@@ -216,6 +308,8 @@ static const struct kvc_pool_ops kernel_ops = {
 	.evict		= kernel_evict,
 	.read		= kernel_read,
 	.write		= kernel_write,
+	.reserve	= kernel_reserve,
+	.discard	= kernel_discard,
 	.ns_create	= kernel_ns_create,
 	.ns_destroy	= kernel_ns_destroy,
 	.client_fd	= kernel_client_fd,
@@ -244,6 +338,7 @@ int kvc_pool_kernel_open(const char *device, struct kvc_pool **out)
 	k->pool.ops = &kernel_ops;
 	k->pool.block_size = k->kdev.info.block_size;
 	k->pool.nr_blocks = (uint32_t)k->kdev.info.nr_blocks;
+	k->pool.can_reserve = k->kdev.info.features & KVCACHE_FEAT_DISCARD;
 	/* Without the events the periodic check still runs. */
 	if (kvc_kevents_open(&k->ev))
 		k->ev = NULL;

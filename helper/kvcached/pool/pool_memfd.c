@@ -312,6 +312,7 @@ int kvc_pool_memfd_open(const struct kvc_pool_config *cfg,
 	}
 	m->pool.block_size = kvc_mpool_block_size(m->mp);
 	m->pool.nr_blocks = kvc_mpool_nr_blocks(m->mp);
+	m->pool.can_reserve = true;
 	/* Whether huge pages took is the first thing a slow store asks. */
 	kvc_info("memfd pool: %" PRIu32 " blocks of %" PRIu64 " bytes, %s pages, %s",
 		 m->pool.nr_blocks, m->pool.block_size,

@@ -117,8 +117,9 @@ bool tiers_is_fetching(const struct kvcd *d, uint32_t id)
  * A pool block for a read to fill in place, in the entry's namespace:
  * a free one, or one an eviction frees now (it must not wait: this may
  * run inside a reap). The slot + 1, or 0 when the read must go through
- * a staging slot instead: the kernel's pool (no reserve), no block to
- * be had without waiting, or no place left. Reads in place hold a
+ * a staging slot instead: a pool that cannot reserve (a kvcache.ko
+ * without KVCACHE_IOC_DISCARD), no block to be had without waiting, or
+ * no place left. Reads in place hold a
  * quarter of the pool at most, so that a small pool still has blocks
  * for the clients' ALLOCs while the tiers' queues are full.
  */
