@@ -14,7 +14,10 @@
  * Namespace 1 is created with kvcachectl (the one next to KVCACHED) as
  * root, otherwise seeded in the state directory's namespaces file. The
  * pools are plain 4 KiB shmem pages (hugetlb = no) so that every run
- * measures the same thing whatever huge pages the host has reserved.
+ * measures the same thing whatever huge pages the host has reserved;
+ * only the size section's *_huge_* rows ask for huge pages (hugetlb =
+ * yes), and only when the host has enough free (scripts/bench reserves
+ * them as root).
  *
  * Every figure is a ratio against a baseline measured in the same run,
  * interleaved with it, because the machine is shared and noisy. Each run
@@ -117,6 +120,12 @@
  *                           and faults in zeroed pages on its first write,
  *                           so this baseline pays what the pool pays.
  *   size_load_mbps_S        kvcache_load() against memcpy().
+ *   size_huge_store_mbps_S  size_store_mbps_S with the pool on 2 MiB huge
+ *   size_huge_load_mbps_S   pages: a daemon of its own per size, after
+ *                           the 4 KiB one, when /proc/meminfo says enough
+ *                           huge pages are free (else a note, no rows).
+ *                           A client's first write into a block maps a
+ *                           2 MiB page with one fault instead of 512.
  *
  * Usage: scale_bench [RUNS] [KVCACHED] [SECTION]
  *   RUNS      runs per figure, default 5
@@ -493,7 +502,7 @@ static void kvcd_namespace(void)
  * Start kvcached in memfd mode with a pool of pool_bytes in blocks of bs,
  * wait until it accepts, and give it namespace 1.
  */
-static void kvcd_start(uint64_t bs, uint64_t pool_bytes)
+static void kvcd_start_pages(uint64_t bs, uint64_t pool_bytes, bool huge)
 {
 	char conf[128], state[128], log[128];
 	pid_t parent = getpid();
@@ -513,8 +522,9 @@ static void kvcd_start(uint64_t bs, uint64_t pool_bytes)
 		fail("%s: %s", conf, strerror(errno));
 	fprintf(f, "[daemon]\nmetrics = off\nlog_level = warn\n"
 		   "[pool]\nmemfd_size = %llu\nblock_size = %llu\n"
-		   "hugetlb = no\nmlock = yes\n",
-		(unsigned long long)pool_bytes, (unsigned long long)bs);
+		   "hugetlb = %s\nmlock = yes\n",
+		(unsigned long long)pool_bytes, (unsigned long long)bs,
+		huge ? "yes" : "no");
 	if (fclose(f))
 		fail("%s: %s", conf, strerror(errno));
 	if (geteuid()) {
@@ -620,6 +630,11 @@ static void store_all(struct kvcache_namespace *ns, const uint8_t *keys,
 	if (ret != (int)n)
 		kvcd_fail("kvcache_store of %zu blocks: %d (%s)", n, ret,
 			  ret < 0 ? kvcache_strerror(ret) : "short");
+}
+
+static void kvcd_start(uint64_t bs, uint64_t pool_bytes)
+{
+	kvcd_start_pages(bs, pool_bytes, false);
 }
 
 /* Pool bytes for `blocks` stored blocks of bs, below the watermark. */
@@ -1376,7 +1391,32 @@ struct size_bufs {
 	int fresh_fd;
 };
 
-static void size_one(int runs, uint64_t bs, struct size_bufs *b)
+/* Bytes of free huge pages, from /proc/meminfo (0 when none). */
+static uint64_t huge_free_bytes(void)
+{
+	unsigned long long nfree = 0, kb = 0;
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[128];
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		sscanf(line, "HugePages_Free: %llu", &nfree);
+		sscanf(line, "Hugepagesize: %llu kB", &kb);
+	}
+	fclose(f);
+	return (uint64_t)nfree * kb * 1024;
+}
+
+/* A size run's pool: every run's chain and the warm-up's (no eviction). */
+static uint64_t size_pool(int runs, uint64_t bs, bool huge)
+{
+	uint64_t bytes = pool_for((uint64_t)(runs + 1) * (SZ_BYTES / bs), bs);
+
+	return huge ? (bytes + 2 * MiB - 1) / (2 * MiB) * (2 * MiB) : bytes;
+}
+
+static void size_one(int runs, uint64_t bs, struct size_bufs *b, bool huge)
 {
 	const size_t nblk = SZ_BYTES / bs;
 	const size_t bytes = nblk * bs;
@@ -1389,8 +1429,7 @@ static void size_one(int runs, uint64_t bs, struct size_bufs *b)
 	size_label(label, sizeof(label), bs);
 	if (!keys)
 		fail("no memory for keys");
-	/* Every run's chain and the warm-up's stay: nothing is evicted. */
-	kvcd_start(bs, pool_for((uint64_t)(runs + 1) * nblk, bs));
+	kvcd_start_pages(bs, size_pool(runs, bs, huge), huge);
 	c = client_open(1);
 	ns = ns_open(c, bs);
 	chain_keys(5, 0, nblk, keys);
@@ -1432,11 +1471,12 @@ static void size_one(int runs, uint64_t bs, struct size_bufs *b)
 			memcpy(b->pdst, b->psrc, bytes);
 			mc2 += now_ns() - t;
 		}
-		row("size_store_mbps", label, run, mbps(bytes, st),
-		    mbps(bytes, mc));
-		row("size_store_fault_mbps", label, run, mbps(bytes, st),
-		    mbps(bytes, fr));
-		row("size_load_mbps", label, run,
+		row(huge ? "size_huge_store_mbps" : "size_store_mbps", label,
+		    run, mbps(bytes, st), mbps(bytes, mc));
+		if (!huge)
+			row("size_store_fault_mbps", label, run,
+			    mbps(bytes, st), mbps(bytes, fr));
+		row(huge ? "size_huge_load_mbps" : "size_load_mbps", label, run,
 		    mbps(bytes * SZ_LOAD_REPS, ld),
 		    mbps(bytes * SZ_LOAD_REPS, mc2));
 	}
@@ -1466,8 +1506,21 @@ static void section_size(int runs)
 		       b.fresh_fd, 0);
 	if (b.fresh == MAP_FAILED)
 		fail("mmap of the memfd: %s", strerror(errno));
-	for (size_t s = 0; s < ARRAY_SIZE(sz_sizes); s++)
-		size_one(runs, sz_sizes[s], &b);
+	for (size_t s = 0; s < ARRAY_SIZE(sz_sizes); s++) {
+		uint64_t want = size_pool(runs, sz_sizes[s], true);
+
+		size_one(runs, sz_sizes[s], &b, false);
+		if (huge_free_bytes() >= want)
+			size_one(runs, sz_sizes[s], &b, true);
+		else
+			fprintf(stderr, "# size: no huge-page rows at %llu KiB "
+				"blocks: %llu MiB of huge pages free, the pool "
+				"needs %llu (scripts/bench reserves them as "
+				"root)\n",
+				(unsigned long long)(sz_sizes[s] >> 10),
+				(unsigned long long)(huge_free_bytes() / MiB),
+				(unsigned long long)(want / MiB));
+	}
 	munmap(b.fresh, SZ_BYTES);
 	close(b.fresh_fd);
 	munmap(b.src, SZ_BYTES);

@@ -11,11 +11,12 @@
  * is on, link to the final name, fsync of the directory). Promote: the N
  * blocks read back through kvc_tio_read_into/_reap straight into their
  * destination blocks (open, one read of header and payload, CRC32C check
- * in place), as kvcached promotes into its memfd pool; page cache dropped
- * first. promote_staged reads through kvc_tio_read instead (the whole
- * file into a staging slot, checked there) and copies the payload out,
- * as kvcached does into kvcache.ko's pool, and as every promote did
- * before the reads went in place.
+ * in place), as kvcached promotes into its pool (either mode); page cache
+ * dropped first. promote_staged reads through kvc_tio_read instead (the
+ * whole file into a staging slot, checked there) and copies the payload
+ * out, as kvcached does when it cannot reserve a block at once (or on a
+ * kvcache.ko without DISCARD), and as every promote did before the reads
+ * went in place.
  *
  * Baselines, each one fio process run next to ours in the same run (ours
  * first in even runs, last in odd ones):
