@@ -236,17 +236,23 @@ static int kernel_alloc(struct kvc_pool *p, uint32_t client, uint32_t ns,
 
 /*
  * The daemon's own reserved block, its read checked: unmapped, then
- * sealed. A client seals with KVCACHE_IOC_SEAL on its own file.
+ * sealed; a seal that fails gives the block back at once (the caller's
+ * discard then finds no mapping and does nothing). A client seals with
+ * KVCACHE_IOC_SEAL on its own file.
  */
 static int kernel_seal(struct kvc_pool *p, uint32_t client,
 		       struct kvcache_handle h, uint32_t payload_len,
 		       const uint8_t key[KVCACHE_KEY_SIZE])
 {
 	struct kvc_pool_kernel *k = to_kernel(p);
+	int ret;
 
 	if (client != KVC_POOL_SELF || !kernel_unmap_reserved(k, h.index))
 		return -EOPNOTSUPP;
-	return kvc_kdev_seal(&k->kdev, h, payload_len, key);
+	ret = kvc_kdev_seal(&k->kdev, h, payload_len, key);
+	if (ret)
+		kvc_kdev_discard(&k->kdev, h);
+	return ret;
 }
 
 /* The client pins with its own file, where the kernel checks it. */
