@@ -14,11 +14,12 @@
  * it too, on nodes that share g4 over NFS: put stores chains FIRST to
  * FIRST+N-1 and waits until every block is on g4 (WAIT_S seconds at
  * most, 120 when not given: a batch that is only reported, not
- * required whole, need not wait long); get waits until this
- * node finds them (its rescans of g4 find what another node published)
- * and loads each byte-exact.
+ * required whole, need not wait long; or until the daemon's counter
+ * STAT is above zero, when that is what the step waits for); get waits
+ * until this node finds them (its rescans of g4 find what another node
+ * published) and loads each byte-exact.
  *
- *   vm-crash-tool put SOCKET FIRST N [WAIT_S]
+ *   vm-crash-tool put SOCKET FIRST N [WAIT_S [STAT]]
  *   vm-crash-tool get SOCKET FIRST N
  *
  * and, for its failures (a cut link, a restarted server, files another
@@ -593,15 +594,18 @@ static int chain_in(struct kvcc *c, uint32_t chain, uint32_t tiers)
 
 /*
  * Wait until every chain first.. is whole in tiers, wait_s seconds at
- * most; how many are not.
+ * most, or until the daemon's counter until (when not NULL) is above
+ * zero; how many are not whole.
  */
 static int wait_chains(struct kvcc *c, uint32_t first, uint32_t n,
-		       uint32_t tiers, double wait_s)
+		       uint32_t tiers, double wait_s, const char *until)
 {
 	int left = (int)n;
 
 	for (double end = now_s() + wait_s; left && now_s() < end;
 	     msleep(200)) {
+		if (until && kvcc_stat1(c, until))
+			break;
 		left = 0;
 		for (uint32_t i = 0; i < n; i++) {
 			int k = chain_in(c, first + i, tiers);
@@ -640,7 +644,7 @@ static int load_chain(struct kvcc *c, int dev, uint32_t chain,
 }
 
 static int do_put(const char *sock, uint32_t first, uint32_t n,
-		  double wait_s)
+		  double wait_s, const char *until)
 {
 	double t0 = now_s();
 	struct kvcc c;
@@ -658,7 +662,7 @@ static int do_put(const char *sock, uint32_t first, uint32_t n,
 			return 1;
 		}
 	}
-	left = wait_chains(&c, first, n, KVC_PROTO_TIER_G4, wait_s);
+	left = wait_chains(&c, first, n, KVC_PROTO_TIER_G4, wait_s, until);
 	printf("# %u chains stored, %d not whole on g4 after %.1f s; g4_spills %llu, g4_spill_errors %llu, g4_spill_exists %llu, spill_retries %llu, through_dropped %llu, spill_deferred %llu, g4_evictions %llu, g4_lease_skips %llu\n",
 	       n, left, now_s() - t0,
 	       (unsigned long long)kvcc_stat1(&c, "g4_spills"),
@@ -684,7 +688,8 @@ static int do_get(const char *sock, uint32_t first, uint32_t n)
 
 	if (setup(&c, sock, &dev))
 		return 1;
-	left = wait_chains(&c, first, n, KVC_PROTO_TIERS_ALL, CLUSTER_WAIT_S);
+	left = wait_chains(&c, first, n, KVC_PROTO_TIERS_ALL, CLUSTER_WAIT_S,
+			   NULL);
 	printf("# %d of %u chains not found after %.1f s; g4_found %llu\n",
 	       left, n, now_s() - t0,
 	       (unsigned long long)kvcc_stat1(&c, "g4_found"));
@@ -754,7 +759,8 @@ static int do_find(const char *sock, uint32_t first, uint32_t n)
 
 	if (setup(&c, sock, &dev))
 		return 1;
-	left = wait_chains(&c, first, n, KVC_PROTO_TIER_G4, CLUSTER_WAIT_S);
+	left = wait_chains(&c, first, n, KVC_PROTO_TIER_G4, CLUSTER_WAIT_S,
+			   NULL);
 	printf("# %d of %u chains not whole on g4 after %.1f s\n", left, n,
 	       now_s() - t0);
 	printf("RESULT find %s\n", left ? "fail" : "ok");
@@ -1002,11 +1008,11 @@ int main(int argc, char **argv)
 		return do_deny(argv[2], (uint32_t)strtoul(argv[3], NULL, 0),
 			       (uint32_t)strtoul(argv[4], NULL, 0),
 			       (uid_t)strtoul(argv[5], NULL, 0), argv[6]);
-	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "put"))
+	if (argc >= 5 && argc <= 7 && !strcmp(argv[1], "put"))
 		return do_put(argv[2], (uint32_t)strtoul(argv[3], NULL, 0),
 			      (uint32_t)strtoul(argv[4], NULL, 0),
-			      argc == 6 ? strtod(argv[5], NULL) :
-			      CLUSTER_WAIT_S);
+			      argc >= 6 ? strtod(argv[5], NULL) :
+			      CLUSTER_WAIT_S, argc == 7 ? argv[6] : NULL);
 	if (argc == 5 && !strcmp(argv[1], "get"))
 		return do_get(argv[2], (uint32_t)strtoul(argv[3], NULL, 0),
 			      (uint32_t)strtoul(argv[4], NULL, 0));
@@ -1035,7 +1041,7 @@ usage:
 		"usage: vm-crash-tool store SOCKET LOG MARKER FIRST_CHAIN [g4]\n"
 		"       vm-crash-tool verify SOCKET LOG DIR|- [g4]\n"
 		"       vm-crash-tool deny SOCKET FIRST N UID G4_DIR\n"
-		"       vm-crash-tool put SOCKET FIRST N [WAIT_S]\n"
+		"       vm-crash-tool put SOCKET FIRST N [WAIT_S [STAT]]\n"
 		"       vm-crash-tool get SOCKET FIRST N\n"
 		"       vm-crash-tool flush SOCKET\n"
 		"       vm-crash-tool settle SOCKET\n"
