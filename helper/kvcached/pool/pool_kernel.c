@@ -125,6 +125,29 @@ static int kernel_read(struct kvc_pool *p, struct kvcache_handle h, void *dst,
 	return ret;
 }
 
+/*
+ * A new writable block of namespace ns, mapped writable: the mapping, or
+ * NULL with *ret set (a block whose mapping failed is given back).
+ */
+static void *kernel_map_new(struct kvc_pool_kernel *k, uint32_t ns,
+			    struct kvcache_handle *h, int *ret)
+{
+	uint64_t bs = k->pool.block_size;
+	void *map;
+
+	*ret = kvc_kdev_alloc(&k->kdev, ns, h);
+	if (*ret)
+		return NULL;
+	map = mmap(NULL, bs, PROT_READ | PROT_WRITE, MAP_SHARED, k->kdev.fd,
+		   (off_t)((uint64_t)h->index * bs));
+	if (map == MAP_FAILED) {
+		*ret = -errno;
+		kvc_kdev_discard(&k->kdev, *h);
+		return NULL;
+	}
+	return map;
+}
+
 static int kernel_write(struct kvc_pool *p, uint32_t ns, const void *payload,
 			uint32_t len, const uint8_t key[KVCACHE_KEY_SIZE],
 			struct kvcache_handle *h)
@@ -133,18 +156,12 @@ static int kernel_write(struct kvc_pool *p, uint32_t ns, const void *payload,
 	void *map;
 	int ret;
 
-	ret = kvc_kdev_alloc(&k->kdev, ns, h);
-	if (ret)
+	map = kernel_map_new(k, ns, h, &ret);
+	if (!map)
 		return ret;
-	map = mmap(NULL, p->block_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-		   k->kdev.fd, (off_t)((uint64_t)h->index * p->block_size));
-	if (map == MAP_FAILED) {
-		ret = -errno;
-	} else {
-		memcpy(map, payload, len);
-		munmap(map, p->block_size);
-		ret = kvc_kdev_seal(&k->kdev, *h, len, key);
-	}
+	memcpy(map, payload, len);
+	munmap(map, p->block_size);
+	ret = kvc_kdev_seal(&k->kdev, *h, len, key);
 	/* Unsealed: back now where the module can take it (else at close). */
 	if (ret)
 		kvc_kdev_discard(&k->kdev, *h);
@@ -167,16 +184,9 @@ static int kernel_reserve(struct kvc_pool *p, uint32_t ns,
 		k->maps = m;
 		k->cap_maps = cap;
 	}
-	ret = kvc_kdev_alloc(&k->kdev, ns, h);
-	if (ret)
+	map = kernel_map_new(k, ns, h, &ret);
+	if (!map)
 		return ret;
-	map = mmap(NULL, p->block_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-		   k->kdev.fd, (off_t)((uint64_t)h->index * p->block_size));
-	if (map == MAP_FAILED) {
-		ret = -errno;
-		kvc_kdev_discard(&k->kdev, *h);
-		return ret;
-	}
 	k->maps[k->nr_maps++] = (struct kvc_kmap){ h->index, map };
 	*mem = map;
 	return 0;
