@@ -27,7 +27,7 @@ struct kvc_fastidx_hdr {
 };
 
 struct kvc_fastidx_desc {
-	uint64_t seq;		/* even: published */
+	uint64_t seq;		/* even and not 0: published */
 	uint32_t ns;
 	uint32_t gen;
 	uint8_t key[KVCACHE_KEY_SIZE];
@@ -139,8 +139,11 @@ int kvc_fastidx_create(uint32_t nr_blocks, struct kvc_fastidx **out)
 		ret = -errno;
 		goto fail;
 	}
-	for (uint32_t i = 0; i < nr_blocks; i++)
-		desc(f, i)->seq = 1;
+	/*
+	 * Descriptors start at sequence 0, never published (see
+	 * fastidx.h): no page of them is touched until a block is, so a
+	 * segment per namespace costs only the pages its blocks use.
+	 */
 	hdr(f)->magic = KVC_FASTIDX_MAGIC;
 	hdr(f)->version = KVC_FASTIDX_VERSION;
 	hdr(f)->nr_blocks = nr_blocks;
@@ -176,7 +179,7 @@ void kvc_fastidx_unpublish(struct kvc_fastidx *f, uint32_t index)
 	if (index >= f->nr_blocks)
 		return;
 	d = desc(f, index);
-	if (d->seq & 1)
+	if (d->seq & 1 || !d->seq)
 		return;
 	hash = key_hash(d->ns, d->key);
 	b = bucket(f, hash);
@@ -204,6 +207,9 @@ void kvc_fastidx_publish(struct kvc_fastidx *f, struct kvcache_handle h,
 		return;
 	kvc_fastidx_unpublish(f, h.index);
 	d = desc(f, h.index);
+	/* Never published: odd (1) while the fields are written. */
+	if (!d->seq)
+		__atomic_store_n(&d->seq, 1, __ATOMIC_SEQ_CST);
 	d->ns = ns;
 	d->gen = h.gen;
 	memcpy(d->key, key, KVCACHE_KEY_SIZE);
@@ -232,7 +238,7 @@ void kvc_fastidx_set_tiers(struct kvc_fastidx *f, uint32_t index,
 	if (index >= f->nr_blocks)
 		return;
 	d = desc(f, index);
-	if (d->seq & 1 || d->tiers == tiers)
+	if (d->seq & 1 || !d->seq || d->tiers == tiers)
 		return;
 	/* Odd while it changes: a reader that saw the old tiers retries. */
 	__atomic_store_n(&d->seq, d->seq + 1, __ATOMIC_SEQ_CST);
@@ -313,7 +319,7 @@ bool kvc_fastidx_find(const struct kvc_fastidx *f, uint32_t ns,
 			continue;
 		d = desc(f, index);
 		s = __atomic_load_n(&d->seq, __ATOMIC_ACQUIRE);
-		if (s & 1 || d->ns != ns ||
+		if (s & 1 || !s || d->ns != ns ||
 		    memcmp(d->key, key, KVCACHE_KEY_SIZE))
 			continue;
 		if ((flags & KVC_FASTIDX_CHAIN) && !chain_ok(d, parent))
@@ -328,6 +334,11 @@ bool kvc_fastidx_find(const struct kvc_fastidx *f, uint32_t ns,
 		return true;
 	}
 	return false;
+}
+
+bool kvc_fastidx_retired(const struct kvc_fastidx *f)
+{
+	return __atomic_load_n(&hdr(f)->retired, __ATOMIC_ACQUIRE);
 }
 
 bool kvc_fastidx_still(const struct kvc_fastidx *f, uint32_t index,

@@ -16,8 +16,11 @@
  *            published with
  *   buckets  nr_buckets of 8 slots (one cache line): tag << 32 | index + 1
  *
- * A descriptor's sequence is odd while the block is not published and
- * even while it is; it only grows. The daemon (one thread) publishes a
+ * A descriptor's sequence is 0 until its block is first published, then
+ * odd while the block is not published and even (never 0) while it is;
+ * it only grows. (0 lets a new segment leave its descriptor pages
+ * untouched: a segment per namespace uses memory only where that
+ * namespace's blocks are.) The daemon (one thread) publishes a
  * block by writing the fields and then the even sequence (release), and
  * takes it back by clearing its slot and storing the odd sequence before
  * the block can be freed, zeroed or handed to a writer. A reader finds a
@@ -104,6 +107,8 @@ bool kvc_fastidx_find(const struct kvc_fastidx *f, uint32_t ns,
 		      const uint8_t key[KVCACHE_KEY_SIZE],
 		      const uint8_t *parent, unsigned int flags,
 		      struct kvc_fastidx_hit *hit);
+/* Whether the daemon behind the segment has retired it (it is going). */
+bool kvc_fastidx_retired(const struct kvc_fastidx *f);
 /*
  * After reading block index: true when it was published all along under
  * sequence seq, so what was read is its bytes.

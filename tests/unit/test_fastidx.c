@@ -4,11 +4,12 @@
  * memfd mode's clients search without a round trip: what a reader finds
  * after publish, move, take-back and retire; that a sequence read before
  * a take-back fails its check after; that clients cannot write the
- * segment; that a reader refuses a segment of another geometry; and a
- * full bucket.
+ * segment; that a reader refuses a segment of another geometry; a full
+ * bucket; and that a new segment leaves its descriptor pages untouched.
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -82,7 +83,9 @@ static void publish_find_take_back(void)
 
 	/* A daemon going away: nothing is valid any more. */
 	TAP_CHECK(find(r, 3, k2, &seq));
+	TAP_CHECK(!kvc_fastidx_retired(r));
 	kvc_fastidx_retire(w);
+	TAP_CHECK(kvc_fastidx_retired(r));
 	TAP_CHECK(!kvc_fastidx_still(r, 5, seq));
 	TAP_CHECK(!find(r, 3, k2, &seq));
 	kvc_fastidx_detach(r);
@@ -182,11 +185,66 @@ static void a_full_bucket_leaves_blocks_to_the_daemon(void)
 	kvc_fastidx_destroy(w);
 }
 
+/* Resident pages of the segment behind reader r (mincore on its view). */
+static size_t resident_pages(const struct kvc_fastidx *r)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t n = (r->len + page - 1) / page, got = 0;
+	unsigned char *vec = calloc(n, 1);
+
+	if (!vec || mincore(r->map, r->len, vec)) {
+		free(vec);
+		return (size_t)-1;
+	}
+	for (size_t i = 0; i < n; i++)
+		got += vec[i] & 1;
+	free(vec);
+	return got;
+}
+
+/*
+ * kvcached keeps one segment per namespace in kernel mode: a new one
+ * must not fill its descriptors (64 MiB for a million blocks) before
+ * any block is published, and a block first published, taken back and
+ * published again must behave as in a segment that started filled.
+ */
+static void a_new_segment_touches_only_what_it_publishes(void)
+{
+	const uint32_t big = 1u << 20;
+	struct kvc_fastidx *w = NULL, *r = NULL;
+	uint8_t k[KVCACHE_KEY_SIZE];
+	uint64_t seq;
+
+	key_of(k, 9);
+	TAP_CHECK(kvc_fastidx_create(big, &w) == 0);
+	TAP_CHECK(kvc_fastidx_attach(w->fd, big, &r) == 0);
+	TAP_EXPECT_EQ(resident_pages(r), 1);	/* the header */
+	kvc_fastidx_publish(w, (struct kvcache_handle){ big - 1, 5 }, 4, k,
+			    NULL, 1);
+	TAP_CHECK(found(r, 4, k, big - 1, 5));
+	/* The header, one descriptor page and one bucket page. */
+	TAP_EXPECT_EQ(resident_pages(r), 3);
+	TAP_CHECK(find(r, 4, k, &seq));
+	kvc_fastidx_unpublish(w, big - 1);
+	TAP_CHECK(!kvc_fastidx_still(r, big - 1, seq));
+	TAP_CHECK(!find(r, 4, k, &seq));
+	/* Never published: taking it back or setting tiers does nothing. */
+	kvc_fastidx_unpublish(w, 3);
+	kvc_fastidx_set_tiers(w, 3, 7);
+	TAP_CHECK(!find(r, 4, k, &seq));
+	kvc_fastidx_publish(w, (struct kvcache_handle){ big - 1, 6 }, 4, k,
+			    NULL, 1);
+	TAP_CHECK(found(r, 4, k, big - 1, 6));
+	kvc_fastidx_detach(r);
+	kvc_fastidx_destroy(w);
+}
+
 int main(void)
 {
 	TAP_RUN(publish_find_take_back);
 	TAP_RUN(chains_and_tiers);
 	TAP_RUN(clients_cannot_write_it);
 	TAP_RUN(a_full_bucket_leaves_blocks_to_the_daemon);
+	TAP_RUN(a_new_segment_touches_only_what_it_publishes);
 	return tap_done();
 }
