@@ -36,6 +36,7 @@
 #define NS_LIST_FIXED		8	/* count, next */
 #define NS_ENTRY		24	/* NS_LIST reply entry */
 #define NS_SALT_SIZE		40	/* ns_id, flags, salt: request and reply */
+#define FAST_NS_SIZE		8	/* ns_id, reserved */
 
 _Static_assert(KVC_PROTO_MAX_STORE ==
 	       (KVC_PROTO_MSG_MAX - KVC_PROTO_HDR_SIZE - STORE_FIXED) /
@@ -701,6 +702,18 @@ static int ns_salt_ok(const struct kvc_ns_salt *s)
 	       ((s->flags & KVC_PROTO_NS_SALT_SET) || salt_is_zero(s->salt));
 }
 
+static int decode_fast_ns(struct kvc_msg *m, const uint8_t *b, size_t blen)
+{
+	if (blen != FAST_NS_SIZE)
+		return fail(m, -EBADMSG, "FAST_NS body is not 8 bytes");
+	m->fast_ns.ns_id = get32(b);
+	if (!ns_ok(m->fast_ns.ns_id))
+		return fail(m, -EINVAL, "namespace id out of range");
+	if (get32(b + 4))
+		return fail(m, -EINVAL, "reserved field is not zero");
+	return 0;
+}
+
 static int decode_ns_salt(struct kvc_msg *m, const uint8_t *b, size_t blen)
 {
 	struct kvc_ns_salt *s = &m->ns_salt;
@@ -849,6 +862,10 @@ int kvc_proto_decode(const void *buf, size_t len, struct kvc_msg *out)
 	    out->version < KVC_PROTO_VERSION_FAST)
 		return fail(out, -EOPNOTSUPP,
 			    "message type not in this protocol version");
+	if ((out->type & ~KVC_MSG_REPLY) == KVC_MSG_FAST_NS &&
+	    out->version < KVC_PROTO_VERSION_FAST_NS)
+		return fail(out, -EOPNOTSUPP,
+			    "message type not in this protocol version");
 	switch (out->type) {
 	case KVC_MSG_HELLO:
 		return decode_hello(out, body, blen);
@@ -912,6 +929,12 @@ int kvc_proto_decode(const void *buf, size_t len, struct kvc_msg *out)
 		if (blen)
 			return fail(out, -EBADMSG,
 				    "FAST_MAP reply has no body");
+		return 0;
+	case KVC_MSG_FAST_NS:
+		return decode_fast_ns(out, body, blen);
+	case KVC_MSG_FAST_NS_REPLY:
+		if (blen)
+			return fail(out, -EBADMSG, "FAST_NS reply has no body");
 		return 0;
 	case KVC_MSG_TOUCH:
 		return decode_touch(out, body, blen);
@@ -1356,6 +1379,35 @@ int kvc_proto_encode_fast_map_reply(void *buf, size_t size, uint32_t seq)
 	return KVC_PROTO_HDR_SIZE;
 }
 
+int kvc_proto_encode_fast_ns(void *buf, size_t size, uint32_t seq,
+			     uint32_t ns_id)
+{
+	const size_t total = KVC_PROTO_HDR_SIZE + FAST_NS_SIZE;
+	uint8_t *b = (uint8_t *)buf + KVC_PROTO_HDR_SIZE;
+	int ret;
+
+	if (!ns_ok(ns_id))
+		return -EINVAL;
+	ret = begin(buf, size, total, KVC_MSG_FAST_NS, seq);
+	if (ret)
+		return ret;
+	put16((uint8_t *)buf + 4, KVC_PROTO_VERSION_FAST_NS);
+	put32(b, ns_id);
+	put32(b + 4, 0);
+	return (int)total;
+}
+
+int kvc_proto_encode_fast_ns_reply(void *buf, size_t size, uint32_t seq)
+{
+	int ret = begin(buf, size, KVC_PROTO_HDR_SIZE, KVC_MSG_FAST_NS_REPLY,
+			seq);
+
+	if (ret)
+		return ret;
+	put16((uint8_t *)buf + 4, KVC_PROTO_VERSION_FAST_NS);
+	return KVC_PROTO_HDR_SIZE;
+}
+
 int kvc_proto_encode_release_reply(void *buf, size_t size, uint32_t seq,
 				   const int32_t *status, uint32_t count)
 {
@@ -1708,5 +1760,5 @@ int kvc_proto_choose_version(uint16_t min, uint16_t max)
 
 int kvc_proto_is_request(uint16_t type)
 {
-	return type >= KVC_MSG_HELLO && type <= KVC_MSG_TOUCH;
+	return type >= KVC_MSG_HELLO && type <= KVC_MSG_FAST_NS;
 }

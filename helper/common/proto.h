@@ -32,14 +32,16 @@
  * with a SEAL entry 3 (the first version that has them); a peer that
  * negotiated more restamps the rest with kvc_proto_set_version().
  * Version 4 adds FAST_MAP and TOUCH (memfd mode's fast path), written
- * with version 4.
+ * with version 4. Version 5 adds FAST_NS (kernel mode's fast path: one
+ * namespace's segment), written with version 5.
  */
 #define KVC_PROTO_VERSION_MIN	1
-#define KVC_PROTO_VERSION_MAX	4
+#define KVC_PROTO_VERSION_MAX	5
 #define KVC_PROTO_VERSION	1	/* what most encoders write */
 #define KVC_PROTO_VERSION_NS_SALT 2	/* the first version with NS_SALT */
 #define KVC_PROTO_VERSION_STORE_SEAL 3	/* the first with STORE's SEAL */
 #define KVC_PROTO_VERSION_FAST	4	/* the first with FAST_MAP, TOUCH */
+#define KVC_PROTO_VERSION_FAST_NS 5	/* the first with FAST_NS */
 
 #define KVC_PROTO_HDR_SIZE	24
 /* Bytes in one message (one datagram), header included. */
@@ -82,6 +84,7 @@
 #define KVC_MSG_NS_SALT		0x000D	/* version 2 on */
 #define KVC_MSG_FAST_MAP	0x000E	/* version 4 on, memfd mode */
 #define KVC_MSG_TOUCH		0x000F	/* version 4 on: never answered */
+#define KVC_MSG_FAST_NS		0x0010	/* version 5 on, kernel mode */
 #define KVC_MSG_HELLO_REPLY	(KVC_MSG_HELLO | KVC_MSG_REPLY)
 #define KVC_MSG_LOOKUP_REPLY	(KVC_MSG_LOOKUP | KVC_MSG_REPLY)
 #define KVC_MSG_STORE_REPLY	(KVC_MSG_STORE | KVC_MSG_REPLY)
@@ -96,6 +99,7 @@
 #define KVC_MSG_NS_LIST_REPLY	(KVC_MSG_NS_LIST | KVC_MSG_REPLY)
 #define KVC_MSG_NS_SALT_REPLY	(KVC_MSG_NS_SALT | KVC_MSG_REPLY)
 #define KVC_MSG_FAST_MAP_REPLY	(KVC_MSG_FAST_MAP | KVC_MSG_REPLY)
+#define KVC_MSG_FAST_NS_REPLY	(KVC_MSG_FAST_NS | KVC_MSG_REPLY)
 #define KVC_MSG_ERROR		0x8000	/* a reply to any request */
 
 /*
@@ -372,6 +376,11 @@ struct kvc_ns_salt {
 	uint8_t salt[KVC_PROTO_SALT_SIZE];	/* zero unless SET */
 };
 
+/* FAST_NS: the fast index of one namespace (its reply has no body). */
+struct kvc_fast_ns {
+	uint32_t ns_id;		/* 1..KVCACHE_NS_MAX */
+};
+
 struct kvc_ns_salt_reply {
 	uint32_t ns_id;		/* 1..KVCACHE_NS_MAX */
 	uint8_t salt[KVC_PROTO_SALT_SIZE];
@@ -423,7 +432,8 @@ struct kvc_msg {
 		struct kvc_load_reply load_reply;
 		struct kvc_release release;
 		struct kvc_status_list release_reply;
-		/* FAST_MAP and its reply have no body */
+		/* FAST_MAP and its reply have no body, nor FAST_NS's reply */
+		struct kvc_fast_ns fast_ns;
 		struct kvc_touch touch;
 		/* STATS requests have no body */
 		struct kvc_stats_reply stats_reply;
@@ -542,6 +552,10 @@ int kvc_proto_encode_stats(void *buf, size_t size, uint32_t seq);
  */
 int kvc_proto_encode_fast_map(void *buf, size_t size, uint32_t seq);
 int kvc_proto_encode_fast_map_reply(void *buf, size_t size, uint32_t seq);
+/* FAST_NS and its reply (the segment comes with it), version 5. */
+int kvc_proto_encode_fast_ns(void *buf, size_t size, uint32_t seq,
+			     uint32_t ns_id);
+int kvc_proto_encode_fast_ns_reply(void *buf, size_t size, uint32_t seq);
 int kvc_proto_encode_touch(void *buf, size_t size, uint32_t seq,
 			   const struct kvc_touch *t,
 			   const struct kvcache_handle *h);

@@ -343,6 +343,21 @@ static int re_fast_map_reply(const struct kvc_msg *m, uint8_t *buf,
 	return kvc_proto_encode_fast_map_reply(buf, size, m->seq);
 }
 
+static int re_fast_ns(const struct kvc_msg *m, uint8_t *buf, size_t size)
+{
+	FUZZ_CHECK(body_len() == 8 &&
+		   m->version >= KVC_PROTO_VERSION_FAST_NS);
+	return kvc_proto_encode_fast_ns(buf, size, m->seq, m->fast_ns.ns_id);
+}
+
+static int re_fast_ns_reply(const struct kvc_msg *m, uint8_t *buf,
+			    size_t size)
+{
+	FUZZ_CHECK(body_len() == 0 &&
+		   m->version >= KVC_PROTO_VERSION_FAST_NS);
+	return kvc_proto_encode_fast_ns_reply(buf, size, m->seq);
+}
+
 static int re_stats(const struct kvc_msg *m, uint8_t *buf, size_t size)
 {
 	FUZZ_CHECK(body_len() == 0);
@@ -566,6 +581,8 @@ static const struct {
 	{ KVC_MSG_FAST_MAP, re_fast_map },
 	{ KVC_MSG_FAST_MAP_REPLY, re_fast_map_reply },
 	{ KVC_MSG_TOUCH, re_touch },
+	{ KVC_MSG_FAST_NS, re_fast_ns },
+	{ KVC_MSG_FAST_NS_REPLY, re_fast_ns_reply },
 	{ KVC_MSG_ERROR, re_error },
 };
 
@@ -857,11 +874,14 @@ static uint32_t take_count(uint32_t max)
 	return take16() % (max + 2);
 }
 
+/* gen_message()'s cases, one per type of gen_types[]. */
+#define NR_GEN	32
+
 static int gen_message(uint8_t which, uint32_t seq, char *errmsg)
 {
 	uint32_t count, ns, a, b;
 
-	switch (which % 30) {
+	switch (which % NR_GEN) {
 	case 0: {
 		struct kvc_hello h;
 
@@ -914,15 +934,15 @@ static int gen_message(uint8_t which, uint32_t seq, char *errmsg)
 		count = take_count(BATCH);
 		for (uint32_t i = 0; i < count && i < BATCH; i++)
 			status_e[i] = (int32_t)take32();
-		if (which % 30 == 5)
+		if (which % NR_GEN == 5)
 			return kvc_proto_encode_store_reply(gen, sizeof(gen),
 							    seq, status_e,
 							    count);
-		if (which % 30 == 6)
+		if (which % NR_GEN == 6)
 			return kvc_proto_encode_release_reply(gen, sizeof(gen),
 							      seq, status_e,
 							      count);
-		if (which % 30 == 7)
+		if (which % NR_GEN == 7)
 			return kvc_proto_encode_seal_reply(gen, sizeof(gen),
 							   seq, status_e,
 							   count);
@@ -932,7 +952,7 @@ static int gen_message(uint8_t which, uint32_t seq, char *errmsg)
 		ns = take32();
 		count = take_count(BATCH);
 		take(keys_arg, (size_t)(count < BATCH ? count : BATCH) * KEY);
-		if (which % 30 == 9)
+		if (which % NR_GEN == 9)
 			return kvc_proto_encode_load(gen, sizeof(gen), seq, ns,
 						     keys_arg, count);
 		return kvc_proto_encode_evict(gen, sizeof(gen), seq, ns,
@@ -949,7 +969,7 @@ static int gen_message(uint8_t which, uint32_t seq, char *errmsg)
 		count = take_count(BATCH);
 		for (uint32_t i = 0; i < count && i < BATCH; i++)
 			take_handle(&handle_e[i]);
-		if (which % 30 == 12)
+		if (which % NR_GEN == 12)
 			return kvc_proto_encode_release(gen, sizeof(gen), seq,
 							handle_e, count);
 		return kvc_proto_encode_alloc_reply(gen, sizeof(gen), seq,
@@ -1054,6 +1074,11 @@ static int gen_message(uint8_t which, uint32_t seq, char *errmsg)
 		return kvc_proto_encode_touch(gen, sizeof(gen), seq, &t,
 					      handle_e);
 	}
+	case 29:
+		return kvc_proto_encode_fast_ns(gen, sizeof(gen), seq,
+						take32());
+	case 30:
+		return kvc_proto_encode_fast_ns_reply(gen, sizeof(gen), seq);
 	default: {
 		int32_t err = (int32_t)take32();
 		uint16_t type = take16();
@@ -1068,7 +1093,7 @@ static int gen_message(uint8_t which, uint32_t seq, char *errmsg)
 }
 
 /* The type each gen_message() case encodes. */
-static const uint16_t gen_types[30] = {
+static const uint16_t gen_types[NR_GEN] = {
 	KVC_MSG_HELLO, KVC_MSG_HELLO_REPLY, KVC_MSG_LOOKUP,
 	KVC_MSG_LOOKUP_REPLY, KVC_MSG_STORE, KVC_MSG_STORE_REPLY,
 	KVC_MSG_RELEASE_REPLY, KVC_MSG_SEAL_REPLY, KVC_MSG_EVICT_REPLY,
@@ -1078,7 +1103,7 @@ static const uint16_t gen_types[30] = {
 	KVC_MSG_SEAL, KVC_MSG_FLUSH, KVC_MSG_FLUSH_REPLY, KVC_MSG_NS_LIST,
 	KVC_MSG_NS_LIST_REPLY, KVC_MSG_NS_SALT, KVC_MSG_NS_SALT_REPLY,
 	KVC_MSG_FAST_MAP, KVC_MSG_FAST_MAP_REPLY, KVC_MSG_TOUCH,
-	KVC_MSG_ERROR,
+	KVC_MSG_FAST_NS, KVC_MSG_FAST_NS_REPLY, KVC_MSG_ERROR,
 };
 
 static void check_encoder(const uint8_t *data, size_t size)
@@ -1102,10 +1127,10 @@ static void check_encoder(const uint8_t *data, size_t size)
 	FUZZ_CHECK(n >= HDR && n <= KVC_PROTO_MSG_MAX);
 	if (kvc_proto_decode(gen, (size_t)n, &m)) {
 		fprintf(stderr, "encoded type 0x%04x refused: %s\n",
-			gen_types[which % 30], m.reason);
+			gen_types[which % NR_GEN], m.reason);
 		FUZZ_CHECK(!"an encoded message decodes");
 	}
-	FUZZ_CHECK(m.type == gen_types[which % 30] && m.seq == seq);
+	FUZZ_CHECK(m.type == gen_types[which % NR_GEN] && m.seq == seq);
 	if (m.type == KVC_MSG_ERROR) {
 		size_t want = strlen(errmsg);
 

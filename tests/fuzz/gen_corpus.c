@@ -219,6 +219,9 @@ static void gen_proto(void)
 		msg("fast_map", kvc_proto_encode_fast_map(buf, sizeof(buf), 18));
 		msg("fast_map_reply",
 		    kvc_proto_encode_fast_map_reply(buf, sizeof(buf), 18));
+		msg("fast_ns", kvc_proto_encode_fast_ns(buf, sizeof(buf), 18, 7));
+		msg("fast_ns_reply",
+		    kvc_proto_encode_fast_ns_reply(buf, sizeof(buf), 18));
 		msg("touch", kvc_proto_encode_touch(buf, sizeof(buf), 19, &t,
 						    th));
 		msg("touch_lookups_only",

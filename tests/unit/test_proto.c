@@ -2374,7 +2374,9 @@ static void versions(void)
 	TAP_CHECK(kvc_proto_is_request(KVC_MSG_NS_SALT));
 	TAP_CHECK(kvc_proto_is_request(KVC_MSG_FAST_MAP));
 	TAP_CHECK(kvc_proto_is_request(KVC_MSG_TOUCH));
-	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_TOUCH + 1));
+	TAP_CHECK(kvc_proto_is_request(KVC_MSG_FAST_NS));
+	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_FAST_NS + 1));
+	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_FAST_NS_REPLY));
 	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_NS_SALT_REPLY));
 	TAP_CHECK(!kvc_proto_is_request(KVC_MSG_FAST_MAP_REPLY));
 	/* Version 2 is the one with NS_SALT. */
@@ -2389,12 +2391,16 @@ static void versions(void)
 	/* Version 4 is the one with FAST_MAP and TOUCH. */
 	TAP_CHECK(KVC_PROTO_VERSION_MAX >= KVC_PROTO_VERSION_FAST);
 	TAP_CHECK(kvc_proto_choose_version(1, 4) == 4);
+	/* Version 5 is the one with FAST_NS. */
+	TAP_CHECK(KVC_PROTO_VERSION_MAX >= KVC_PROTO_VERSION_FAST_NS);
+	TAP_CHECK(kvc_proto_choose_version(1, 5) == 5);
 }
 
 /*
  * FAST_MAP, its reply and TOUCH: version 4 only, FAST_MAP without a
  * body, TOUCH with RELEASE's (a non-empty list of handles), and TOUCH
- * has no reply type.
+ * has no reply type. FAST_NS and its reply: version 5 only, a namespace
+ * in range and a zero reserved word.
  */
 static void fast_messages(void)
 {
@@ -2468,6 +2474,35 @@ static void fast_messages(void)
 	/* Nobody answers a TOUCH: its reply type is unknown. */
 	put16(buf + 6, KVC_MSG_TOUCH | KVC_MSG_REPLY);
 	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == -EOPNOTSUPP);
+
+	/* FAST_NS: version 5, one namespace id and a zero reserved word. */
+	n = kvc_proto_encode_fast_ns(buf, sizeof(buf), 8, 42);
+	TAP_CHECK(n == KVC_PROTO_HDR_SIZE + 8);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.type == KVC_MSG_FAST_NS && m.version == 5 &&
+		  m.seq == 8 && m.fast_ns.ns_id == 42);
+	put16(buf + 4, 4);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == -EOPNOTSUPP);
+	put16(buf + 4, 5);
+	put32(buf + KVC_PROTO_HDR_SIZE + 4, 1);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == -EINVAL);
+	put32(buf + KVC_PROTO_HDR_SIZE + 4, 0);
+	put32(buf + KVC_PROTO_HDR_SIZE, 0);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == -EINVAL);
+	put32(buf + KVC_PROTO_HDR_SIZE, KVCACHE_NS_MAX + 1);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == -EINVAL);
+	put32(buf + 12, (uint32_t)n - 4);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n - 4, &m) == -EBADMSG);
+	TAP_CHECK(kvc_proto_encode_fast_ns(buf, sizeof(buf), 8, 0) == -EINVAL);
+	TAP_CHECK(kvc_proto_encode_fast_ns(buf, sizeof(buf), 8,
+					   KVCACHE_NS_MAX + 1) == -EINVAL);
+	n = kvc_proto_encode_fast_ns_reply(buf, sizeof(buf), 8);
+	TAP_CHECK(n == KVC_PROTO_HDR_SIZE);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n, &m) == 0);
+	TAP_CHECK(m.type == KVC_MSG_FAST_NS_REPLY && m.version == 5);
+	memset(buf + n, 0, 8);
+	put32(buf + 12, (uint32_t)n + 8);
+	TAP_CHECK(kvc_proto_decode(buf, (size_t)n + 8, &m) == -EBADMSG);
 }
 
 /*
