@@ -407,6 +407,35 @@ static int kvcd_fast_map(struct kvcd *d, const struct kvc_msg *m,
 }
 
 /*
+ * FAST_NS (kernel mode): namespace ns_id's segment of resident blocks,
+ * to a peer that may read the namespace, the same check as LOOKUP's: the
+ * segment shows that namespace's keys and handles only, and the kernel
+ * still checks the peer's own PIN of each block. The descriptor passed
+ * may write nothing (the memfd is sealed against writes, growth and
+ * shrinking).
+ */
+static int kvcd_fast_ns(struct kvcd *d, struct kvc_peer *p,
+			const struct kvc_msg *m, uint8_t *reply, int *pass_fd)
+{
+	uint32_t ns = m->fast_ns.ns_id;
+	int fd;
+
+	if (kvc_pool_has(d->pool, KVC_POOL_SHARED_MAP))
+		return kvcd_error(reply, m, -EOPNOTSUPP,
+				  "memfd mode: FAST_MAP has the pool's index");
+	if (!kvcd_may(d, p, ns, 4))
+		return kvcd_error(reply, m, -EACCES, "namespace not readable");
+	fd = kvc_pool_fast_ns_fd(d->pool, ns);
+	if (fd < 0)
+		return kvcd_error(reply, m, fd, fd == -EOPNOTSUPP ?
+				  "the fast index is off ([pool] fast_index)" :
+				  "no fast index for this namespace");
+	*pass_fd = fd;
+	return kvc_proto_encode_fast_ns_reply(reply, KVC_PROTO_MSG_MAX,
+					      m->seq);
+}
+
+/*
  * TOUCH: blocks a client found through the fast index (loaded, or found
  * by a lookup it answered itself), and the counts of those lookups. The
  * blocks count as accesses for the policy, as in a LOAD or LOOKUP. Never
@@ -415,18 +444,15 @@ static int kvcd_fast_map(struct kvcd *d, const struct kvc_msg *m,
  * is skipped.
  */
 static int kvcd_touch(struct kvcd *d, struct kvc_peer *p,
-		      const struct kvc_msg *m, uint8_t *reply)
+		      const struct kvc_msg *m)
 {
 	struct kvcache_block_info bi;
 	struct kvcache_handle h;
 
 	/*
-	 * Kernel mode has no fast index, and its tenants share the daemon:
-	 * none of them may move the counters or the policy by hand.
+	 * Kernel mode's tenants share the daemon: a peer moves the policy
+	 * only for blocks it may read, as a LOAD of them would (below).
 	 */
-	if (!kvc_pool_has(d->pool, KVC_POOL_SHARED_MAP))
-		return kvcd_error(reply, m, -EOPNOTSUPP,
-				  "kernel mode: no fast index");
 
 	for (uint32_t i = 0; i < m->touch.count; i++) {
 		const struct kvc_entry *e;
@@ -901,7 +927,9 @@ static int kvcd_dispatch(struct kvcd *d, struct kvc_peer *p,
 	case KVC_MSG_FAST_MAP:
 		return kvcd_fast_map(d, &m, reply, pass_fd);
 	case KVC_MSG_TOUCH:
-		return kvcd_touch(d, p, &m, reply);
+		return kvcd_touch(d, p, &m);
+	case KVC_MSG_FAST_NS:
+		return kvcd_fast_ns(d, p, &m, reply, pass_fd);
 	default:	/* a request type newer than this daemon */
 		return kvcd_error(reply, &m, -EOPNOTSUPP, "unknown request type");
 	}

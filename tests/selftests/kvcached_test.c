@@ -294,7 +294,10 @@ TEST_F_TIMEOUT(kvcd, ns_create_as_root, 60)
 }
 
 enum { NB_HELLO, NB_NS_CREATE, NB_LOOKUP_PRIVATE, NB_LOOKUP_PUBLIC, NB_STORE_PUBLIC,
-       NB_FAST_MAP, NB_ALLOC_PUBLIC, NB_COUNT };
+       NB_FAST_MAP, NB_ALLOC_PUBLIC, NB_FAST_NS_PRIVATE, NB_FAST_NS_PUBLIC,
+       NB_FAST_NS_WRITE, NB_COUNT };
+
+static int32_t fast_ns(struct kvcc *c, uint32_t ns);
 
 /* FAST_MAP on c: 0 with the segment in c->rx_fd, or the error. */
 static int32_t fast_map(struct kvcc *c)
@@ -348,6 +351,15 @@ static int as_nobody(SELF *self, uint32_t pub, int32_t *res)
 						  keys[0], 1, NULL);
 		r[NB_STORE_PUBLIC] = kvcc_store(&c, pub, &e, 1, &r[NB_COUNT - 1]);
 		r[NB_ALLOC_PUBLIC] = kvcc_alloc(&c, pub, 1, &h);
+		/* The fast index: only of a namespace nobody may read. */
+		r[NB_FAST_NS_PRIVATE] = fast_ns(&c, self->ns);
+		r[NB_FAST_NS_PUBLIC] = fast_ns(&c, pub);
+		if (!r[NB_FAST_NS_PUBLIC]) {
+			void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+				       MAP_SHARED, c.rx_fd, 0);
+
+			r[NB_FAST_NS_WRITE] = p == MAP_FAILED ? -errno : 0;
+		}
 out:
 		if (write(pfd[1], r, sizeof(r)) != sizeof(r))
 			_exit(2);
@@ -396,49 +408,38 @@ TEST_F_TIMEOUT(kvcd, non_root_peers_are_refused, 60)
 	EXPECT_EQ(0, r[NB_LOOKUP_PUBLIC]);
 	EXPECT_EQ(-EACCES, r[NB_STORE_PUBLIC]);
 	EXPECT_EQ(-EOPNOTSUPP, r[NB_ALLOC_PUBLIC]);
-	/* Kernel mode has no fast index: the kernel guards each block. */
+	/*
+	 * Kernel mode has no index of the whole pool, only one per
+	 * namespace, for those who may read it; and nobody writes it.
+	 */
 	EXPECT_EQ(-EOPNOTSUPP, r[NB_FAST_MAP]);
+	EXPECT_EQ(-EACCES, r[NB_FAST_NS_PRIVATE]);
+	EXPECT_EQ(0, r[NB_FAST_NS_PUBLIC]);
+	EXPECT_EQ(-EPERM, r[NB_FAST_NS_WRITE]);
 	/* The refused NS_CREATE created nothing: root may still take it. */
 	EXPECT_EQ(0, ns_create(self, &self->c, pub + 1, 0, 0, 0700))
 		TH_LOG("%s", self->c.why);
 }
 
-/*
- * FAST_MAP (memfd mode): the segment comes with the reply, nobody but
- * kvcached can write it, and it shows a stored block; not before HELLO,
- * not in a session of an older version, and not in kernel mode. TOUCH is
- * never answered, whatever its handles, and leaves the connection in
- * step.
- */
-TEST_F_TIMEOUT(kvcd, fast_map_hands_out_a_read_only_index, 60)
+/* FAST_NS on c: 0 with namespace ns's segment in c->rx_fd, or the error. */
+static int32_t fast_ns(struct kvcc *c, uint32_t ns)
 {
-	const struct kvc_hello v3 = {
-		.min_version = 1, .max_version = 3, .caps = KVC_PROTO_CAP_ALL,
-	};
-	const struct kvcache_handle bogus[2] = { { 1u << 30, 1 }, { 0, 77 } };
-	struct kvc_touch t = { .count = 2, .lookups = 1, .lookup_keys = 3,
-			       .hit_keys = 2 };
-	struct kvcc *c = &self->c;
-	uint64_t touches, lookups, fast;
+	return kvcc_call(c, kvc_proto_encode_fast_ns(KVCC_TX(c), ns),
+			 KVC_MSG_FAST_NS_REPLY);
+}
+
+/*
+ * A segment passed in c->rx_fd: nobody but kvcached can write it (no
+ * writable mapping, no write(2)), its header names this pool, and it maps
+ * read-only.
+ */
+static void check_segment(struct __test_metadata *_metadata, SELF *self,
+			  struct kvcc *c)
+{
 	uint32_t hdr[4];
-	struct kvcc c2;
 	struct stat st;
 	void *p;
 
-	ASSERT_EQ(0, kvcc_open(&c2, self->sock));
-	EXPECT_EQ(-EPROTO, fast_map(&c2)) TH_LOG("%s", c2.why);
-	kvcc_close(&c2);
-	if (self->mode != KVC_PROTO_MODE_MEMFD) {
-		EXPECT_EQ(-EOPNOTSUPP, fast_map(c)) TH_LOG("%s", c->why);
-		/* Nor TOUCH: that one is refused, not silently taken. */
-		EXPECT_EQ(-EOPNOTSUPP,
-			  kvcc_call(c, kvc_proto_encode_touch(KVCC_TX(c), &t,
-							      bogus),
-				    KVC_MSG_TOUCH | KVC_MSG_REPLY))
-			TH_LOG("%s", c->why);
-		return;
-	}
-	ASSERT_EQ(0, fast_map(c)) TH_LOG("%s", c->why);
 	ASSERT_LE(0, c->rx_fd);
 	ASSERT_EQ(0, fstat(c->rx_fd, &st));
 	EXPECT_LE((off_t)(64 + 64 * self->nr), st.st_size);
@@ -446,6 +447,7 @@ TEST_F_TIMEOUT(kvcd, fast_map_hands_out_a_read_only_index, 60)
 	EXPECT_EQ(MAP_FAILED, p);
 	EXPECT_EQ(EPERM, errno);
 	EXPECT_GT(0, pwrite(c->rx_fd, "x", 1, 0));
+	EXPECT_NE(0, ftruncate(c->rx_fd, 0));
 	ASSERT_EQ((ssize_t)sizeof(hdr), pread(c->rx_fd, hdr, sizeof(hdr), 0));
 	EXPECT_EQ(0x4946564Bu, hdr[0]);		/* "KVFI" */
 	EXPECT_EQ(1u, hdr[1]);
@@ -453,12 +455,61 @@ TEST_F_TIMEOUT(kvcd, fast_map_hands_out_a_read_only_index, 60)
 	p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, c->rx_fd, 0);
 	ASSERT_NE(MAP_FAILED, p);
 	munmap(p, (size_t)st.st_size);
+}
 
-	/* A session of version 3 has no FAST_MAP. */
+/*
+ * The fast indexes: FAST_MAP (memfd mode: the pool's) and FAST_NS (kernel
+ * mode: one namespace's) hand out a segment with the reply that nobody
+ * but kvcached can write; not before HELLO, not in a session of an older
+ * version, and each only in its mode. TOUCH is never answered, whatever
+ * its handles, and leaves the connection in step (kernel mode too: its
+ * clients find blocks themselves there as well).
+ */
+TEST_F_TIMEOUT(kvcd, fast_map_hands_out_a_read_only_index, 60)
+{
+	const struct kvc_hello v3 = {
+		.min_version = 1, .max_version = 3, .caps = KVC_PROTO_CAP_ALL,
+	};
+	const struct kvc_hello v4 = {
+		.min_version = 1, .max_version = 4, .caps = KVC_PROTO_CAP_ALL,
+	};
+	const struct kvcache_handle bogus[2] = { { 1u << 30, 1 }, { 0, 77 } };
+	struct kvc_touch t = { .count = 2, .lookups = 1, .lookup_keys = 3,
+			       .hit_keys = 2 };
+	struct kvcc *c = &self->c;
+	bool memfd = self->mode == KVC_PROTO_MODE_MEMFD;
+	uint64_t touches, lookups, fast;
+	struct kvcc c2;
+
+	ASSERT_EQ(0, kvcc_open(&c2, self->sock));
+	EXPECT_EQ(-EPROTO, fast_map(&c2)) TH_LOG("%s", c2.why);
+	EXPECT_EQ(-EPROTO, fast_ns(&c2, self->ns)) TH_LOG("%s", c2.why);
+	kvcc_close(&c2);
+	if (memfd) {
+		ASSERT_EQ(0, fast_map(c)) TH_LOG("%s", c->why);
+		check_segment(_metadata, self, c);
+		EXPECT_EQ(-EOPNOTSUPP, fast_ns(c, self->ns))
+			TH_LOG("%s", c->why);
+	} else {
+		EXPECT_EQ(-EOPNOTSUPP, fast_map(c)) TH_LOG("%s", c->why);
+		ASSERT_EQ(0, fast_ns(c, self->ns)) TH_LOG("%s", c->why);
+		check_segment(_metadata, self, c);
+		/* A namespace nobody made: nothing to read. */
+		EXPECT_EQ(-EACCES, fast_ns(c, KVCACHE_NS_MAX))
+			TH_LOG("%s", c->why);
+	}
+
+	/* A session of version 3 has no FAST_MAP, one of 4 no FAST_NS. */
 	ASSERT_EQ(0, kvcc_open(&c2, self->sock));
 	ASSERT_EQ(0, kvcc_call(&c2, kvc_proto_encode_hello(KVCC_TX(&c2), &v3),
 			       KVC_MSG_HELLO_REPLY)) TH_LOG("%s", c2.why);
 	EXPECT_EQ(-EPROTONOSUPPORT, fast_map(&c2)) TH_LOG("%s", c2.why);
+	kvcc_close(&c2);
+	ASSERT_EQ(0, kvcc_open(&c2, self->sock));
+	ASSERT_EQ(0, kvcc_call(&c2, kvc_proto_encode_hello(KVCC_TX(&c2), &v4),
+			       KVC_MSG_HELLO_REPLY)) TH_LOG("%s", c2.why);
+	EXPECT_EQ(-EPROTONOSUPPORT, fast_ns(&c2, self->ns))
+		TH_LOG("%s", c2.why);
 	kvcc_close(&c2);
 
 	/*

@@ -15,7 +15,7 @@ int kvc_pool_open(const struct kvc_pool_config *cfg, struct kvc_pool **out)
 	int ret;
 
 	if (cfg->want != KVC_POOL_WANT_MEMFD) {
-		ret = kvc_pool_kernel_open(cfg->device, out);
+		ret = kvc_pool_kernel_open(cfg, out);
 		if (!ret)
 			return 0;
 		if (cfg->want == KVC_POOL_WANT_KERNEL || ret != -ENOENT) {

@@ -119,13 +119,15 @@ struct kvc_pool_ops {
 	 */
 	uint32_t (*zero_ahead)(struct kvc_pool *p, uint32_t max);
 	/*
-	 * The fast path (memfd only, NULL in the kernel backend): the
-	 * segment to pass at FAST_MAP (-1: none), and the blocks the index
-	 * holds in the pool, published there and taken back (common/
-	 * fastidx.h), with the tiers their entries are in. An evicted
-	 * block is taken back by evict itself.
+	 * The fast path: the segment to pass at FAST_MAP (memfd: the whole
+	 * pool's; -1: none) or FAST_NS (kernel: one namespace's, made on
+	 * demand; -errno: none), and the blocks the index holds in the
+	 * pool, published there and taken back (common/fastidx.h), with
+	 * the tiers their entries are in. An evicted block is taken back by
+	 * evict itself. NULL where a backend has no such thing.
 	 */
 	int (*fast_fd)(struct kvc_pool *p);
+	int (*fast_ns_fd)(struct kvc_pool *p, uint32_t ns);
 	void (*publish)(struct kvc_pool *p, struct kvcache_handle h,
 			uint32_t ns, const uint8_t key[KVCACHE_KEY_SIZE],
 			const uint8_t *parent, uint8_t tiers);
@@ -164,14 +166,16 @@ struct kvc_pool_config {
 	uint64_t pool_size;
 	int hugetlb;		/* 1: required, 0: never, -1: when available */
 	bool mlock;
-	bool fast_index;	/* publish resident blocks (fastidx.h) */
+	/* both: publish resident blocks (fastidx.h) */
+	bool fast_index;
 };
 
 /* 0 and *out, or -errno (said on stderr). */
 int kvc_pool_open(const struct kvc_pool_config *cfg, struct kvc_pool **out);
 
 /* The backends' openers (kvc_pool_open() picks one). */
-int kvc_pool_kernel_open(const char *device, struct kvc_pool **out);
+int kvc_pool_kernel_open(const struct kvc_pool_config *cfg,
+			 struct kvc_pool **out);
 int kvc_pool_memfd_open(const struct kvc_pool_config *cfg,
 			struct kvc_pool **out);
 
@@ -296,6 +300,11 @@ static inline void kvc_pool_release(struct kvc_pool *p, uint32_t client)
 static inline int kvc_pool_fast_fd(struct kvc_pool *p)
 {
 	return p->ops->fast_fd ? p->ops->fast_fd(p) : -1;
+}
+
+static inline int kvc_pool_fast_ns_fd(struct kvc_pool *p, uint32_t ns)
+{
+	return p->ops->fast_ns_fd ? p->ops->fast_ns_fd(p, ns) : -EOPNOTSUPP;
 }
 
 static inline void kvc_pool_publish(struct kvc_pool *p,

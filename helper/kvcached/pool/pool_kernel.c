@@ -18,6 +18,16 @@
  * are in maps[], a few at a time (the tiers' places bound them), looked
  * up by block index. Without KVCACHE_FEAT_DISCARD (an older module) a
  * failed read could not give its block back, so there is no reserve.
+ *
+ * The fast path ([pool] fast_index): the blocks the index holds are
+ * published in one segment per namespace (common/fastidx.h), created
+ * when a block of the namespace is first published or a client first
+ * asks (FAST_NS), and passed only to peers that may read the namespace:
+ * no tenant sees another's keys. A client finds a key there and pins the
+ * block itself; the kernel checks the generation and the namespace at
+ * PIN, so a descriptor gone stale (the block evicted and reused before
+ * it was taken back here) is refused with ESTALE, never another block's
+ * bytes. pub_ns[] says which segment each block is published in.
  */
 #include "pool.h"
 
@@ -28,6 +38,7 @@
 #include <sys/mman.h>
 
 #include "devinfo.h"
+#include "fastidx.h"
 #include "kdev.h"
 #include "log.h"
 #include "proto.h"
@@ -44,6 +55,9 @@ struct kvc_pool_kernel {
 	struct kvc_kevents *ev;		/* NULL: no events, polling only */
 	struct kvc_kmap *maps;
 	uint32_t nr_maps, cap_maps;
+	/* The fast path; fast NULL when it is off. */
+	struct kvc_fastidx **fast;	/* by namespace id, made on demand */
+	uint32_t *pub_ns;		/* by block: its segment's ns, or 0 */
 };
 
 static struct kvc_pool_kernel *to_kernel(struct kvc_pool *p)
@@ -51,10 +65,109 @@ static struct kvc_pool_kernel *to_kernel(struct kvc_pool *p)
 	return (struct kvc_pool_kernel *)p;
 }
 
+/* Namespace ns's segment, made if create; NULL (and *err) if none. */
+static struct kvc_fastidx *kernel_fast_seg(struct kvc_pool_kernel *k,
+					   uint32_t ns, bool create, int *err)
+{
+	int ret;
+
+	*err = -EOPNOTSUPP;
+	if (!k->fast || ns < 1 || ns > KVCACHE_NS_MAX)
+		return NULL;
+	if (k->fast[ns] || !create)
+		return k->fast[ns];
+	ret = kvc_fastidx_create(k->pool.nr_blocks, &k->fast[ns]);
+	if (ret) {
+		kvc_warn("pool: fast index of namespace %" PRIu32 ": %s",
+			 ns, strerror(-ret));
+		*err = ret;
+		return NULL;
+	}
+	return k->fast[ns];
+}
+
+/* Take block index back from the segment it is published in. */
+static void kernel_unpublish_index(struct kvc_pool_kernel *k, uint32_t index)
+{
+	uint32_t ns;
+
+	if (!k->fast || index >= k->pool.nr_blocks)
+		return;
+	ns = k->pub_ns[index];
+	if (ns && k->fast[ns])
+		kvc_fastidx_unpublish(k->fast[ns], index);
+	k->pub_ns[index] = 0;
+}
+
+static void kernel_publish(struct kvc_pool *p, struct kvcache_handle h,
+			   uint32_t ns, const uint8_t key[KVCACHE_KEY_SIZE],
+			   const uint8_t *parent, uint8_t tiers)
+{
+	struct kvc_pool_kernel *k = to_kernel(p);
+	struct kvc_fastidx *f;
+	int err;
+
+	if (!k->fast || h.index >= p->nr_blocks)
+		return;
+	if (k->pub_ns[h.index] != ns)
+		kernel_unpublish_index(k, h.index);
+	f = kernel_fast_seg(k, ns, true, &err);
+	if (!f)
+		return;		/* reachable through the daemon only */
+	kvc_fastidx_publish(f, h, ns, key, parent, tiers);
+	k->pub_ns[h.index] = ns;
+}
+
+static void kernel_unpublish(struct kvc_pool *p, struct kvcache_handle h)
+{
+	kernel_unpublish_index(to_kernel(p), h.index);
+}
+
+static void kernel_set_tiers(struct kvc_pool *p, struct kvcache_handle h,
+			     uint8_t tiers)
+{
+	struct kvc_pool_kernel *k = to_kernel(p);
+	uint32_t ns;
+
+	if (!k->fast || h.index >= p->nr_blocks)
+		return;
+	ns = k->pub_ns[h.index];
+	if (ns && k->fast[ns])
+		kvc_fastidx_set_tiers(k->fast[ns], h.index, tiers);
+}
+
+/* FAST_NS: the segment of namespace ns (the caller checked the peer). */
+static int kernel_fast_ns_fd(struct kvc_pool *p, uint32_t ns)
+{
+	struct kvc_fastidx *f;
+	int err;
+
+	f = kernel_fast_seg(to_kernel(p), ns, true, &err);
+	return f ? f->fd : err;
+}
+
+/* Every segment tells its readers that nothing in it holds any more. */
+static void kernel_fast_close(struct kvc_pool_kernel *k)
+{
+	if (!k->fast)
+		return;
+	for (uint32_t ns = 1; ns <= KVCACHE_NS_MAX; ns++) {
+		if (!k->fast[ns])
+			continue;
+		kvc_fastidx_retire(k->fast[ns]);
+		kvc_fastidx_destroy(k->fast[ns]);
+	}
+	free(k->fast);
+	free(k->pub_ns);
+	k->fast = NULL;
+	k->pub_ns = NULL;
+}
+
 static void kernel_close(struct kvc_pool *p)
 {
 	struct kvc_pool_kernel *k = to_kernel(p);
 
+	kernel_fast_close(k);
 	kvc_kevents_close(k->ev);
 	for (uint32_t i = 0; i < k->nr_maps; i++)
 		munmap(k->maps[i].mem, p->block_size);
@@ -93,9 +206,18 @@ static int kernel_block(struct kvc_pool *p, struct kvcache_handle h,
 
 static int kernel_evict(struct kvc_pool *p, struct kvcache_handle h)
 {
+	struct kvc_pool_kernel *k = to_kernel(p);
 	uint32_t done;
+	int ret;
 
-	return kvc_kdev_evict(&to_kernel(p)->kdev, &h, 1, &done);
+	ret = kvc_kdev_evict(&k->kdev, &h, 1, &done);
+	/*
+	 * Whatever the caller forgot: a freed block is not findable. (A
+	 * client that found it just before pins a stale generation: ESTALE.)
+	 */
+	if (!ret)
+		kernel_unpublish_index(k, h.index);
+	return ret;
 }
 
 /* A pin of our own makes the block mappable and keeps it while copied. */
@@ -228,7 +350,21 @@ static int kernel_ns_create(struct kvc_pool *p, uint32_t ns, uint32_t uid,
 
 static void kernel_ns_destroy(struct kvc_pool *p, uint32_t ns)
 {
-	kvc_kdev_ns_destroy(&to_kernel(p)->kdev, ns);
+	struct kvc_pool_kernel *k = to_kernel(p);
+
+	kvc_kdev_ns_destroy(&k->kdev, ns);
+	/*
+	 * A namespace made again under this id may have another owner: it
+	 * gets a new segment, and whoever holds this one finds nothing.
+	 */
+	if (!k->fast || ns < 1 || ns > KVCACHE_NS_MAX || !k->fast[ns])
+		return;
+	kvc_fastidx_retire(k->fast[ns]);
+	kvc_fastidx_destroy(k->fast[ns]);
+	k->fast[ns] = NULL;
+	for (uint32_t i = 0; i < p->nr_blocks; i++)
+		if (k->pub_ns[i] == ns)
+			k->pub_ns[i] = 0;
 }
 
 static int kernel_client_fd(struct kvc_pool *p)
@@ -335,18 +471,23 @@ static const struct kvc_pool_ops kernel_ops = {
 	.unpin		= kernel_unpin,
 	.release	= kernel_release,
 	.zero_ahead	= kernel_zero_ahead,
+	.fast_ns_fd	= kernel_fast_ns_fd,
+	.publish	= kernel_publish,
+	.unpublish	= kernel_unpublish,
+	.set_tiers	= kernel_set_tiers,
 	.events_fd	= kernel_events_fd,
 	.events_read	= kernel_events_read,
 };
 
-int kvc_pool_kernel_open(const char *device, struct kvc_pool **out)
+int kvc_pool_kernel_open(const struct kvc_pool_config *cfg,
+			 struct kvc_pool **out)
 {
 	struct kvc_pool_kernel *k = calloc(1, sizeof(*k));
 	int ret;
 
 	if (!k)
 		return -ENOMEM;
-	ret = kvc_kdev_open(&k->kdev, device);
+	ret = kvc_kdev_open(&k->kdev, cfg->device);
 	if (ret) {
 		free(k);
 		return ret;
@@ -355,6 +496,17 @@ int kvc_pool_kernel_open(const char *device, struct kvc_pool **out)
 	k->pool.block_size = k->kdev.info.block_size;
 	k->pool.nr_blocks = (uint32_t)k->kdev.info.nr_blocks;
 	k->pool.can_reserve = k->kdev.info.features & KVCACHE_FEAT_DISCARD;
+	if (cfg->fast_index) {
+		k->fast = calloc(KVCACHE_NS_MAX + 1, sizeof(*k->fast));
+		k->pub_ns = calloc(k->pool.nr_blocks ? k->pool.nr_blocks : 1,
+				   sizeof(*k->pub_ns));
+		if (!k->fast || !k->pub_ns) {
+			kernel_fast_close(k);
+			kvc_kdev_close(&k->kdev);
+			free(k);
+			return -ENOMEM;
+		}
+	}
 	/* Without the events the periodic check still runs. */
 	if (kvc_kevents_open(&k->ev))
 		k->ev = NULL;
