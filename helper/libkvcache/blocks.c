@@ -63,9 +63,8 @@ LIB_EXPORT int kvcache_lookup(struct kvcache_namespace *ns,
 	c = ns->c;
 	if (!n)
 		return 0;
-	/* memfd mode: as far as the pool goes, without asking (fast.c). */
-	if (!kernel_mode(c))
-		done = fast = lib_fast_lookup(ns, keys, n, tiers);
+	/* As far as the pool goes, without asking (fast.c). */
+	done = fast = lib_fast_lookup(ns, keys, n, tiers);
 	if (done == n)
 		return (int)n;
 	k = lib_conn_get(c, -1, &ret);
@@ -167,8 +166,8 @@ static void release_pins(struct kvcache *c, struct lib_conn *k,
 }
 
 /* Kernel mode: pin n handles with our descriptor; returns how many took. */
-static uint32_t kernel_pin(struct kvcache *c, struct kvcache_handle *h,
-			   uint32_t n)
+uint32_t lib_kernel_pin(struct kvcache *c, struct kvcache_handle *h,
+			uint32_t n)
 {
 	struct kvcache_batch b = {
 		.size = sizeof(b), .count = n,
@@ -182,8 +181,8 @@ static uint32_t kernel_pin(struct kvcache *c, struct kvcache_handle *h,
 	return b.done <= n ? b.done : 0;
 }
 
-static void kernel_unpin(struct kvcache *c, struct kvcache_handle *h,
-			 uint32_t n)
+void lib_kernel_unpin(struct kvcache *c, struct kvcache_handle *h,
+		      uint32_t n)
 {
 	struct kvcache_batch b = {
 		.size = sizeof(b), .count = n,
@@ -223,7 +222,7 @@ static int load_kernel(struct kvcache_namespace *ns, struct lib_conn **kp,
 	*kp = NULL;
 	if (ret <= 0)
 		return ret;
-	pinned = kernel_pin(c, h, (uint32_t)ret);
+	pinned = lib_kernel_pin(c, h, (uint32_t)ret);
 	for (i = 0; i < pinned; i++) {
 		/*
 		 * Through the pool view: no mmap, munmap and TLB shootdown
@@ -258,7 +257,7 @@ static int load_kernel(struct kvcache_namespace *ns, struct lib_conn **kp,
 	/* And the pins from a failed mapping on. */
 	for (uint32_t j = i; j < pinned; j++)
 		drop[ndrop++] = h[j];
-	kernel_unpin(c, drop, ndrop);
+	lib_kernel_unpin(c, drop, ndrop);
 	if (!i && pinned < (uint32_t)ret)
 		return 0;	/* evicted between LOAD and PIN: a miss */
 	return (int)i;
@@ -310,9 +309,13 @@ static int load_common(struct kvcache_namespace *ns, const uint8_t *keys,
 	size_t done = 0;
 	int ret = 0;
 
-	/* memfd mode: what the pool holds, without asking (fast.c). */
-	if (buf && !kernel_mode(c))
-		done = lib_fast_load(ns, keys, n, buf, stride);
+	/*
+	 * What the pool holds, without asking (fast.c): copies in both
+	 * modes, mapped blocks in kernel mode (pinned with our own file;
+	 * memfd mode's pins are the daemon's to count).
+	 */
+	if (buf || kernel_mode(c))
+		done = lib_fast_load(ns, keys, n, buf, stride, blocks);
 	while (done < n) {
 		uint32_t chunk = (uint32_t)(n - done < lib_batch(c) ?
 					    n - done : lib_batch(c));
@@ -394,7 +397,7 @@ LIB_EXPORT void kvcache_release(struct kvcache *c,
 				};
 				memset(o, 0, sizeof(*o));
 			}
-			kernel_unpin(c, h, cnt);
+			lib_kernel_unpin(c, h, cnt);
 			continue;
 		}
 		if (b->conn >= c->nconns)
@@ -748,7 +751,7 @@ LIB_EXPORT int kvcache_store(struct kvcache_namespace *ns,
 					     &pinned);
 			k = lib_conn_get(c, -1, &ret);
 			if (!k) {
-				kernel_unpin(c, h, pinned);
+				lib_kernel_unpin(c, h, pinned);
 				break;
 			}
 		} else {
@@ -772,7 +775,7 @@ LIB_EXPORT int kvcache_store(struct kvcache_namespace *ns,
 		 * reclaims). A failed connection took its pins with it.
 		 */
 		if (kernel_mode(c))
-			kernel_unpin(c, h, pinned);
+			lib_kernel_unpin(c, h, pinned);
 		else if (k->fd >= 0)
 			release_pins(c, k, h, pinned);
 		lib_conn_put(c, k);

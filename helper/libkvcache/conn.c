@@ -260,6 +260,32 @@ static int conn_fast_map(struct kvcache *c, struct lib_conn *k)
 	return k->fd < 0 ? ret : 0;
 }
 
+int lib_conn_fast_ns(struct kvcache *c, uint32_t ns_id)
+{
+	struct lib_conn *k;
+	int fd = -1, ret;
+	pid_t peer;
+
+	if (c->fast_off)
+		return 0;
+	k = lib_conn_get(c, -1, &ret);
+	if (!k)
+		return ret;
+	peer = k->peer;
+	if (k->version < KVC_PROTO_VERSION_FAST_NS)
+		ret = -EOPNOTSUPP;	/* an older daemon: no fast path */
+	else
+		ret = conn_exchange(c, k, kvc_proto_encode_fast_ns(LIB_TX(k),
+								   ns_id),
+				    KVC_MSG_FAST_NS_REPLY, &fd);
+	lib_conn_put(c, k);
+	if (!ret && fd >= 0)
+		lib_fast_ns_install(c, ns_id, fd, peer);
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
 /*
  * Map the pool a HELLO reply passed (memfd mode). The same daemon passes
  * the same memfd on every connection: keep one mapping per memfd. A new

@@ -1,14 +1,28 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * libkvcache: memfd mode's fast path, DRAM hits without a round trip.
+ * libkvcache: the fast path, DRAM hits without a round trip.
  *
- * kvcached publishes the blocks its index holds in the pool in a
- * read-only segment (common/fastidx.h) that FAST_MAP hands to a client
- * given the pool. A copying load looks each key up there, copies the
- * block out of the pool mapping and keeps the copy only if the block was
- * not taken back meanwhile; the first key that misses (not in the pool,
- * a bucket that was full, a block changing hands) and everything after
- * it go to the daemon as before, which also brings blocks up from g3/g4.
+ * kvcached publishes the blocks its index holds in the pool in read-only
+ * segments (common/fastidx.h). memfd mode: one segment for the whole
+ * pool, which FAST_MAP hands to a client given the pool. Kernel mode:
+ * one segment per namespace, which FAST_NS hands only to a client that
+ * may read the namespace; it is asked for when a namespace is opened,
+ * and again (at most once per LIB_FAST_RETRY_NS) while there is none.
+ *
+ * A copying load looks each key up in the segment and copies the block:
+ *  - memfd mode: out of the pool mapping, keeping the copy only if the
+ *    block was not taken back meanwhile (kvc_fastidx_still());
+ *  - kernel mode: out of the pool view, after pinning the handle the
+ *    segment showed with our own /dev/kvcache file. The kernel checks the
+ *    generation and our read permission at PIN: a block evicted and
+ *    reused since it was published is refused (ESTALE), so the bytes
+ *    copied are always the ones published under the key; the pin keeps
+ *    the block from eviction while they are copied, and goes right after.
+ *    kvcache_load_map() hands the pinned blocks out instead, as the
+ *    daemon's path does, until kvcache_release().
+ * The first key that misses (not in the pool, a bucket that was full, a
+ * block changing hands, a refused pin) and everything after it go to the
+ * daemon as before, which also brings blocks up from g3/g4.
  *
  * A lookup is answered the same way, as far as the pool goes: the keys
  * the fast index shows are DRAM hits (the daemon would also name g3/g4
@@ -21,21 +35,23 @@
  * kvcache_stat() and kvcache_close(), with the counts of the lookups
  * answered here.
  *
- * The segment and the pool mapping come from the same daemon, and are
- * swapped together under c->lock (conn.c drops the segment when it maps
- * a new pool): a call takes both in one snapshot. A replaced segment
- * stays mapped until kvcache_close(), as a replaced pool does, for loads
- * still reading it. A call first polls a pidfd of the daemon that gave
- * the segment (at most once per LIB_FAST_CHECK_NS: a system call costs
- * as much as the rest of a small load), so a dead daemon's segment is
+ * memfd mode: the segment and the pool mapping come from the same
+ * daemon, and are swapped together under c->lock (conn.c drops the
+ * segment when it maps a new pool): a call takes both in one snapshot.
+ * A replaced segment stays mapped until kvcache_close(), as a replaced
+ * pool does, for loads still reading it.
+ * Both modes: a call first polls a pidfd of the daemon that gave the
+ * segments (at most once per LIB_FAST_CHECK_NS: a system call costs as
+ * much as the rest of a small load), so a dead daemon's segments are
  * dropped within that, however it died, and the call goes to the
  * socket, which reconnects.
  * Where the daemon's pid cannot be seen (another pid namespace) there is
- * no pidfd: a daemon that exits still retires its segment, so every
- * check fails; one killed outright cannot, and its pool (which nobody
- * writes any more) keeps serving the blocks it held, their own bytes,
- * until the next call that needs the daemon, at the latest the next
- * TOUCH, reconnects.
+ * no pidfd: a daemon that exits still retires its segments, so every
+ * check fails; one killed outright cannot. In memfd mode its pool (which
+ * nobody writes any more) keeps serving the blocks it held, their own
+ * bytes, until the next call that needs the daemon, at the latest the
+ * next TOUCH, reconnects; in kernel mode the kernel's generation check
+ * keeps every hit right whoever published it.
  */
 #include "lib_priv.h"
 
@@ -63,34 +79,47 @@ static uint64_t now_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-/* Under c->lock: retire the current segment to the old list. */
-void lib_fast_drop_locked(struct kvcache *c)
+/* Under c->lock: keep segment f (and pidfd) until close. */
+static void fast_retire_locked(struct kvcache *c, struct kvc_fastidx *f,
+			       int pidfd)
 {
 	struct lib_old_fast *o;
 
-	if (!c->fast)
+	if (!f && pidfd < 0)
 		return;
 	o = malloc(sizeof(*o));
-	if (!o) {
-		/* Rare enough to leak the view rather than unmap it live. */
-		c->fast = NULL;
-		return;
-	}
-	o->f = c->fast;
-	o->pidfd = c->fast_pidfd;
+	if (!o)
+		return;	/* rare enough to leak the view, not unmap it live */
+	o->f = f;
+	o->pidfd = pidfd;
 	o->next = c->old_fast;
 	c->old_fast = o;
-	c->fast = NULL;
-	c->fast_pidfd = -1;
 }
 
-void lib_fast_install(struct kvcache *c, int fd, pid_t daemon)
+/* Under c->lock: retire the current segments to the old list. */
+void lib_fast_drop_locked(struct kvcache *c)
 {
-	struct kvc_fastidx *f;
-	int pidfd = -1;
+	for (uint32_t i = 0; i < c->nr_fast_ns; i++) {
+		fast_retire_locked(c, c->fast_ns[i].f, -1);
+		c->fast_ns[i].f = NULL;
+		c->fast_ns[i].asked = 0;	/* ask the next daemon at once */
+	}
+	fast_retire_locked(c, c->fast, c->fast_pidfd);
+	c->fast = NULL;
+	c->fast_pidfd = -1;
+	c->fast_pid = 0;
+}
 
-	if (kvc_fastidx_attach(fd, (uint32_t)c->nr_blocks, &f))
-		return;		/* not a segment we understand: no fast path */
+/*
+ * Under c->lock: the segments of daemon pid from now on. Another
+ * daemon's go (it died, or is going).
+ */
+static void fast_daemon_locked(struct kvcache *c, pid_t daemon)
+{
+	if (c->fast_pid == daemon && (c->fast || c->nr_fast_ns))
+		return;
+	lib_fast_drop_locked(c);
+	c->fast_pid = daemon;
 	/*
 	 * A pidfd turns readable when the daemon exits, however it does:
 	 * one poll(2) tells a load whether the segment still speaks for a
@@ -98,11 +127,65 @@ void lib_fast_install(struct kvcache *c, int fd, pid_t daemon)
 	 * pid namespace): see the top of this file.
 	 */
 	if (daemon > 0)
-		pidfd = (int)syscall(SYS_pidfd_open, daemon, 0);
+		c->fast_pidfd = (int)syscall(SYS_pidfd_open, daemon, 0);
+}
+
+/* Under c->lock: the slot of namespace ns_id, made if need be; or NULL. */
+static struct lib_fast_ns *fast_ns_slot_locked(struct kvcache *c,
+					       uint32_t ns_id, bool make)
+{
+	struct lib_fast_ns *t;
+
+	for (uint32_t i = 0; i < c->nr_fast_ns; i++)
+		if (c->fast_ns[i].ns_id == ns_id)
+			return &c->fast_ns[i];
+	if (!make)
+		return NULL;
+	if (c->nr_fast_ns == c->cap_fast_ns) {
+		uint32_t cap = c->cap_fast_ns ? 2 * c->cap_fast_ns : 4;
+
+		t = realloc(c->fast_ns, cap * sizeof(*t));
+		if (!t)
+			return NULL;
+		c->fast_ns = t;
+		c->cap_fast_ns = cap;
+	}
+	t = &c->fast_ns[c->nr_fast_ns++];
+	*t = (struct lib_fast_ns) { .ns_id = ns_id };
+	return t;
+}
+
+void lib_fast_install(struct kvcache *c, int fd, pid_t daemon)
+{
+	struct kvc_fastidx *f;
+
+	if (kvc_fastidx_attach(fd, (uint32_t)c->nr_blocks, &f))
+		return;		/* not a segment we understand: no fast path */
 	pthread_mutex_lock(&c->lock);
 	lib_fast_drop_locked(c);
+	fast_daemon_locked(c, daemon);
 	c->fast = f;
-	c->fast_pidfd = pidfd;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void lib_fast_ns_install(struct kvcache *c, uint32_t ns_id, int fd,
+			 pid_t daemon)
+{
+	struct lib_fast_ns *t;
+	struct kvc_fastidx *f;
+
+	if (kvc_fastidx_attach(fd, (uint32_t)c->nr_blocks, &f))
+		return;		/* not a segment we understand: no fast path */
+	pthread_mutex_lock(&c->lock);
+	fast_daemon_locked(c, daemon);
+	t = fast_ns_slot_locked(c, ns_id, true);
+	if (t) {
+		/* Two threads asked at once: keep one, the other until close. */
+		fast_retire_locked(c, t->f, -1);
+		t->f = f;
+	} else {
+		fast_retire_locked(c, f, -1);
+	}
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -118,6 +201,11 @@ void lib_fast_fini(struct kvcache *c)
 		free(o);
 	}
 	c->old_fast = NULL;
+	for (uint32_t i = 0; i < c->nr_fast_ns; i++)
+		kvc_fastidx_detach(c->fast_ns[i].f);
+	free(c->fast_ns);
+	c->fast_ns = NULL;
+	c->nr_fast_ns = c->cap_fast_ns = 0;
 	kvc_fastidx_detach(c->fast);
 	c->fast = NULL;
 	if (c->fast_pidfd >= 0)
@@ -126,11 +214,44 @@ void lib_fast_fini(struct kvcache *c)
 }
 
 /*
- * The segment and the pool mapping of one daemon, if it is alive: NULL
- * when there is no fast path now. A dead daemon's segment is retired
- * here, so the caller asks the socket, which reconnects.
+ * Kernel mode, under c->lock: namespace ns_id's segment, or NULL. While
+ * there is none, ask for it (unlocked) at most once per LIB_FAST_RETRY_NS.
  */
-static const struct kvc_fastidx *fast_get(struct kvcache *c, uint8_t **pool)
+static const struct kvc_fastidx *fast_ns_locked(struct kvcache *c,
+						uint32_t ns_id, uint64_t now)
+{
+	struct lib_fast_ns *t = fast_ns_slot_locked(c, ns_id, true);
+
+	if (!t)
+		return NULL;
+	/*
+	 * Retired: its daemon exited, and no pidfd told us (another pid
+	 * namespace). Ask whoever serves the socket now.
+	 */
+	if (t->f && kvc_fastidx_retired(t->f)) {
+		fast_retire_locked(c, t->f, -1);
+		t->f = NULL;
+	}
+	if (t->f)
+		return t->f;
+	if (t->asked && now - t->asked < LIB_FAST_RETRY_NS)
+		return NULL;
+	t->asked = now;
+	pthread_mutex_unlock(&c->lock);
+	lib_conn_fast_ns(c, ns_id);
+	pthread_mutex_lock(&c->lock);
+	t = fast_ns_slot_locked(c, ns_id, false);
+	return t ? t->f : NULL;
+}
+
+/*
+ * The segment and the block bytes (memfd: the pool mapping; kernel: the
+ * pool view) of one daemon, if it is alive: NULL when there is no fast
+ * path now. A dead daemon's segments are retired here, so the caller
+ * asks the socket, which reconnects.
+ */
+static const struct kvc_fastidx *fast_get(struct kvcache *c, uint32_t ns_id,
+					  uint8_t **pool)
 {
 	const struct kvc_fastidx *f;
 	struct pollfd pfd = { .events = POLLIN };
@@ -138,8 +259,14 @@ static const struct kvc_fastidx *fast_get(struct kvcache *c, uint8_t **pool)
 	uint64_t now = now_ns();
 
 	pthread_mutex_lock(&c->lock);
-	f = c->fast;
-	*pool = c->pool;
+	if (c->mode == KVC_PROTO_MODE_KERNEL) {
+		*pool = c->view;
+		f = c->view && !c->fast_off ? fast_ns_locked(c, ns_id, now) :
+					      NULL;
+	} else {
+		*pool = c->pool;
+		f = c->fast;
+	}
 	pfd.fd = c->fast_pidfd;
 	/*
 	 * One look at the daemon per LIB_FAST_CHECK_NS is enough: skip it
@@ -156,13 +283,13 @@ static const struct kvc_fastidx *fast_get(struct kvcache *c, uint8_t **pool)
 		return f;
 	if (poll(&pfd, 1, 0) != 0) {
 		pthread_mutex_lock(&c->lock);
-		if (c->fast == f)
+		if (c->fast_pidfd == pfd.fd)
 			lib_fast_drop_locked(c);
 		pthread_mutex_unlock(&c->lock);
 		return NULL;
 	}
 	pthread_mutex_lock(&c->lock);
-	if (c->fast == f)
+	if (c->fast_pidfd == pfd.fd)
 		c->fast_alive = now;
 	pthread_mutex_unlock(&c->lock);
 	return f;
@@ -306,7 +433,7 @@ size_t lib_fast_lookup(struct kvcache_namespace *ns, const uint8_t *keys,
 	size_t done = 0;
 	uint8_t *pool;
 
-	f = fast_get(c, &pool);
+	f = fast_get(c, ns->ns_id, &pool);
 	if (!f)
 		return 0;
 	while (done < n) {
@@ -331,8 +458,58 @@ size_t lib_fast_lookup(struct kvcache_namespace *ns, const uint8_t *keys,
 	return done;
 }
 
+/*
+ * Kernel mode: up to 64 leading keys the segment shows, pinned with our
+ * file, copied from the view or handed out; how many (a prefix).
+ */
+static uint32_t fast_load_kernel(struct kvcache_namespace *ns,
+				 const struct kvc_fastidx *f,
+				 const uint8_t *view, const uint8_t *keys,
+				 uint32_t want, uint8_t *buf, size_t stride,
+				 struct kvcache_block *blocks)
+{
+	struct kvcache *c = ns->c;
+	struct kvcache_handle h[64];
+	uint32_t got, pinned, i;
+
+	for (got = 0; got < want; got++) {
+		struct kvc_fastidx_hit hit;
+
+		/* A load takes blocks by key, as LOAD does: no chain check. */
+		if (!kvc_fastidx_find(f, ns->ns_id,
+				      keys + (size_t)got * KVCACHE_KEY_SIZE,
+				      NULL, 0, &hit))
+			break;
+		h[got] = hit.h;
+	}
+	/*
+	 * The kernel pins only the generation the segment showed, and only
+	 * for a file that may read its namespace: what it pins is the block
+	 * published under the key, now kept from eviction.
+	 */
+	pinned = lib_kernel_pin(c, h, got);
+	for (i = 0; i < pinned; i++) {
+		const uint8_t *p = view + (size_t)h[i].index * c->block_size;
+
+		if (blocks) {
+			blocks[i] = (struct kvcache_block) {
+				.data = (void *)p, .len = ns->block_bytes,
+				.index = h[i].index, .gen = h[i].gen,
+				.conn = LIB_CONN_KERNEL_PIN,
+			};
+			continue;
+		}
+		memcpy(buf + (size_t)i * stride, p, ns->block_bytes);
+	}
+	if (!blocks)
+		lib_kernel_unpin(c, h, pinned);
+	touch_add(c, h, pinned, 0, 0);
+	return pinned;
+}
+
 size_t lib_fast_load(struct kvcache_namespace *ns, const uint8_t *keys,
-		     size_t n, uint8_t *buf, size_t stride)
+		     size_t n, uint8_t *buf, size_t stride,
+		     struct kvcache_block *blocks)
 {
 	struct kvcache *c = ns->c;
 	struct kvcache_handle h[64];
@@ -341,9 +518,27 @@ size_t lib_fast_load(struct kvcache_namespace *ns, const uint8_t *keys,
 	uint8_t *pool;
 	size_t i;
 
-	f = fast_get(c, &pool);
+	f = fast_get(c, ns->ns_id, &pool);
 	if (!f || ns->block_bytes > c->block_size)
 		return 0;
+	if (c->mode == KVC_PROTO_MODE_KERNEL) {
+		for (i = 0; i < n;) {
+			uint32_t want = n - i < 64 ? (uint32_t)(n - i) : 64;
+			uint32_t got;
+
+			got = fast_load_kernel(ns, f, pool,
+					       keys + i * KVCACHE_KEY_SIZE,
+					       want, buf ? buf + i * stride :
+					       NULL, stride,
+					       blocks ? blocks + i : NULL);
+			i += got;
+			if (got < want)
+				break;
+		}
+		return i;
+	}
+	if (!buf)
+		return 0;	/* memfd mode's pins are the daemon's */
 	for (i = 0; i < n; i++) {
 		struct kvc_fastidx_hit hit;
 

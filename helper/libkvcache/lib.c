@@ -316,6 +316,13 @@ LIB_EXPORT int kvcache_ns_open_flags(struct kvcache *c, uint32_t ns_id,
 	ns->next = c->namespaces;
 	c->namespaces = ns;
 	pthread_mutex_unlock(&c->lock);
+	/*
+	 * Kernel mode: this namespace's fast index now, so the first hits
+	 * need no round trip either. Refused (no read permission, an older
+	 * daemon, the index off) is no error: the daemon answers instead.
+	 */
+	if (c->mode == KVC_PROTO_MODE_KERNEL && c->view && !c->fast_off)
+		lib_conn_fast_ns(c, ns_id);
 	*out = ns;
 	return 0;
 }

@@ -6,7 +6,7 @@
  *   blocks.c   lookup, load, store: the two pool modes
  *   async.c    the worker threads behind the _async calls
  *   region.c   GPU regions and loads from G3 into them
- *   fast.c     memfd mode's fast path: DRAM hits without a round trip
+ *   fast.c     the fast path: DRAM hits without a round trip
  *
  * Lifetime: a struct kvcache owns its connections, its namespaces, the
  * device descriptor (kernel mode), the pool mappings (memfd mode) and the
@@ -68,6 +68,8 @@
 #define LIB_TOUCH_NS		(20 * 1000 * 1000)
 /* How often a fast call looks whether the daemon behind it is alive. */
 #define LIB_FAST_CHECK_NS	(1000 * 1000)
+/* Kernel mode: how often to ask again for a segment not had (FAST_NS). */
+#define LIB_FAST_RETRY_NS	(1000 * 1000 * 1000)
 
 /* A block allocated ahead, for namespace ns. */
 struct lib_reserved {
@@ -102,6 +104,13 @@ struct lib_old_map {
 struct lib_async;
 struct lib_old_fast;
 struct kvc_fastidx;
+
+/* Kernel mode's fast path: one namespace's segment (fast.c). */
+struct lib_fast_ns {
+	uint32_t ns_id;
+	struct kvc_fastidx *f;	/* NULL: none now */
+	uint64_t asked;		/* CLOCK_MONOTONIC ns of the last FAST_NS */
+};
 
 struct kvcache {
 	char socket[108];
@@ -145,9 +154,12 @@ struct kvcache {
 	 */
 	uint64_t *pool_touched;
 
-	/* memfd mode's fast path (under lock; fast.c) */
+	/* The fast path (under lock; fast.c) */
 	bool fast_off;			/* KVCACHE_FAST_PATH=0 */
-	struct kvc_fastidx *fast;	/* this pool's daemon's segment */
+	struct kvc_fastidx *fast;	/* memfd: this pool's daemon's segment */
+	struct lib_fast_ns *fast_ns;	/* kernel: a segment per namespace */
+	uint32_t nr_fast_ns, cap_fast_ns;
+	pid_t fast_pid;			/* the daemon that gave the segments */
 	int fast_pidfd;			/* that daemon's pidfd, or -1 */
 	uint64_t fast_alive;		/* when a poll last found it alive */
 	struct lib_old_fast *old_fast;
@@ -199,16 +211,34 @@ void lib_send(struct kvcache *c, struct lib_conn *k, int len);
 /* The memfd pool's bytes of block index, or NULL (under no lock). */
 uint8_t *lib_pool_block(struct kvcache *c, uint32_t index);
 
+/*
+ * Kernel mode, version 5: ask for namespace ns_id's segment (FAST_NS) and
+ * install it. 0 or -errno (a refusal is no error to the caller's call).
+ */
+int lib_conn_fast_ns(struct kvcache *c, uint32_t ns_id);
+
 /* blocks.c */
 uint32_t lib_batch(const struct kvcache *c);
+/* Kernel mode: pin n handles with our file; how many took (a prefix). */
+uint32_t lib_kernel_pin(struct kvcache *c, struct kvcache_handle *h,
+			uint32_t n);
+void lib_kernel_unpin(struct kvcache *c, struct kvcache_handle *h,
+		      uint32_t n);
 
 /* fast.c */
 void lib_fast_install(struct kvcache *c, int fd, pid_t daemon);
+/* Kernel mode: install the segment of namespace ns_id. */
+void lib_fast_ns_install(struct kvcache *c, uint32_t ns_id, int fd,
+			 pid_t daemon);
 void lib_fast_drop_locked(struct kvcache *c);
 void lib_fast_fini(struct kvcache *c);
-/* Copy the leading keys found in the pool; how many. */
+/*
+ * Copy the leading keys found in the pool (buf), or in kernel mode hand
+ * them out pinned (blocks, as kvcache_load_map()); how many.
+ */
 size_t lib_fast_load(struct kvcache_namespace *ns, const uint8_t *keys,
-		     size_t n, uint8_t *buf, size_t stride);
+		     size_t n, uint8_t *buf, size_t stride,
+		     struct kvcache_block *blocks);
 /* The leading keys the pool holds (tiers[i] = DRAM); how many. */
 size_t lib_fast_lookup(struct kvcache_namespace *ns, const uint8_t *keys,
 		       size_t n, uint32_t *tiers);
