@@ -21,8 +21,9 @@
  *
  * The fast path ([pool] fast_index): the blocks the index holds are
  * published in one segment per namespace (common/fastidx.h), created
- * when a block of the namespace is first published or a client first
- * asks (FAST_NS), and passed only to peers that may read the namespace:
+ * with the namespace (or when kvcached learns it at start; failing that,
+ * at a client's FAST_NS), and passed by FAST_NS only to peers that may
+ * read the namespace:
  * no tenant sees another's keys. A client finds a key there and pins the
  * block itself; the kernel checks the generation and the namespace at
  * PIN, so a descriptor gone stale (the block evicted and reused before
@@ -111,7 +112,8 @@ static void kernel_publish(struct kvc_pool *p, struct kvcache_handle h,
 		return;
 	if (k->pub_ns[h.index] != ns)
 		kernel_unpublish_index(k, h.index);
-	f = kernel_fast_seg(k, ns, true, &err);
+	/* Made with the namespace: if that failed, FAST_NS tries again. */
+	f = kernel_fast_seg(k, ns, false, &err);
 	if (!f)
 		return;		/* reachable through the daemon only */
 	kvc_fastidx_publish(f, h, ns, key, parent, tiers);
@@ -345,7 +347,18 @@ static void kernel_discard(struct kvc_pool *p, struct kvcache_handle h)
 static int kernel_ns_create(struct kvc_pool *p, uint32_t ns, uint32_t uid,
 			    uint32_t gid, uint32_t mode)
 {
-	return kvc_kdev_ns_create(&to_kernel(p)->kdev, ns, uid, gid, mode);
+	struct kvc_pool_kernel *k = to_kernel(p);
+	int ret, err;
+
+	ret = kvc_kdev_ns_create(&k->kdev, ns, uid, gid, mode);
+	/*
+	 * Its segment now (as at start, for the namespaces kvcached knows),
+	 * so the daemon's descriptors do not grow later with the first
+	 * block published; made on demand if this fails.
+	 */
+	if (!ret || ret == -EEXIST)
+		kernel_fast_seg(k, ns, true, &err);
+	return ret;
 }
 
 static void kernel_ns_destroy(struct kvc_pool *p, uint32_t ns)
