@@ -502,11 +502,34 @@ static int do_ioctl(struct fuzzer *f, int fd, unsigned long cmd, int row,
 	return e ? -e : 0;
 }
 
-/* Some non-zero byte in [from, to) of the struct: reserved, flags, outputs. */
+/* No field to keep (spoil_but()). */
+#define KEEP_NONE	UINT32_MAX
+
+/*
+ * Some non-zero byte in [from, to) of the struct: reserved, flags,
+ * outputs; never one of the 8 bytes at @keep, the user pointer the
+ * kernel writes results through. pick_ptr() chose that one so that the
+ * kernel's writes land nowhere but in memory of its own: one byte
+ * changed would move it anywhere within a few GiB, onto a thread's stack
+ * or the test harness's shared pages (whose corruption once killed the
+ * harness's parent after both tests had passed).
+ */
+static void spoil_but(struct fuzzer *f, uint8_t *s, uint32_t from,
+		      uint32_t to, uint32_t keep)
+{
+	uint32_t at;
+
+	if (!one_in(f, 12))
+		return;
+	at = from + (uint32_t)(rnd(f) % (to - from));
+	if (keep != KEEP_NONE && at >= keep && at < keep + 8)
+		return;
+	s[at] = (uint8_t)(1 | rnd(f));
+}
+
 static void spoil(struct fuzzer *f, uint8_t *s, uint32_t from, uint32_t to)
 {
-	if (one_in(f, 12))
-		s[from + rnd(f) % (to - from)] = (uint8_t)(1 | rnd(f));
+	spoil_but(f, s, from, to, KEEP_NONE);
 }
 
 union args {
@@ -542,7 +565,8 @@ static void op_alloc(struct fuzzer *f, union args *u)
 	u->alloc.count = n;
 	u->alloc.handles = pick_ptr(f, h, (size_t)n * sizeof(*h), 1);
 	SIZED(f, u, alloc, KVCACHE_ALLOC_SIZE_VER1);
-	spoil(f, u->bytes, 4, sizeof(u->alloc));
+	spoil_but(f, u->bytes, 4, sizeof(u->alloc),
+		  offsetof(struct kvcache_alloc, handles));
 	if (!do_ioctl(f, fd, KVCACHE_IOC_ALLOC, 1, u, sizeof(u->alloc)) &&
 	    fd == f->pfd && u->alloc.handles == (uintptr_t)h)
 		remember(f, h, n);
@@ -592,7 +616,8 @@ static void op_query(struct fuzzer *f, union args *u)
 	u->query.entries = pick_ptr(f, f->ent,
 				    (size_t)n * sizeof(struct kvcache_block_info), 1);
 	SIZED(f, u, query, KVCACHE_QUERY_SIZE_VER1);
-	spoil(f, u->bytes, 16, sizeof(u->query));
+	spoil_but(f, u->bytes, 16, sizeof(u->query),
+		  offsetof(struct kvcache_query, entries));
 	do_ioctl(f, pick_fd(f), KVCACHE_IOC_QUERY, 6, u, sizeof(u->query));
 }
 
@@ -718,7 +743,8 @@ static void op_xfer(struct fuzzer *f, union args *u)
 	u->xfer.entries = pick_ptr(f, e, (size_t)n * sizeof(*e),
 				   !async);	/* sync writes results back */
 	SIZED(f, u, xfer, KVCACHE_XFER_SIZE_VER1);
-	spoil(f, u->bytes, 4, sizeof(u->xfer));
+	spoil_but(f, u->bytes, 4, sizeof(u->xfer), async ? KEEP_NONE :
+		  offsetof(struct kvcache_xfer, entries));
 	if (!do_ioctl(f, fd, KVCACHE_IOC_XFER, 12, u, sizeof(u->xfer)) &&
 	    async && fd == f->pfd && f->nx < XIDS) {
 		f->xid[f->nx] = u->xfer.id;
@@ -739,7 +765,8 @@ static void op_reap(struct fuzzer *f, union args *u)
 	u->reap.entries = pick_ptr(f, f->ent, (size_t)u->reap.count *
 				   sizeof(struct kvcache_xfer_entry), 1);
 	SIZED(f, u, reap, KVCACHE_XFER_REAP_SIZE_VER1);
-	spoil(f, u->bytes, 4, sizeof(u->reap));
+	spoil_but(f, u->bytes, 4, sizeof(u->reap),
+		  offsetof(struct kvcache_xfer_reap, entries));
 	if (!do_ioctl(f, fd, KVCACHE_IOC_XFER_REAP, 13, u, sizeof(u->reap)) &&
 	    known) {
 		f->xid[k] = f->xid[--f->nx];
@@ -787,6 +814,20 @@ static void op_foreign(struct fuzzer *f, union args *u)
 	for (uint32_t i = 4; i < 128; i += 8)
 		if (one_in(f, 4))
 			memcpy(u->bytes + i, &(uint64_t){ rnd(f) }, 8);
+	/*
+	 * Never a user address where a pointer could be (an aligned word):
+	 * the kernel may write through it, as in spoil_but(). Such a word
+	 * gets bit 63, non-canonical.
+	 */
+	for (uint32_t i = 8; i < 128; i += 8) {
+		uint64_t v;
+
+		memcpy(&v, u->bytes + i, 8);
+		if (v >= 4096 && v < 1ULL << 47) {
+			v |= 1ULL << 63;
+			memcpy(u->bytes + i, &v, 8);
+		}
+	}
 	do_ioctl(f, (r & 0x80) ? f->pfd : atomic_load(&g.fds[r % SHARED_FDS]),
 		 cmd, ROW_FOREIGN, u, 128);
 }
