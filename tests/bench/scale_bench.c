@@ -127,11 +127,26 @@
  *                           A client's first write into a block maps a
  *                           2 MiB page with one fault instead of 512.
  *
+ * kernel: only when named, and only where kvcache.ko is loaded (the test
+ *   VM, scripts/bench's "kernel" part): kvcached in kernel mode on the
+ *   module's pool; per payload S of 64 KiB, 256 KiB and 2 MiB (up to the
+ *   module's block size), KH_KEYS blocks stored in a namespace, then per
+ *   run one-block kvcache_load() calls by each of two clients, each next
+ *   to memcpy() of the same S bytes; each side repeats its operation for
+ *   KH_MIN_NS (the guest's clock may tick in milliseconds):
+ *   khit_fast_mbps_S      a client with the fast index (the namespace's
+ *                         segment: find, PIN, copy from the pool view,
+ *                         UNPIN; no round trip).
+ *   khit_daemon_mbps_S    a client opened with KVCACHE_FAST_PATH=0: a
+ *                         LOAD round trip to kvcached, then the same
+ *                         pin, copy and unpin.
+ *   The section fails if the first client counted no fast hit.
+ *
  * Usage: scale_bench [RUNS] [KVCACHED] [SECTION]
  *   RUNS      runs per figure, default 5
  *   KVCACHED  the daemon, default build/helper/kvcached
  *   SECTION   all (default), dram, blocks (= blocks-daemon and
- *             blocks-index), clients or size
+ *             blocks-index), clients, size, or kernel (not in all)
  * Memory: about 5 GiB at the peak (the 1M-block pool, and 10M keys in
  * two tables). On a 2-CPU VM "all" takes about 2 minutes with 5 runs,
  * most of it in clients (70 s) and blocks (30 s, 10 s of it storing the
@@ -189,6 +204,9 @@
 #define CL_SAMPLES	8192		/* per thread and slice */
 
 #define SZ_BYTES	(64 * MiB)
+
+#define KH_KEYS		16	/* blocks stored per payload size */
+#define KH_MIN_NS	300000000ULL	/* each side of a figure, per run */
 #define SZ_LOAD_REPS	3
 
 static const uint64_t blk_daemon_sizes[] = { 1000, 10000, 100000, 1000000 };
@@ -196,6 +214,7 @@ static const uint64_t blk_index_sizes[] = {
 	1000, 10000, 100000, 1000000, 10000000,
 };
 static const unsigned int cl_threads[] = { 1, 2, 4, 8, 16, 32, 64 };
+static const uint64_t kh_sizes[] = { 64 * KiB, 256 * KiB, 2 * MiB };
 static const uint64_t sz_sizes[] = {
 	64 * KiB, 256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 32 * MiB,
 };
@@ -499,16 +518,19 @@ static void kvcd_namespace(void)
 }
 
 /*
- * Start kvcached in memfd mode with a pool of pool_bytes in blocks of bs,
- * wait until it accepts, and give it namespace 1.
+ * Start kvcached in mode (memfd or kernel) with the [pool] lines given,
+ * wait until it accepts, and give it namespace 1. Its directory goes
+ * under $TMPDIR (the test VM's /tmp is read-only).
  */
-static void kvcd_start_pages(uint64_t bs, uint64_t pool_bytes, bool huge)
+static void kvcd_launch(const char *mode, const char *pool_conf)
 {
+	const char *tmp = getenv("TMPDIR");
 	char conf[128], state[128], log[128];
 	pid_t parent = getpid();
 	FILE *f;
 
-	snprintf(kvcd_dir, sizeof(kvcd_dir), "/tmp/kvcache-scalebench.XXXXXX");
+	snprintf(kvcd_dir, sizeof(kvcd_dir), "%.30s/kvcache-scalebench.XXXXXX",
+		 tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(kvcd_dir)) {
 		kvcd_dir[0] = '\0';
 		fail("mkdtemp: %s", strerror(errno));
@@ -521,10 +543,7 @@ static void kvcd_start_pages(uint64_t bs, uint64_t pool_bytes, bool huge)
 	if (!f)
 		fail("%s: %s", conf, strerror(errno));
 	fprintf(f, "[daemon]\nmetrics = off\nlog_level = warn\n"
-		   "[pool]\nmemfd_size = %llu\nblock_size = %llu\n"
-		   "hugetlb = %s\nmlock = yes\n",
-		(unsigned long long)pool_bytes, (unsigned long long)bs,
-		huge ? "yes" : "no");
+		   "[pool]\n%s", pool_conf);
 	if (fclose(f))
 		fail("%s: %s", conf, strerror(errno));
 	if (geteuid()) {
@@ -559,7 +578,7 @@ static void kvcd_start_pages(uint64_t bs, uint64_t pool_bytes, bool huge)
 			dup2(fd, 1);
 			dup2(fd, 2);
 		}
-		execl(kvcd_bin, "kvcached", "--config", conf, "--mode", "memfd",
+		execl(kvcd_bin, "kvcached", "--config", conf, "--mode", mode,
 		      "--socket", kvcd_sock, "--state-dir", state,
 		      (char *)NULL);
 		dprintf(2, "exec %s: %s\n", kvcd_bin, strerror(errno));
@@ -630,6 +649,18 @@ static void store_all(struct kvcache_namespace *ns, const uint8_t *keys,
 	if (ret != (int)n)
 		kvcd_fail("kvcache_store of %zu blocks: %d (%s)", n, ret,
 			  ret < 0 ? kvcache_strerror(ret) : "short");
+}
+
+/* kvcached in memfd mode, a pool of pool_bytes in blocks of bs. */
+static void kvcd_start_pages(uint64_t bs, uint64_t pool_bytes, bool huge)
+{
+	char pool[160];
+
+	snprintf(pool, sizeof(pool),
+		 "memfd_size = %llu\nblock_size = %llu\nhugetlb = %s\n"
+		 "mlock = yes\n", (unsigned long long)pool_bytes,
+		 (unsigned long long)bs, huge ? "yes" : "no");
+	kvcd_launch("memfd", pool);
 }
 
 static void kvcd_start(uint64_t bs, uint64_t pool_bytes)
@@ -1529,6 +1560,128 @@ static void section_size(int runs)
 	munmap(b.pdst, SZ_BYTES);
 }
 
+/* ---- kernel: one-block DRAM hits in kernel mode (the test VM) ---------- */
+
+/* One side of a kernel-section measurement: loads of ns, or memcpy(). */
+struct kh_op {
+	struct kvcache_namespace *ns;	/* NULL: memcpy() from src */
+	const uint8_t *keys;
+	const uint8_t *src;
+	uint8_t *dst;
+	uint64_t sz;
+};
+
+/*
+ * MB/s of one-block operations repeated for KH_MIN_NS at least, cycling
+ * through the KH_KEYS blocks: the guest's clock may tick in milliseconds
+ * (no ACPI: jiffies), so only intervals far above that are timed.
+ */
+static double kh_timed(const struct kh_op *op, const char *label)
+{
+	uint64_t t0 = now_ns(), t, n = 0;
+
+	do {
+		size_t i = n % KH_KEYS;
+
+		if (op->ns) {
+			int ret = kvcache_load(op->ns, op->keys + i * KEY, 1,
+					       op->dst, op->sz);
+
+			if (ret != 1)
+				kvcd_fail("a one-block load of %s: %d", label,
+					  ret);
+		} else {
+			memcpy(op->dst, op->src + i * op->sz, op->sz);
+		}
+		n++;
+		t = now_ns();
+	} while (t - t0 < KH_MIN_NS);
+	return mbps(n * op->sz, t - t0);
+}
+
+static void section_kernel(int runs)
+{
+	struct kvcache_client_info ci;
+	struct kvcache *fast, *slow;
+	uint64_t hits = 0;
+
+	if (access("/dev/kvcache", R_OK | W_OK))
+		fail("kernel: no /dev/kvcache here; run it in the test VM "
+		     "(scripts/vm run -- build/bench/scale_bench RUNS "
+		     "build/helper/kvcached kernel)");
+	kvcd_launch("kernel", "");
+	fast = client_open(1);
+	/* The same loads through the daemon: LOAD, then PIN, copy, UNPIN. */
+	setenv("KVCACHE_FAST_PATH", "0", 1);
+	slow = client_open(1);
+	unsetenv("KVCACHE_FAST_PATH");
+	if (kvcache_get_info(fast, &ci) || ci.mode != KVCACHE_MODE_KERNEL)
+		kvcd_fail("kvcached is not in kernel mode");
+	fprintf(stderr, "# kernel: %d keys per size, one block per load, "
+		"each side timed for %llu ms per run, pool blocks of %llu "
+		"KiB; baseline memcpy() of the same bytes between private "
+		"buffers\n", KH_KEYS,
+		(unsigned long long)(KH_MIN_NS / 1000000),
+		(unsigned long long)(ci.block_size / KiB));
+	for (size_t s = 0; s < ARRAY_SIZE(kh_sizes); s++) {
+		const uint64_t sz = kh_sizes[s];
+		const size_t bytes = KH_KEYS * sz;
+		uint8_t keys[KH_KEYS * KEY], *src, *dst, *psrc, *pdst;
+		struct kvcache_namespace *nf, *nsl;
+		char label[24];
+
+		if (sz > ci.block_size)
+			continue;
+		size_label(label, sizeof(label), sz);
+		src = buffer(bytes, 0);
+		dst = buffer(sz, 1);
+		psrc = buffer(bytes, 2);
+		pdst = buffer(sz, 3);
+		pattern(src, bytes, 10 + s);
+		pattern(psrc, bytes, 20 + s);
+		nf = ns_open(fast, sz);
+		nsl = ns_open(slow, sz);
+		chain_keys(100 + s, 0, KH_KEYS, keys);
+		store_all(nf, keys, KH_KEYS, src, sz);
+		for (int i = 0; i < KH_KEYS; i++)
+			if (kvcache_load(nf, keys + i * KEY, 1, dst, sz) != 1 ||
+			    memcmp(dst, src + i * sz, sz) ||
+			    kvcache_load(nsl, keys + i * KEY, 1, dst, sz) != 1 ||
+			    memcmp(dst, src + i * sz, sz))
+				kvcd_fail("block %d of %s is not what was "
+					  "stored", i, label);
+		for (int run = 1; run <= runs; run++) {
+			struct kh_op ops[4] = {
+				{ .ns = nf, .keys = keys, .dst = dst, .sz = sz },
+				{ .src = psrc, .dst = pdst, .sz = sz },
+				{ .ns = nsl, .keys = keys, .dst = dst, .sz = sz },
+				{ .src = psrc, .dst = pdst, .sz = sz },
+			};
+			double r[4];
+
+			/* Interleaved: fast, memcpy, daemon, memcpy. */
+			for (int i = 0; i < 4; i++)
+				r[i] = kh_timed(&ops[i], label);
+			row("khit_fast_mbps", label, run, r[0], r[1]);
+			row("khit_daemon_mbps", label, run, r[2], r[3]);
+		}
+		kvcache_ns_close(nf);
+		kvcache_ns_close(nsl);
+		munmap(src, bytes);
+		munmap(dst, sz);
+		munmap(psrc, bytes);
+		munmap(pdst, sz);
+	}
+	/* The fast client's hits must have gone the fast way. */
+	if (kvcache_stat(fast, "fast_hits", &hits) || !hits)
+		kvcd_fail("no fast hit counted: the fast path was not taken");
+	fprintf(stderr, "# kernel: fast_hits %llu\n",
+		(unsigned long long)hits);
+	kvcache_close(fast);
+	kvcache_close(slow);
+	kvcd_stop();
+}
+
 /* ---- main -------------------------------------------------------------- */
 
 static const struct {
@@ -1540,6 +1693,8 @@ static const struct {
 	{ "blocks-index", section_blocks_index },
 	{ "clients", section_clients },
 	{ "size", section_size },
+	/* Only when named: it needs kvcache.ko (the test VM). */
+	{ "kernel", section_kernel },
 };
 
 int main(int argc, char **argv)
@@ -1553,7 +1708,7 @@ int main(int argc, char **argv)
 	if (runs < 1 || argc > 4) {
 		fprintf(stderr, "usage: scale_bench [RUNS] [KVCACHED] "
 			"[all|dram|blocks|blocks-daemon|blocks-index|clients|"
-			"size]\n");
+			"size|kernel]\n");
 		return 2;
 	}
 	if (access(kvcd_bin, X_OK))
@@ -1568,7 +1723,8 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < ARRAY_SIZE(sections); i++) {
 		const char *name = sections[i].name;
 
-		chosen[i] = !strcmp(which, "all") || !strcmp(which, name) ||
+		chosen[i] = (!strcmp(which, "all") &&
+			     strcmp(name, "kernel")) || !strcmp(which, name) ||
 			    (!strcmp(which, "blocks") &&
 			     !strncmp(name, "blocks-", 7));
 		any |= chosen[i];
