@@ -23,12 +23,12 @@
  * published in one segment per namespace (common/fastidx.h), created
  * with the namespace (or when kvcached learns it at start; failing that,
  * at a client's FAST_NS), and passed by FAST_NS only to peers that may
- * read the namespace:
- * no tenant sees another's keys. A client finds a key there and pins the
- * block itself; the kernel checks the generation and the namespace at
- * PIN, so a descriptor gone stale (the block evicted and reused before
- * it was taken back here) is refused with ESTALE, never another block's
- * bytes. pub_ns[] says which segment each block is published in.
+ * read the namespace: no tenant sees another's keys. A client finds a
+ * key there and pins the block itself; the kernel checks the generation
+ * and the namespace at PIN, so a descriptor gone stale (the block
+ * evicted and reused before it was taken back here) is refused with
+ * ESTALE, never another block's bytes. pub_ns[] says which segment each
+ * block is published in.
  */
 #include "pool.h"
 
@@ -57,7 +57,7 @@ struct kvc_pool_kernel {
 	struct kvc_kmap *maps;
 	uint32_t nr_maps, cap_maps;
 	/* The fast path; fast NULL when it is off. */
-	struct kvc_fastidx **fast;	/* by namespace id, made on demand */
+	struct kvc_fastidx **fast;	/* by namespace id, made with it */
 	uint32_t *pub_ns;		/* by block: its segment's ns, or 0 */
 };
 
