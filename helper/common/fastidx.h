@@ -2,12 +2,14 @@
 /*
  * fastidx: the pool's resident blocks, published read-only in shared
  * memory, so a client finds a DRAM hit and copies it without a round trip
- * to kvcached (memfd mode; Documentation/design/pool.md, "The fast path").
+ * to kvcached (Documentation/design/pool.md, "The fast path").
  *
- * One memfd per daemon, sealed against writable mappings by anyone but
- * the daemon (F_SEAL_FUTURE_WRITE), passed by FAST_MAP only to a peer
- * that was given the pool, which in memfd mode may read every namespace
- * anyway: the segment shows no key such a peer could not already read.
+ * A memfd sealed against writable mappings by anyone but the daemon
+ * (F_SEAL_FUTURE_WRITE). memfd mode: one per daemon, passed by FAST_MAP
+ * only to a peer that was given the pool, which may read every namespace
+ * anyway. Kernel mode: one per namespace, passed by FAST_NS only to a
+ * peer that may read that namespace. Either way the segment shows no key
+ * its reader could not already read.
  *
  * Layout (host byte order, shared by processes of one machine):
  *   header   64 bytes (struct kvc_fastidx_hdr)

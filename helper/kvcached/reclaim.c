@@ -52,7 +52,7 @@ int kvcd_set_pool(struct kvcd *d, uint32_t id, struct kvcache_handle h)
 	if (ret)
 		return ret;
 	d->by_block[h.index] = id;
-	/* Clients find it themselves from here (memfd mode's fast path). */
+	/* Clients find it themselves from here (the fast path). */
 	kvc_pool_publish(d->pool, h, e->ns, e->key,
 			 e->parent == KVC_ID_NONE ? NULL :
 			 kvc_index_entry(d->index, e->parent)->key, e->tiers);

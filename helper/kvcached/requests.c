@@ -400,7 +400,7 @@ static int kvcd_fast_map(struct kvcd *d, const struct kvc_msg *m,
 		return kvcd_error(reply, m, -EOPNOTSUPP,
 				  kvc_pool_has(d->pool, KVC_POOL_SHARED_MAP) ?
 				  "the fast index is off ([pool] fast_index)" :
-				  "kernel mode: no fast index");
+				  "kernel mode: FAST_NS gives each namespace's index");
 	*pass_fd = fd;
 	return kvc_proto_encode_fast_map_reply(reply, KVC_PROTO_MSG_MAX,
 					       m->seq);

@@ -60,7 +60,7 @@
 #define LIB_RESERVE_BYTES	(4u << 20)
 
 /*
- * memfd mode's fast path (fast.c): hits go to the daemon in one TOUCH per
+ * The fast path (fast.c): hits go to the daemon in one TOUCH per
  * LIB_TOUCH_MAX, or with the first load LIB_TOUCH_NS after the oldest.
  */
 #define LIB_TOUCH_MAX		256

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Host tests for helper/common/fastidx.c, the segment of resident blocks
- * memfd mode's clients search without a round trip: what a reader finds
+ * clients search without a round trip: what a reader finds
  * after publish, move, take-back and retire; that a sequence read before
  * a take-back fails its check after; that clients cannot write the
  * segment; that a reader refuses a segment of another geometry; a full
