@@ -452,6 +452,7 @@ bench-build: $(BUILD)/bench/pool_bench $(BUILD)/bench/p2p_bench \
 	     $(BUILD)/bench/index_bench $(BUILD)/bench/socket_bench \
 	     $(BUILD)/bench/tier_bench $(BUILD)/bench/recovery_bench \
 	     $(BUILD)/bench/peer_bench $(BUILD)/bench/scale_bench \
+	     $(BUILD)/bench/policy_bench \
 	     $(BUILD)/helper/kvcached $(BUILD)/helper/kvcachectl \
 	     $(BUILD)/engine/kvc-engine
 
@@ -468,6 +469,10 @@ BENCH_LINK_index_bench := $(OBJ)/helper/kvcached/index.o
 BENCH_LINK_socket_bench := $(OBJ)/common.a
 BENCH_LINK_tier_bench := $(OBJ)/kvcached.a $(OBJ)/common.a
 BENCH_LINK_recovery_bench := $(OBJ)/kvcached.a $(OBJ)/common.a
+# The policy bench's simulator runs the daemon's index and policy code.
+BENCH_LINK_policy_bench := $(OBJ)/tests/bench/trace.o \
+			   $(OBJ)/tests/bench/policy_sim.o $(OBJ)/kvcached.a \
+			   $(OBJ)/common.a
 
 $(BUILD)/bench/%: $(OBJ)/tests/bench/%.o $$(BENCH_LINK_$$*)
 	@mkdir -p $(@D)
