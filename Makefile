@@ -263,6 +263,9 @@ unit-build: $(addprefix $(BUILD)/unit/,$(UNIT_TESTS))
 
 # The reference engine's model is tested too: its own sources.
 $(BUILD)/unit/test_model: $(SAN)/helper/engine/model.o
+# And the policy bench's trace loader and simulator.
+$(BUILD)/unit/test_policy_sim: $(SAN)/tests/bench/trace.o \
+			       $(SAN)/tests/bench/policy_sim.o
 
 $(BUILD)/unit/%: $(SAN)/tests/unit/%.o $(UNIT_SUPPORT) $(SAN)/kvcached.a \
 		 $(SAN)/common.a

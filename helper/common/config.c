@@ -110,7 +110,9 @@ static const char *const log_level_names[] = {
 };
 static const char *const mode_names[] = { "auto", "kernel", "memfd", NULL };
 static const char *const hugetlb_names[] = { "auto", "yes", "no", NULL };
-static const char *const policy_names[] = { "lru", "s3fifo", "cost", NULL };
+static const char *const policy_names[] = {
+	"lru", "s3fifo", "cost", "density", NULL,
+};
 static const char *const write_names[] = { "back", "through", NULL };
 static const char *const fsync_names[] = { "always", "never", NULL };
 

@@ -58,6 +58,7 @@ enum kvc_config_policy {
 	KVC_CONFIG_POLICY_LRU,
 	KVC_CONFIG_POLICY_S3FIFO,
 	KVC_CONFIG_POLICY_COST,	/* weighs recompute cost against size */
+	KVC_CONFIG_POLICY_DENSITY,	/* hit density, learned online */
 };
 
 /* When a tier gets a copy of a block. */

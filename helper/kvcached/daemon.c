@@ -131,6 +131,8 @@ static const char *kvcd_policy_name(int policy)
 		return "s3fifo";
 	case KVC_CONFIG_POLICY_COST:
 		return "cost";
+	case KVC_CONFIG_POLICY_DENSITY:
+		return "density";
 	default:
 		return "lru";
 	}

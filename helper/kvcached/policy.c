@@ -16,8 +16,9 @@
 #include <string.h>
 
 #include "policy.h"
+#include "policy_density.h"
 
-enum kind { K_LRU, K_S3FIFO, K_COST };
+enum kind { K_LRU, K_S3FIFO, K_COST, K_DENSITY };
 enum state { ST_NONE, ST_TRACKED, ST_PICKED };
 enum queue { Q_NONE, Q_SMALL, Q_MAIN };
 
@@ -73,6 +74,8 @@ struct kvc_policy {
 	size_t gcap, gnext;
 	struct gslot *gtab;
 	size_t gmask;
+	/* "density" */
+	struct kvc_density *dm;
 };
 
 static int leaf(const struct kvc_policy *p, uint32_t id)
@@ -97,7 +100,10 @@ static int ensure(struct kvc_policy *p, uint32_t id)
 		return -ENOMEM;
 	p->state = n;
 	memset(p->state + old, ST_NONE, cap - old);
-	if (p->kind == K_S3FIFO) {
+	if (p->kind == K_DENSITY) {
+		if (kvc_density_ensure(p->dm, cap))
+			return -ENOMEM;
+	} else if (p->kind == K_S3FIFO) {
 		n = realloc(p->qn, cap * sizeof(*p->qn));
 		if (!n)
 			return -ENOMEM;
@@ -430,6 +436,64 @@ static int ghost_alloc(struct kvc_policy *p)
 	return p->ring && p->gtab ? 0 : -ENOMEM;
 }
 
+/* ---- hit density (policy_density.c): leaves in its candidate set ------- */
+
+static bool tracked(const struct kvc_policy *p, uint32_t id)
+{
+	return id != NONE && id < p->cap && p->state[id] == ST_TRACKED;
+}
+
+static int dens_insert(struct kvc_policy *p, uint32_t id,
+		       const struct kvc_entry *e)
+{
+	uint32_t par = e->parent, depth;
+
+	if (par == NONE)
+		depth = 0;
+	else if (par < p->cap && p->state[par] != ST_NONE)
+		depth = kvc_density_depth(p->dm, par) + 1;
+	else
+		depth = kvc_index_depth(p->idx, id);
+	kvc_density_insert(p->dm, id, par, depth);
+	if (leaf(p, id) && kvc_density_add(p->dm, id))
+		return -ENOMEM;
+	/* The parent has a child in the tier now: not a candidate. */
+	if (tracked(p, par) && kvc_density_has(p->dm, par) && !leaf(p, par))
+		kvc_density_del(p->dm, par);
+	return 0;
+}
+
+/* After id left the tier: its parent may have become a leaf. */
+static int dens_parent_check(struct kvc_policy *p, uint32_t id)
+{
+	const struct kvc_entry *e = kvc_index_entry(p->idx, id);
+	uint32_t par = e ? e->parent : NONE;
+
+	if (tracked(p, par) && !kvc_density_has(p->dm, par) && leaf(p, par))
+		return kvc_density_add(p->dm, par);
+	return 0;
+}
+
+static size_t dens_pick(struct kvc_policy *p, uint32_t *out, size_t n)
+{
+	size_t k = 0;
+
+	while (k < n) {
+		uint32_t id = kvc_density_pick(p->dm);
+
+		if (id == NONE)
+			break;
+		/* As heap_pick(): out until its children's on_remove. */
+		if (!leaf(p, id))
+			continue;
+		kvc_density_end(p->dm, id);
+		p->state[id] = ST_PICKED;
+		p->tracked--;
+		out[k++] = id;
+	}
+	return k;
+}
+
 /* ---- the API -------------------------------------------------------------- */
 
 int kvc_policy_create(struct kvc_policy **out, const char *name,
@@ -448,6 +512,8 @@ int kvc_policy_create(struct kvc_policy **out, const char *name,
 		kind = K_S3FIFO;
 	else if (!strcmp(name, "cost"))
 		kind = K_COST;
+	else if (!strcmp(name, "density"))
+		kind = K_DENSITY;
 	else
 		return -EINVAL;
 	p = calloc(1, sizeof(*p));
@@ -461,6 +527,7 @@ int kvc_policy_create(struct kvc_policy **out, const char *name,
 	p->small_pct = SMALL_PCT;
 	p->hint = capacity_hint;
 	if ((kind == K_S3FIFO && ghost_alloc(p)) ||
+	    (kind == K_DENSITY && kvc_density_create(&p->dm, capacity_hint)) ||
 	    (capacity_hint && ensure(p, (uint32_t)(capacity_hint < NONE ?
 						   capacity_hint - 1 :
 						   NONE - 1)))) {
@@ -494,12 +561,15 @@ void kvc_policy_destroy(struct kvc_policy *p)
 	free(p->qn);
 	free(p->ring);
 	free(p->gtab);
+	kvc_density_destroy(p->dm);
 	free(p);
 }
 
 const char *kvc_policy_name(const struct kvc_policy *p)
 {
-	static const char *const names[] = { "lru", "s3fifo", "cost" };
+	static const char *const names[] = {
+		"lru", "s3fifo", "cost", "density",
+	};
 
 	return names[p->kind];
 }
@@ -516,6 +586,9 @@ int kvc_policy_on_insert(struct kvc_policy *p, uint32_t id)
 		return -EEXIST;
 	if (p->kind == K_S3FIFO) {
 		s3_insert(p, id);
+	} else if (p->kind == K_DENSITY) {
+		if (dens_insert(p, id, e))
+			return -ENOMEM;
 	} else if (heap_insert(p, id, e)) {
 		return -ENOMEM;
 	}
@@ -531,6 +604,8 @@ int kvc_policy_on_access(struct kvc_policy *p, uint32_t id)
 	if (p->kind == K_S3FIFO) {
 		if (p->qn[id].freq < FREQ_MAX)
 			p->qn[id].freq++;
+	} else if (p->kind == K_DENSITY) {
+		kvc_density_access(p->dm, id);
 	} else {
 		touch(p, id);
 	}
@@ -542,13 +617,20 @@ int kvc_policy_on_remove(struct kvc_policy *p, uint32_t id)
 	if (id >= p->cap || p->state[id] == ST_NONE)
 		return -ENOENT;
 	if (p->state[id] == ST_TRACKED) {
-		if (p->kind == K_S3FIFO)
+		if (p->kind == K_S3FIFO) {
 			q_unlink(p, id);
-		else if (p->hn[id].pos != NONE)
+		} else if (p->kind == K_DENSITY) {
+			if (kvc_density_has(p->dm, id))
+				kvc_density_del(p->dm, id);
+			kvc_density_end(p->dm, id);
+		} else if (p->hn[id].pos != NONE) {
 			heap_remove(p, id);
+		}
 		p->tracked--;
 	}
 	p->state[id] = ST_NONE;
+	if (p->kind == K_DENSITY)
+		return dens_parent_check(p, id);
 	if (p->kind != K_S3FIFO)
 		return heap_parent_check(p, id);
 	return 0;
@@ -558,6 +640,8 @@ size_t kvc_policy_pick(struct kvc_policy *p, uint32_t *out, size_t n)
 {
 	size_t k = 0;
 
+	if (p->kind == K_DENSITY)
+		return dens_pick(p, out, n);
 	if (p->kind != K_S3FIFO)
 		return heap_pick(p, out, n);
 	while (k < n) {

@@ -121,9 +121,9 @@ static void arguments(void)
 /* a -> b -> c and d: only leaves go, a descendant before its ancestor. */
 static void leaf_first(void)
 {
-	static const char *const names[] = { "lru", "s3fifo", "cost" };
+	static const char *const names[] = { "lru", "s3fifo", "cost", "density" };
 
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		struct kvc_index *idx = new_index();
 		struct kvc_policy *p = new_policy(names[i], idx, 10);
 		uint32_t a = add(idx, KVC_ID_NONE), b = add(idx, a);
@@ -138,11 +138,17 @@ static void leaf_first(void)
 		kvc_index_set(idx, add(idx, d), KVC_TIER_POOL, loc1);
 		n = kvc_policy_pick(p, v, 4);
 		TAP_CHECK(n == 2);
-		/* lru, s3fifo: c came first; cost: d is shallower (cheaper). */
+		/*
+		 * lru, s3fifo: c came first; cost: d is shallower (cheaper);
+		 * density: both, in the order its sample found them.
+		 */
 		if (i < 2)
 			TAP_CHECK(v[0] == c && v[1] == d);
-		else
+		else if (i == 2)
 			TAP_CHECK(v[0] == d && v[1] == c);
+		else
+			TAP_CHECK((v[0] == c && v[1] == d) ||
+				  (v[0] == d && v[1] == c));
 		/* Until c is gone, b stays. */
 		TAP_CHECK(kvc_policy_pick(p, v, 4) == 0);
 		leave(idx, p, c);
@@ -358,7 +364,7 @@ static void admission(void)
 enum { M_NONE, M_TRACKED, M_PICKED };
 
 struct ref {
-	int kind;			/* 0 lru, 1 s3fifo, 2 cost */
+	int kind;			/* 0 lru, 1 s3fifo, 2 cost, 3 density */
 	int state[MAXID];
 	uint64_t h[MAXID], seq[MAXID], tick, L;
 	uint32_t depth[MAXID];
@@ -527,6 +533,15 @@ static size_t r_pick(struct ref *r, struct kvc_index *idx, uint32_t *out,
 	return k;
 }
 
+static size_t r_tracked_leaves(const struct ref *r)
+{
+	size_t n = 0;
+
+	for (uint32_t id = 0; id < MAXID; id++)
+		n += live[id] && r->state[id] == M_TRACKED && r_leaf(id);
+	return n;
+}
+
 static uint32_t random_with_state(const struct ref *r, int state)
 {
 	uint32_t cand[MAXID];
@@ -541,7 +556,9 @@ static uint32_t random_with_state(const struct ref *r, int state)
 /* small_pct: s3fifo's small share, set when not 0 (else the default, 10). */
 static int one_sequence(int kind, int ops, int small_pct)
 {
-	static const char *const names[] = { "lru", "s3fifo", "cost" };
+	static const char *const names[] = {
+		"lru", "s3fifo", "cost", "density",
+	};
 	static struct ref r;
 	struct kvc_index *idx = new_index();
 	struct kvc_policy *p = new_policy(names[kind], idx, HINT);
@@ -637,11 +654,25 @@ static int one_sequence(int kind, int ops, int small_pct)
 			break;
 		default:	/* pick, and evict most victims at once */
 			n = 1 + rnd_below(4);
-			nw = r_pick(&r, idx, w, n);
-			n = kvc_policy_pick(p, v, n);
-			bad += n != nw;
-			for (size_t i = 0; i < n && i < nw; i++)
-				bad += v[i] != w[i];
+			if (kind == 3) {
+				/* Sampled: any tracked leaf, as many as asked. */
+				nw = r_tracked_leaves(&r);
+				nw = nw < n ? nw : n;
+				n = kvc_policy_pick(p, v, n);
+				bad += n != nw;
+				for (size_t i = 0; i < n && i < nw; i++) {
+					bad += r.state[v[i]] != M_TRACKED ||
+					       !r_leaf(v[i]);
+					r.state[v[i]] = M_PICKED;
+					w[i] = v[i];
+				}
+			} else {
+				nw = r_pick(&r, idx, w, n);
+				n = kvc_policy_pick(p, v, n);
+				bad += n != nw;
+				for (size_t i = 0; i < n && i < nw; i++)
+					bad += v[i] != w[i];
+			}
 			victims_compared += (long)nw;
 			for (size_t i = 0; i < nw; i++) {
 				if (rnd_below(3) == 0)
@@ -705,6 +736,57 @@ static void cost_matches_reference(void)
 	random_sequences(2, 0);
 }
 
+/* "density" samples: its victims are checked against the rules only. */
+static void density_keeps_the_rules(void)
+{
+	random_sequences(3, 0);
+}
+
+/*
+ * "density" learns what comes back: blocks hit again and again at a
+ * steady age (a chat's turns) against blocks never hit (one-off
+ * documents) arriving in between. Once it has seen enough, it evicts
+ * the one-offs, however recent, before the returning blocks, where lru
+ * evicts whatever is oldest.
+ */
+static void density_learns_what_returns(void)
+{
+	struct kvc_index *idx = new_index();
+	struct kvc_policy *p = new_policy("density", idx, 64);
+	uint32_t hot[32], v, hot_victims = 0;
+
+	for (int i = 0; i < 32; i++) {
+		hot[i] = add(idx, KVC_ID_NONE);
+		arrive(idx, p, hot[i]);
+	}
+	for (int round = 0; round < 2000; round++) {
+		uint32_t once = add(idx, KVC_ID_NONE);
+
+		arrive(idx, p, once);
+		kvc_policy_on_access(p, hot[round % 32]);
+		/* Keep the tier at 40: one victim per arrival. */
+		if (kvc_policy_count(p) > 40 && kvc_policy_pick(p, &v, 1)) {
+			bool is_hot = false;
+
+			for (int i = 0; i < 32; i++)
+				is_hot |= hot[i] == v;
+			if (is_hot) {
+				if (round >= 1000)
+					hot_victims++;
+				kvc_policy_on_insert(p, v);	/* keep it */
+			} else {
+				leave(idx, p, v);
+				kvc_index_remove(idx, v);
+			}
+		}
+	}
+	printf("# hot blocks picked in the last 1000 rounds: %u\n",
+	       hot_victims);
+	TAP_CHECK(hot_victims < 50);
+	kvc_policy_destroy(p);
+	kvc_index_destroy(idx);
+}
+
 int main(void)
 {
 	TAP_RUN(arguments);
@@ -719,5 +801,7 @@ int main(void)
 	TAP_RUN(s3fifo_small_25_matches_reference);
 	TAP_RUN(s3fifo_small_50_matches_reference);
 	TAP_RUN(cost_matches_reference);
+	TAP_RUN(density_keeps_the_rules);
+	TAP_RUN(density_learns_what_returns);
 	return tap_done();
 }
