@@ -72,6 +72,8 @@ enum {
 	K_POOL_ADMIT,
 	K_G3_ADMIT,
 	K_G4_ADMIT,
+	K_G3_POLICY,
+	K_G4_POLICY,
 	K_S3FIFO_SMALL,
 	K_INTERVAL,
 	K_G3_DIRECTORY,
@@ -274,6 +276,16 @@ static const struct key keys[NKEYS] = {
 		.section = "eviction", .name = "g4_admit", .type = V_UINT,
 		.offset = offsetof(struct kvc_config, eviction.g4_admit),
 		.min = 1, .max = 255,
+	},
+	[K_G3_POLICY] = {
+		.section = "eviction", .name = "g3_policy", .type = V_ENUM,
+		.offset = offsetof(struct kvc_config, eviction.g3_policy),
+		.names = policy_names,
+	},
+	[K_G4_POLICY] = {
+		.section = "eviction", .name = "g4_policy", .type = V_ENUM,
+		.offset = offsetof(struct kvc_config, eviction.g4_policy),
+		.names = policy_names,
 	},
 	[K_S3FIFO_SMALL] = {
 		.section = "eviction", .name = "s3fifo_small", .type = V_UINT,

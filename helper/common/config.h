@@ -118,6 +118,8 @@ struct kvc_config {
 		unsigned int pool_admit;	/* admit on the k-th access */
 		unsigned int g3_admit;
 		unsigned int g4_admit;
+		int g3_policy;			/* enum kvc_config_policy */
+		int g4_policy;
 		unsigned int s3fifo_small;	/* small queue share, % */
 		uint64_t interval_ms;		/* watermark check period */
 	} eviction;

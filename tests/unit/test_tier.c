@@ -981,6 +981,9 @@ static void tier_open_errors(void)
 	c.node = "node-a";
 	c.depth = 0;
 	TAP_EXPECT_EQ(kvc_tier_open(&t, &c, idx), -EINVAL);
+	c.depth = 1;
+	c.policy = "mru";
+	TAP_EXPECT_EQ(kvc_tier_open(&t, &c, idx), -EINVAL);
 	kvc_index_destroy(idx);
 }
 
@@ -1341,11 +1344,14 @@ static void g3_corrupt_quarantine(void)
 
 /*
  * Capacity for three and a half files: spilling five evicts two, least
- * recently used first (a touch counts as a use). A block larger than the
- * whole tier fails without evicting anything.
+ * recently used first (a touch counts as a use) under lru and s3fifo
+ * (the touched block moved to main), any two under density (a model
+ * with no data samples). A block larger than the whole tier fails
+ * without evicting anything.
  */
-static void g3_capacity_lru(void)
+static void g3_capacity(const char *policy)
 {
+	bool exact = strcmp(policy, "density");
 	const size_t len = 10000;
 	const uint64_t fs = kvc_bf_file_size(len);
 	char dir[PATH_MAX], path[PATH_MAX];
@@ -1358,9 +1364,11 @@ static void g3_capacity_lru(void)
 
 	if (!idx)
 		return;
-	subdir(dir, sizeof(dir), "g3-cap");
+	snprintf(path, sizeof(path), "g3-cap-%s", policy);
+	subdir(dir, sizeof(dir), path);
 	TAP_CHECK(mkdir(dir, 0755) == 0);
 	c = tier_cfg(KVC_TIER_G3, dir, 3 * fs + fs / 2, "node-a", 1000);
+	c.policy = policy;
 	t = tier_new(&c, idx);
 	TAP_ASSERT_TRUE(t != NULL);
 	for (int i = 0; i < 5; i++) {
@@ -1380,8 +1388,8 @@ static void g3_capacity_lru(void)
 	TAP_CHECK(kvc_tier_stats(t)->blocks == 3);
 	for (int i = 0; i < 5; i++) {
 		tier_path(dir, 1, keys[i], path, sizeof(path));
-		TAP_CHECK(exists(path) == kept[i]);
-		TAP_CHECK(key_in(idx, keys[i], G3_BIT) == kept[i]);
+		TAP_CHECK(exists(path) == key_in(idx, keys[i], G3_BIT));
+		TAP_CHECK(!exact || exists(path) == kept[i]);
 	}
 
 	/* Never fits: refused, and the tier keeps what it has. */
@@ -1401,6 +1409,22 @@ static void g3_capacity_lru(void)
 	kvc_tier_close(t);
 	kvc_index_destroy(idx);
 	TAP_CHECK(count_tmp(dir) == 0);
+}
+
+static void g3_capacity_lru(void)
+{
+	g3_capacity("lru");
+}
+
+/* [eviction] g3_policy reaches the tier. */
+static void g3_capacity_s3fifo(void)
+{
+	g3_capacity("s3fifo");
+}
+
+static void g3_capacity_density(void)
+{
+	g3_capacity("density");
 }
 
 /*
@@ -2686,6 +2710,8 @@ int main(void)
 	TAP_RUN(g3_recovery);
 	TAP_RUN(g3_corrupt_quarantine);
 	TAP_RUN(g3_capacity_lru);
+	TAP_RUN(g3_capacity_s3fifo);
+	TAP_RUN(g3_capacity_density);
 	TAP_RUN(g3_long_chain);
 	TAP_RUN(g4_two_nodes);
 	TAP_RUN(g4_gc);

@@ -232,7 +232,9 @@ int kvc_tier_open(struct kvc_tier **out, const struct kvc_tier_config *cfg,
 	t->ns_made = calloc(KVCACHE_NS_MAX / 8 + 1, 1);
 	ret = t->pend && t->ns_made ? 0 : -ENOMEM;
 	if (!ret)
-		ret = kvc_policy_create(&t->policy, "lru", idx, cfg->tier, 1024);
+		ret = kvc_policy_create(&t->policy,
+					cfg->policy ? cfg->policy : "lru", idx,
+					cfg->tier, 1024);
 	if (!ret)
 		ret = kvc_tio_create(&t->tio, &tc);
 	if (!ret)

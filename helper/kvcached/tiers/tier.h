@@ -47,6 +47,7 @@ struct kvc_tier_config {
 	const char *node;		/* this node's name */
 	uint64_t grace_ms;		/* lease and GC grace (shared) */
 	uint64_t scan_interval_ms;	/* a full rescan (shared) */
+	const char *policy;		/* eviction, policy.h; NULL: "lru" */
 };
 
 /* Counters, for STATS and the metrics endpoint. */

@@ -314,6 +314,8 @@ static int open_tier(struct kvcd *d, unsigned int tier, const char *node)
 		.node = node,
 		.grace_ms = d->cfg.g4.grace_ms,
 		.scan_interval_ms = d->cfg.g4.scan_interval_ms,
+		.policy = kvc_config_policy_name(g3 ? d->cfg.eviction.g3_policy :
+						 d->cfg.eviction.g4_policy),
 	};
 	unsigned int k = g3 ? d->cfg.eviction.g3_admit :
 			 d->cfg.eviction.g4_admit;
