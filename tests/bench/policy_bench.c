@@ -3,7 +3,8 @@
  * policy_bench: hit rate against capacity for each eviction policy on
  * request traces (trace.h), next to Belady's bound (policy_sim.h).
  *
- *   policy_bench [-p lru,s3fifo,...] [-c 5,10,20] [-d|-n] [-o CSV] TRACE...
+ *   policy_bench [-p lru,s3fifo,...] [-c 5,10,20] [-d|-n] [-o CSV]
+ *                [-a CSV] TRACE...
  *
  * For every trace, capacity (percent of the trace's distinct blocks) and
  * policy, the trace is replayed two ways: through the offline simulator,
@@ -16,7 +17,14 @@
  * the first capacity (the agreement check; faster), -n never.
  *
  * Output: one table row per (trace, capacity, policy) on stdout, the
- * same as CSV into -o. $KVC_KVCACHED names the daemon, else
+ * same as CSV into -o.
+ *
+ * -a adds g3 below the pool (simulated only: its I/O is asynchronous,
+ * so no replay could be compared block for block): the pool at the
+ * first capacity with the first policy, g3 four times as large, under
+ * each g3 policy of -p and admission on the 1st, 2nd and 3rd access.
+ * It prints the hits g3 adds and the blocks written to it for them,
+ * and writes the rows to the CSV -a names. $KVC_KVCACHED names the daemon, else
  * ../helper/kvcached beside this binary.
  */
 #include <errno.h>
@@ -313,6 +321,52 @@ static void row(FILE *csv, const char *trace, double capfrac, uint32_t cap,
 			ob > 0 ? bh / ob : 1.0, r->evictions, daemon);
 }
 
+static void admission(FILE *csv, const char *name, const struct kvc_trace *t,
+		      const char *pool_policy, uint32_t cap, char **pols,
+		      int npol)
+{
+	struct kvc_psim_opts po = {
+		.policy = pool_policy, .capacity = cap, .high_pct = HIGH_PCT,
+	};
+	struct kvc_psim_result base = { 0 };
+
+	if (kvc_psim_run(t, &po, &base))
+		die("simulating %s", pool_policy);
+	printf("\n%-24s %8s %8s %-8s %5s %7s %9s %9s %9s\n", "trace", "pool",
+	       "g3", "g3pol", "admit", "blk%", "gained", "written",
+	       "w/gained");
+	for (int pi = 0; pi < npol; pi++) {
+		for (unsigned int k = 1; k <= 3; k++) {
+			struct kvc_psim_tier_opts o = {
+				.pool = po, .g3_policy = pols[pi],
+				.g3_capacity = 4 * cap, .admit = k,
+			};
+			struct kvc_psim_tier_result r = { 0 };
+			int64_t gained;
+			double per;
+
+			if (kvc_psim_tiers(t, &o, &r))
+				die("simulating g3 under %s", pool_policy);
+			gained = (int64_t)r.r.hit_blocks -
+				 (int64_t)base.hit_blocks;
+			per = gained > 0 ? (double)r.written / (double)gained :
+			      0;
+			printf("%-24s %8" PRIu32 " %8" PRIu32 " %-8s %5u %7.2f "
+			       "%9" PRId64 " %9" PRIu64 " %9.3f\n", name, cap,
+			       4 * cap, pols[pi], k,
+			       pct(r.r.hit_blocks, r.r.blocks), gained,
+			       r.written, per);
+			if (csv)
+				fprintf(csv, "%s,%s,%" PRIu32 ",%" PRIu32
+					",%s,%u,%.4f,%" PRId64 ",%" PRIu64
+					",%.4f\n", name, pool_policy, cap,
+					4 * cap, pols[pi], k,
+					pct(r.r.hit_blocks, r.r.blocks),
+					gained, r.written, per);
+		}
+	}
+}
+
 static int split(char *s, char **out, int max)
 {
 	int n = 0;
@@ -328,7 +382,7 @@ static int split(char *s, char **out, int max)
 static void usage(void)
 {
 	fprintf(stderr, "usage: policy_bench [-p POLICIES] [-c PERCENTS] "
-		"[-d | -n] [-o CSV] TRACE...\n");
+		"[-d | -n] [-o CSV] [-a CSV] TRACE...\n");
 	exit(2);
 }
 
@@ -337,9 +391,10 @@ int main(int argc, char **argv)
 	char pol_arg[256] = "lru,s3fifo,cost", cap_arg[128] = "5,10,20,40";
 	char *pols[MAX_POLICIES], *caps[MAX_CAPS];
 	int npol, ncap, opt, daemon = 2;
-	FILE *csv = NULL;
+	FILE *csv = NULL, *acsv = NULL;
+	bool adm = false;
 
-	while ((opt = getopt(argc, argv, "p:c:dno:")) != -1) {
+	while ((opt = getopt(argc, argv, "p:c:dno:a:")) != -1) {
 		switch (opt) {
 		case 'p':
 			snprintf(pol_arg, sizeof(pol_arg), "%s", optarg);
@@ -360,6 +415,15 @@ int main(int argc, char **argv)
 			fprintf(csv, "trace,capacity_pct,capacity_blocks,"
 				"policy,block_hit_pct,token_hit_pct,"
 				"of_belady,evictions,daemon\n");
+			break;
+		case 'a':
+			adm = true;
+			acsv = fopen(optarg, "w");
+			if (!acsv)
+				die("%s: %s", optarg, strerror(errno));
+			fprintf(acsv, "trace,pool_policy,pool_blocks,g3_blocks,"
+				"g3_policy,admit,block_hit_pct,hits_gained,"
+				"written,written_per_hit_gained\n");
 			break;
 		default:
 			usage();
@@ -437,9 +501,18 @@ int main(int argc, char **argv)
 				free(d.matched);
 			}
 		}
+		if (adm) {
+			double frac = strtod(caps[0], NULL);
+			uint64_t c64 = (uint64_t)(frac / 100.0 * t.nr_blocks + 0.5);
+
+			admission(acsv, name, &t, pols[0],
+				  c64 < 8 ? 8 : (uint32_t)c64, pols, npol);
+		}
 		kvc_trace_free(&t);
 	}
 	if (csv && fclose(csv))
+		die("writing the CSV: %s", strerror(errno));
+	if (acsv && fclose(acsv))
 		die("writing the CSV: %s", strerror(errno));
 	return 0;
 }

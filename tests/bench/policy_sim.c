@@ -62,7 +62,52 @@ struct sim {
 	struct kvc_policy *pol;
 	uint32_t capacity, free, high;
 	struct kvc_psim_result *r;
+	/* kvc_psim_tiers(): g3 under the pool */
+	struct kvc_psim_tier_result *tr;
+	struct kvc_policy *g3;
+	uint32_t g3_capacity, g3_used, admit;
+	uint8_t *seen;			/* accesses per dense block, saturating */
 };
+
+static uint32_t dense_of(const struct kvc_entry *e)
+{
+	uint32_t b;
+
+	memcpy(&b, e->key, sizeof(b));
+	return b;
+}
+
+/* g3 has room for one more block, or says it cannot make it. */
+static bool g3_room(struct sim *s)
+{
+	uint32_t v;
+
+	while (s->g3_used >= s->g3_capacity) {
+		if (!kvc_policy_pick(s->g3, &v, 1))
+			return false;
+		kvc_index_clear(s->idx, v, KVC_TIER_G3);
+		kvc_policy_on_remove(s->g3, v);
+		kvc_index_prune(s->idx, v);
+		s->g3_used--;
+		s->tr->g3_evictions++;
+	}
+	return true;
+}
+
+/* Write-back: the pool is evicting e; copy it to g3 if admitted. */
+static void g3_write_back(struct sim *s, uint32_t id)
+{
+	const struct kvc_entry *e = kvc_index_entry(s->idx, id);
+	union kvc_loc loc = { .u64 = 0 };
+
+	if (!s->g3 || (e->tiers & (1u << KVC_TIER_G3)) ||
+	    s->seen[dense_of(e)] < s->admit || !g3_room(s))
+		return;
+	kvc_index_set(s->idx, id, KVC_TIER_G3, loc);
+	kvc_policy_on_insert(s->g3, id);
+	s->g3_used++;
+	s->tr->written++;
+}
 
 /* kvcd_clear_pool() with no tiers: out of the pool, the index, the policy. */
 static void sim_clear(struct sim *s, uint32_t id)
@@ -91,6 +136,7 @@ static void sim_evict(struct sim *s, uint32_t want)
 			refused++;
 			continue;
 		}
+		g3_write_back(s, id);
 		sim_clear(s, id);
 		s->free++;
 		s->r->evictions++;
@@ -204,6 +250,107 @@ int kvc_psim_run(const struct kvc_trace *t, const struct kvc_psim_opts *o,
 	}
 	kvc_policy_destroy(s.pol);
 	kvc_index_destroy(s.idx);
+	free(keys);
+	free(match);
+	return ret;
+}
+
+int kvc_psim_tiers(const struct kvc_trace *t,
+		   const struct kvc_psim_tier_opts *o,
+		   struct kvc_psim_tier_result *r)
+{
+	const struct kvc_psim_opts *po = &o->pool;
+	uint8_t (*keys)[32] = NULL;
+	struct kvc_match *match = NULL;
+	struct sim s = {
+		.capacity = po->capacity, .free = po->capacity,
+		.high = (uint32_t)((uint64_t)po->capacity * po->high_pct / 100),
+		.r = &r->r, .tr = r, .g3_capacity = o->g3_capacity,
+		.admit = o->admit,
+	};
+	uint32_t maxn = 0, batch = po->batch ? po->batch :
+				  kvc_psim_batch(po->capacity);
+	int ret;
+
+	for (size_t i = 0; i < t->nr_reqs; i++)
+		if (t->req[i].n > maxn)
+			maxn = t->req[i].n;
+	keys = malloc((size_t)maxn * sizeof(*keys));
+	match = malloc((size_t)maxn * sizeof(*match));
+	s.seen = calloc(t->nr_blocks, 1);
+	ret = keys && match && s.seen ?
+	      kvc_index_create(&s.idx, po->capacity, 1) : -ENOMEM;
+	if (!ret)
+		ret = kvc_policy_create(&s.pol, po->policy, s.idx,
+					KVC_TIER_POOL, po->capacity);
+	if (!ret && o->g3_capacity)
+		ret = kvc_policy_create(&s.g3, o->g3_policy, s.idx,
+					KVC_TIER_G3, o->g3_capacity);
+	for (size_t i = 0; !ret && i < t->nr_reqs; i++) {
+		const struct kvc_trace_req *q = &t->req[i];
+		uint32_t k;
+		int n;
+
+		for (k = 0; k < q->n; k++) {
+			uint32_t b = t->blocks[q->off + k];
+
+			kvc_psim_key(b, keys[k]);
+			s.seen[b] += s.seen[b] < UINT8_MAX;
+		}
+		n = kvc_index_lookup(s.idx, KVC_PSIM_NS,
+				     (const uint8_t (*)[32])keys, q->n,
+				     KVC_TIERS_ALL, match);
+		if (n < 0) {
+			ret = n;
+			break;
+		}
+		kvc_psim_count(t, i, (uint32_t)n, &r->r);
+		/* Pool hits, then what only g3 had, read back in order. */
+		for (k = 0; k < (uint32_t)n; k++) {
+			union kvc_loc loc = { .u64 = 0 };
+
+			if (match[k].tiers & (1u << KVC_TIER_POOL)) {
+				kvc_policy_on_access(s.pol, match[k].id);
+				continue;
+			}
+			r->g3_hits++;
+			kvc_policy_on_access(s.g3, match[k].id);
+			if (sim_alloc(&s, 1))
+				break;
+			/* Evicting may have taken its g3 copy: a miss now. */
+			if (!kvc_index_entry(s.idx, match[k].id) ||
+			    !(kvc_index_entry(s.idx, match[k].id)->tiers &
+			      (1u << KVC_TIER_G3))) {
+				s.free++;
+				break;
+			}
+			kvc_index_set(s.idx, match[k].id, KVC_TIER_POOL, loc);
+			kvc_policy_on_insert(s.pol, match[k].id);
+		}
+		if (k < (uint32_t)n)
+			continue;
+		for (k = (uint32_t)n; k < q->n;) {
+			uint32_t cnt = q->n - k < batch ? q->n - k : batch;
+			bool stored = true;
+
+			if (sim_alloc(&s, cnt))
+				break;
+			for (uint32_t j = k; j < k + cnt; j++) {
+				if (sim_store(&s, keys[j],
+					      j ? keys[j - 1] : NULL)) {
+					s.free++;
+					stored = false;
+				}
+			}
+			k += cnt;
+			if (!stored)
+				break;
+		}
+	}
+	kvc_policy_destroy(s.g3);
+	kvc_policy_destroy(s.pol);
+	kvc_index_destroy(s.idx);
+	free(s.seen);
 	free(keys);
 	free(match);
 	return ret;

@@ -48,6 +48,34 @@ struct kvc_psim_result {
 	uint32_t *matched;
 };
 
+/*
+ * Two tiers, simulated only: the pool as kvc_psim_run() has it, and a
+ * write-back g3 of g3_capacity blocks below it. A block the pool evicts
+ * is written to g3 when it is not there yet and has been accessed at
+ * least admit times (every block of a request's chain is an access),
+ * as g3_admit does; g3 evicts by g3_policy, leaves first. A LOOKUP
+ * matches across both; a block found only in g3 is read back into the
+ * pool. What admission costs and buys: blocks written to g3 against the
+ * hits g3 adds over the pool alone.
+ */
+struct kvc_psim_tier_opts {
+	struct kvc_psim_opts pool;
+	const char *g3_policy;
+	uint32_t g3_capacity;
+	unsigned int admit;		/* 1..255 */
+};
+
+struct kvc_psim_tier_result {
+	struct kvc_psim_result r;	/* hits from either tier */
+	uint64_t g3_hits;		/* blocks found in g3 only */
+	uint64_t written;		/* blocks written to g3 */
+	uint64_t g3_evictions;
+};
+
+int kvc_psim_tiers(const struct kvc_trace *t,
+		   const struct kvc_psim_tier_opts *o,
+		   struct kvc_psim_tier_result *r);
+
 /* The key a replay gives dense block b. */
 void kvc_psim_key(uint32_t b, uint8_t key[32]);
 
