@@ -27,6 +27,9 @@
 #   make bench                  benchmarks (test VM and host) ->
 #                               Documentation/benchmarks.md and its plots
 #                               (KVC_BENCH_ONLY=... runs a part: scripts/bench)
+#   make policy-bench           eviction policies against Belady on request
+#                               traces, through kvcached and its simulator
+#                               (scripts/bench policy: benchmarks.md)
 #   make vm-shell               interactive shell in the test VM
 #   make cluster-check          the cluster bench: an NFS server VM and two
 #                               node VMs sharing g4 (tests/vm-cluster-test)
@@ -450,6 +453,10 @@ demo:
 
 bench:
 	$(TOP)/scripts/bench
+
+.PHONY: policy-bench
+policy-bench:
+	$(TOP)/scripts/bench policy
 
 bench-build: $(BUILD)/bench/pool_bench $(BUILD)/bench/p2p_bench \
 	     $(BUILD)/bench/index_bench $(BUILD)/bench/socket_bench \
