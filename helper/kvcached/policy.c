@@ -446,15 +446,9 @@ static bool tracked(const struct kvc_policy *p, uint32_t id)
 static int dens_insert(struct kvc_policy *p, uint32_t id,
 		       const struct kvc_entry *e)
 {
-	uint32_t par = e->parent, depth;
+	uint32_t par = e->parent;
 
-	if (par == NONE)
-		depth = 0;
-	else if (par < p->cap && p->state[par] != ST_NONE)
-		depth = kvc_density_depth(p->dm, par) + 1;
-	else
-		depth = kvc_index_depth(p->idx, id);
-	kvc_density_insert(p->dm, id, par, depth);
+	kvc_density_insert(p->dm, id, par);
 	if (leaf(p, id) && kvc_density_add(p->dm, id))
 		return -ENOMEM;
 	/* The parent has a child in the tier now: not a candidate. */

@@ -28,13 +28,20 @@
  *             blocks evicted from small
  *   "cost"    GreedyDual: H = L + cost(depth), cost(d) = KVC_COST_BASE + d,
  *             L = the H of the last victim; evicts the lowest H
+ *   "density" hit density learned per class and age (policy_density.h):
+ *             the least dense of KVC_DENSITY_SAMPLES leaves sampled with
+ *             a fixed-seed stream (the same calls, the same victims)
  * "lru" and "cost" break ties (same H) by the older insert or access.
  *
  * Costs: "lru" and "cost" keep the candidate leaves in a binary heap,
- * O(log n) per call; "s3fifo" is O(1) per call, pick is O(1) amortized.
- * Memory, per id up to the largest id seen: 25 bytes for "lru" and "cost"
- * (plus 4 per heap slot), 13 for "s3fifo" (plus 40 to 72 per ghost slot;
- * the ghost holds main's share of the capacity hint, 90% by default).
+ * O(log n) per call; "s3fifo" is O(1) per call, pick is O(1) amortized;
+ * "density" is O(1) per call, O(KVC_DENSITY_SAMPLES) per victim, and
+ * recomputes its 8 x 128 table every capacity-hint ticks (1024 at
+ * least). Memory, per id up to the largest id seen: 25 bytes for "lru"
+ * and "cost" (plus 4 per heap slot), 13 for "s3fifo" (plus 40 to 72 per
+ * ghost slot; the ghost holds main's share of the capacity hint, 90% by
+ * default), 17 for "density" (plus 4 per candidate, and 24 KiB of
+ * model).
  *
  * Threads: none inside; the caller serializes all calls on one policy and
  * keeps the index unchanged meanwhile.

@@ -23,19 +23,23 @@
 #define NONE		KVC_ID_NONE
 #define AGES		128		/* age buckets */
 #define HIT_CLASSES	4		/* hit 0, 1, 2-3, 4+ times */
-#define DEPTH_CLASSES	4		/* depth 0-3, 4-15, 16-63, 64+ */
-#define CLASSES		(HIT_CLASSES * 2 * DEPTH_CLASSES)
+#define CLASSES		(HIT_CLASSES * 2)	/* and: a child or not */
 #define HITS_MAX	255
 /* Events a class needs (from an age on) before its own figure counts. */
 #define CLASS_MIN_EVENTS	16.0
-#define PERIOD_MIN	4096		/* ticks between recomputations */
+/*
+ * Ticks between recomputations: the capacity, within these bounds. A
+ * model that learns late costs a short trace (or a fresh daemon) more
+ * than recomputing often costs anyone: 8 classes of 128 ages is a few
+ * microseconds of arithmetic.
+ */
+#define PERIOD_MIN	1024
 #define PERIOD_MAX	(1u << 20)
 #define SEED		0x6b7663616368656bULL	/* fixed: reproducible */
 
 struct dnode {
 	uint64_t last;		/* tick of the last insert or hit */
 	uint32_t pos;		/* place in the candidate set, NONE if out */
-	uint32_t depth;		/* chain depth, 0 for a first block */
 	uint8_t hits;		/* saturating */
 	uint8_t child;		/* something was stored under it */
 };
@@ -52,17 +56,12 @@ struct kvc_density {
 	double density[CLASSES][AGES];
 };
 
-static unsigned int depth_class(uint32_t depth)
-{
-	return depth < 4 ? 0 : depth < 16 ? 1 : depth < 64 ? 2 : 3;
-}
-
 static unsigned int klass(const struct dnode *n)
 {
 	unsigned int h = n->hits == 0 ? 0 : n->hits == 1 ? 1 :
 			 n->hits < 4 ? 2 : 3;
 
-	return (h * 2 + n->child) * DEPTH_CLASSES + depth_class(n->depth);
+	return h * 2 + n->child;
 }
 
 static unsigned int age_of(const struct kvc_density *m, const struct dnode *n)
@@ -196,15 +195,13 @@ static void tick(struct kvc_density *m)
 	}
 }
 
-void kvc_density_insert(struct kvc_density *m, uint32_t id, uint32_t parent,
-			uint32_t depth)
+void kvc_density_insert(struct kvc_density *m, uint32_t id, uint32_t parent)
 {
 	struct dnode *n = &m->n[id];
 
 	n->last = m->tick;
 	n->hits = 0;
 	n->child = 0;
-	n->depth = depth;
 	if (parent != NONE && parent < m->cap)
 		m->n[parent].child = 1;
 	tick(m);
@@ -251,11 +248,6 @@ void kvc_density_del(struct kvc_density *m, uint32_t id)
 	m->set[pos] = last;
 	m->n[last].pos = pos;
 	m->n[id].pos = NONE;
-}
-
-uint32_t kvc_density_depth(const struct kvc_density *m, uint32_t id)
-{
-	return m->n[id].depth;
 }
 
 bool kvc_density_has(const struct kvc_density *m, uint32_t id)

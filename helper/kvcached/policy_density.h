@@ -23,11 +23,12 @@
  *    hit, the system prompts and live sessions again and again;
  *  - whether a block was ever stored under it: the partial last block
  *    of a prompt never gets a child (the next turn extends it into a
- *    new block), nor does anything a session will not come back to;
- *  - its depth (0-3, 4-15, 16-63, 64+ blocks): deep blocks come from
- *    long prompts, whose tails are the least shared.
+ *    new block), nor does anything a session will not come back to.
+ * (Depth was tried as a third feature, and lost more to the slower
+ * learning of four times the classes than it told: policy_bench.)
  * The counters decay (x 7/8 at each recomputation, every `period`
- * accesses) so the model follows a workload that changes.
+ * ticks: the capacity, 1024 at least) so the model follows a workload
+ * that changes.
  *
  * Eviction samples KVC_DENSITY_SAMPLES candidates (leaves: policy.c
  * keeps the set) with a pseudo-random stream of fixed seed, so the same
@@ -56,14 +57,10 @@ void kvc_density_destroy(struct kvc_density *m);
 int kvc_density_ensure(struct kvc_density *m, size_t cap);
 
 /*
- * id was inserted at chain depth depth; parent (or KVC_ID_NONE) is the
- * entry it was stored under, tracked or not.
+ * id was inserted; parent (or KVC_ID_NONE) is the entry it was stored
+ * under, tracked or not.
  */
-void kvc_density_insert(struct kvc_density *m, uint32_t id, uint32_t parent,
-			uint32_t depth);
-
-/* The depth id was inserted with. */
-uint32_t kvc_density_depth(const struct kvc_density *m, uint32_t id);
+void kvc_density_insert(struct kvc_density *m, uint32_t id, uint32_t parent);
 
 /* A hit on id. */
 void kvc_density_access(struct kvc_density *m, uint32_t id);
