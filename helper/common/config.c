@@ -80,6 +80,7 @@ enum {
 	K_G3_CAPACITY,
 	K_G3_WRITE,
 	K_G3_FSYNC,
+	K_G3_IO_PRIORITY,
 	K_G3_QUEUE_DEPTH,
 	K_G4_DIRECTORY,
 	K_G4_CAPACITY,
@@ -87,6 +88,7 @@ enum {
 	K_G4_SCAN_INTERVAL,
 	K_G4_WRITE,
 	K_G4_FSYNC,
+	K_G4_IO_PRIORITY,
 	K_G4_QUEUE_DEPTH,
 	K_G4_GRACE,
 	K_EVENTS_ENDPOINT,
@@ -342,6 +344,10 @@ static const struct key keys[NKEYS] = {
 		.offset = offsetof(struct kvc_config, g3.fsync),
 		.names = fsync_names,
 	},
+	[K_G3_IO_PRIORITY] = {
+		.section = "g3", .name = "io_priority", .type = V_BOOL,
+		.offset = offsetof(struct kvc_config, g3.io_priority),
+	},
 	[K_G3_QUEUE_DEPTH] = {
 		.section = "g3", .name = "queue_depth", .type = V_UINT,
 		.offset = offsetof(struct kvc_config, g3.queue_depth),
@@ -356,6 +362,10 @@ static const struct key keys[NKEYS] = {
 		.section = "g4", .name = "fsync", .type = V_ENUM,
 		.offset = offsetof(struct kvc_config, g4.fsync),
 		.names = fsync_names,
+	},
+	[K_G4_IO_PRIORITY] = {
+		.section = "g4", .name = "io_priority", .type = V_BOOL,
+		.offset = offsetof(struct kvc_config, g4.io_priority),
 	},
 	[K_G4_QUEUE_DEPTH] = {
 		.section = "g4", .name = "queue_depth", .type = V_UINT,
@@ -419,9 +429,11 @@ void kvc_config_defaults(struct kvc_config *cfg)
 	cfg->g3.write = KVC_CONFIG_WRITE_BACK;
 	cfg->g3.fsync = KVC_CONFIG_FSYNC_ALWAYS;
 	cfg->g3.queue_depth = 8;
+	cfg->g3.io_priority = true;
 	cfg->g4.write = KVC_CONFIG_WRITE_THROUGH;
 	cfg->g4.fsync = KVC_CONFIG_FSYNC_ALWAYS;
 	cfg->g4.queue_depth = 8;
+	cfg->g4.io_priority = true;
 	cfg->g4.scan_interval_ms = 10000;
 	cfg->g4.grace_ms = 60000;
 }

@@ -129,6 +129,7 @@ struct kvc_config {
 		int write;			/* enum kvc_config_write */
 		int fsync;			/* enum kvc_config_fsync */
 		unsigned int queue_depth;	/* block files in flight */
+		bool io_priority;		/* reads before writes */
 	} g3;
 	struct {
 		char directory[KVC_CONFIG_DIR_MAX];	/* "" = tier off */
@@ -139,6 +140,7 @@ struct kvc_config {
 		int fsync;
 		unsigned int queue_depth;
 		uint64_t grace_ms;		/* GC lease and grace */
+		bool io_priority;
 	} g4;
 	struct {
 		char endpoint[KVC_CONFIG_EVENTS_MAX];	/* "" = no events */

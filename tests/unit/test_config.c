@@ -52,10 +52,14 @@ static int cfg_equal(const struct kvc_config *a, const struct kvc_config *b)
 	       a->eviction.pool_admit == b->eviction.pool_admit &&
 	       a->eviction.g3_admit == b->eviction.g3_admit &&
 	       a->eviction.g4_admit == b->eviction.g4_admit &&
+	       a->eviction.g3_policy == b->eviction.g3_policy &&
+	       a->eviction.g4_policy == b->eviction.g4_policy &&
 	       a->eviction.s3fifo_small == b->eviction.s3fifo_small &&
 	       a->eviction.interval_ms == b->eviction.interval_ms &&
 	       !strcmp(a->g3.directory, b->g3.directory) &&
 	       a->g3.capacity == b->g3.capacity &&
+	       a->g3.io_priority == b->g3.io_priority &&
+	       a->g4.io_priority == b->g4.io_priority &&
 	       !strcmp(a->g4.directory, b->g4.directory) &&
 	       a->g4.capacity == b->g4.capacity &&
 	       !strcmp(a->g4.node, b->g4.node) &&
@@ -321,7 +325,7 @@ static const struct {
 	{ "[pool]\nmlock = maybe\n",
 	  "test.conf:2: mlock: \"maybe\" not a boolean (yes, no, true, false, 1, 0)" },
 	{ "[eviction]\npolicy = fifo\n",
-	  "test.conf:2: policy: \"fifo\" is not one of lru|s3fifo|cost" },
+	  "test.conf:2: policy: \"fifo\" is not one of lru|s3fifo|cost|density" },
 	{ "[daemon]\nmode = Kernel2\n",
 	  "test.conf:2: mode: \"Kernel2\" is not one of auto|kernel|memfd" },
 	{ "[daemon]\nmetrics = 65536\n",

@@ -466,12 +466,16 @@ static void tio_publish_twice(void)
 	TAP_CHECK(count_tmp(dir) == 0);
 }
 
-/* At most depth requests: -EBUSY beyond, until one is reaped or cancelled. */
+/*
+ * At most depth requests: -EBUSY beyond, until one is reaped or
+ * cancelled; and writes at most depth minus a quarter (rounded up): at
+ * depth 3, two writes, and the third slot is a read's.
+ */
 static void tio_queue_depth(void)
 {
 	char dir[PATH_MAX], path[PATH_MAX];
 	struct kvc_bf_header h;
-	struct kvc_tio *t = tio_new(2, true);
+	struct kvc_tio *t = tio_new(3, true);
 	struct pollfd pfd;
 	uint8_t *p0, *p1, *p2, *px;
 	uint8_t k0[KEY], k2[KEY];
@@ -483,15 +487,21 @@ static void tio_queue_depth(void)
 	s0 = kvc_tio_write_begin(t, &p0);
 	s1 = kvc_tio_write_begin(t, &p1);
 	TAP_CHECK(s0 >= 0 && s1 >= 0 && s0 != s1 && p0 != p1);
-	TAP_CHECK(kvc_tio_idle_slots(t) == 0);
+	TAP_CHECK(kvc_tio_idle_slots(t) == 1);
 	TAP_EXPECT_EQ(kvc_tio_write_begin(t, &px), -EBUSY);
+	/* The slot writes may not take is a read's; then none is left. */
 	fill_key(k0, 0x30);
+	TAP_CHECK(kvc_tio_read(t, dir, k0, 9) == 0);
 	TAP_EXPECT_EQ(kvc_tio_read(t, dir, k0, 9), -EBUSY);
+	seen.n = 0;
+	TAP_CHECK(tio_wait(t, 1) == 0);
+	TAP_EXPECT_EQ(seen.status, -ENOENT);	/* not written yet */
+	TAP_CHECK(kvc_tio_idle_slots(t) == 1);
 
 	/* A cancelled slot is free again; cancelling twice is harmless. */
 	kvc_tio_write_cancel(t, s1);
 	kvc_tio_write_cancel(t, s1);
-	TAP_CHECK(kvc_tio_idle_slots(t) == 1);
+	TAP_CHECK(kvc_tio_idle_slots(t) == 2);
 	s2 = kvc_tio_write_begin(t, &p2);
 	TAP_CHECK(s2 >= 0 && s2 != s0);
 	TAP_EXPECT_EQ(kvc_tio_write_begin(t, &px), -EBUSY);
@@ -518,7 +528,7 @@ static void tio_queue_depth(void)
 	seen.n = 0;
 	TAP_CHECK(tio_wait(t, 2) == 0);
 	TAP_CHECK(seen.status == 0);
-	TAP_CHECK(kvc_tio_idle_slots(t) == 2 && kvc_tio_in_flight(t) == 0);
+	TAP_CHECK(kvc_tio_idle_slots(t) == 3 && kvc_tio_in_flight(t) == 0);
 	TAP_CHECK(kvc_bf_path(dir, k0, path, sizeof(path)) == 0 &&
 		  exists(path));
 	TAP_CHECK(kvc_bf_path(dir, k2, path, sizeof(path)) == 0 &&
@@ -526,13 +536,14 @@ static void tio_queue_depth(void)
 	/* Nothing in flight: a waiting reap returns at once. */
 	TAP_CHECK(kvc_tio_reap(t, true, tio_cb, &seen) == 0);
 
-	/* A read in flight holds its slot too. */
+	/* A read in flight holds its slot too; reads may take them all. */
 	TAP_CHECK(kvc_tio_read(t, dir, k0, 1) == 0);
 	TAP_CHECK(kvc_tio_read(t, dir, k2, 2) == 0);
-	TAP_EXPECT_EQ(kvc_tio_read(t, dir, k2, 3), -EBUSY);
+	TAP_CHECK(kvc_tio_read(t, dir, k2, 3) == 0);
+	TAP_EXPECT_EQ(kvc_tio_read(t, dir, k2, 4), -EBUSY);
 	seen.n = 0;
-	TAP_CHECK(tio_wait(t, 2) == 0);
-	TAP_CHECK(seen.status == 0 && kvc_tio_idle_slots(t) == 2);
+	TAP_CHECK(tio_wait(t, 3) == 0);
+	TAP_CHECK(seen.status == 0 && kvc_tio_idle_slots(t) == 3);
 
 	/* Destroyed with a write in flight: it waits, and cleans up. */
 	make_header(&h, k0, NULL, 7, 100);
@@ -1081,16 +1092,19 @@ static void g3_spill_and_fetch(void)
 			TAP_CHECK(tier_wait(t, 1) == 0);
 			TAP_CHECK(seen.status == 0 && seen.id == id);
 		}
-		/* The refused spill's slot came back: all four are free. */
+		/*
+		 * The refused spill's slot came back: the three of the four
+		 * that writes may hold are free (one is kept for reads).
+		 */
 		{
-			int sl[4];
+			int sl[3];
 
-			for (int i = 0; i < 4; i++) {
+			for (int i = 0; i < 3; i++) {
 				sl[i] = kvc_tier_spill_begin(t, &p);
 				TAP_CHECK(sl[i] >= 0);
 			}
 			TAP_EXPECT_EQ(kvc_tier_spill_begin(t, &p), -EBUSY);
-			for (int i = 0; i < 4; i++)
+			for (int i = 0; i < 3; i++)
 				kvc_tier_spill_cancel(t, sl[i]);
 		}
 		/*

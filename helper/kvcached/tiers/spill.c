@@ -10,6 +10,13 @@
  * spillq, and a write-back eviction waits (the pool block stays until
  * there is room: the queue depth bounds the memory and the device queue,
  * and eviction slows down to the disk's pace instead of dropping blocks).
+ * spillq itself is bounded (SPILLQ_MAX): past it, a write-through copy
+ * is shed (through_shed), not queued. That loses nothing: the block is
+ * still in the pool, and its eviction writes it first, as write-back
+ * does. It is what a disk that someone else saturates needs: the copies
+ * nobody waits for give way, and the reads a load waits for (which
+ * tierio keeps slots and a higher I/O priority for) are not queued
+ * behind a backlog of them.
  *
  * Nothing sealed is lost to a failed write. A block the eviction picks
  * that no tier has yet (write-back, or a write-through copy that failed
@@ -40,6 +47,8 @@
 
 /* Failed spills retried per try, so a dead disk costs little. */
 #define RETRY_BATCH		64
+/* Write-through copies waiting for a slot, at most; more are shed. */
+#define SPILLQ_MAX		64
 
 /* How spill_one() copies a block. */
 enum spill_how {
@@ -182,9 +191,14 @@ static void spill_failed(struct kvcd *d, uint32_t id, int err)
 	struct kvcd_tiers *tr = d->tiers;
 
 	/* Its parent may wait in the queue: behind it, then. */
-	if (err == -EBUSY || (err == -EAGAIN && tr->spillq_len))
+	if (err == -EBUSY || (err == -EAGAIN && tr->spillq_len)) {
+		if (tr->spillq_len >= SPILLQ_MAX) {
+			tr->through_shed++;	/* its eviction writes it */
+			return;
+		}
 		tiers_queue_id(&tr->spillq, &tr->spillq_len, &tr->spillq_cap,
 			       id);
+	}
 	else if (tiers_retryable(err))
 		tiers_queue_retry(d, id);
 }

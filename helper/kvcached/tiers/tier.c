@@ -192,6 +192,7 @@ int kvc_tier_open(struct kvc_tier **out, const struct kvc_tier_config *cfg,
 	struct kvc_tio_config tc = {
 		.depth = cfg->depth, .max_payload = cfg->max_payload,
 		.fsync = cfg->fsync, .tag = cfg->node,
+		.io_priority = cfg->io_priority,
 	};
 	struct kvc_tier *t;
 	struct stat st;

@@ -48,6 +48,7 @@ struct kvc_tier_config {
 	uint64_t grace_ms;		/* lease and GC grace (shared) */
 	uint64_t scan_interval_ms;	/* a full rescan (shared) */
 	const char *policy;		/* eviction, policy.h; NULL: "lru" */
+	bool io_priority;		/* tierio.h */
 };
 
 /* Counters, for STATS and the metrics endpoint. */

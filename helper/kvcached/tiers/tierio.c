@@ -20,6 +20,14 @@
  * they wait in the kernel's workers, and the daemon's loop goes on
  * serving from DRAM meanwhile.
  *
+ * Reads come first, as a load waits for them and a spill waits for no
+ * one: writes may hold at most depth - KVC_TIO_READ_RESERVE(depth)
+ * slots, so a burst of spills never leaves a promotion without one, and
+ * with io_priority each data request carries an I/O priority (reads
+ * above writes, and above a neighbour's best-effort I/O where the
+ * daemon may ask for the realtime class), which the block layer's
+ * scheduler honours (mq-deadline, bfq; "none" ignores it).
+ *
  * A slot owns its staging buffer (registered, index = slot number), the
  * descriptor of the file being written or read and its paths. Every SQE
  * carries (slot, stage) in its user data; a slot counts the CQEs it still
@@ -36,8 +44,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
+#include <linux/ioprio.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -83,6 +94,8 @@ struct kvc_tio {
 	struct io_uring ring;
 	int efd;
 	unsigned int depth, busy;
+	unsigned int writing;		/* slots a write holds */
+	uint16_t read_prio, write_prio;	/* the SQEs' ioprio, 0: the task's */
 	uint64_t completed;		/* callbacks run, ever */
 	uint64_t slot_size;		/* the largest block file */
 	uint64_t buf_size;		/* a slot's buffer: one page more */
@@ -102,6 +115,20 @@ static uint64_t udata(int slot, int stage)
 /* The user data of a close that nobody waits for (fd_release()). */
 #define UDATA_ORPHAN	UINT64_MAX
 
+/* May this process ask for the realtime I/O class? */
+static bool may_ioprio_rt(void)
+{
+	struct __user_cap_header_struct h = {
+		.version = _LINUX_CAPABILITY_VERSION_3,
+	};
+	struct __user_cap_data_struct c[_LINUX_CAPABILITY_U32S_3] = { 0 };
+
+	if (syscall(SYS_capget, &h, c))
+		return false;
+	return (c[0].effective & (1u << CAP_SYS_ADMIN)) ||
+	       (c[0].effective & (1u << CAP_SYS_NICE));
+}
+
 int kvc_tio_create(struct kvc_tio **out, const struct kvc_tio_config *cfg)
 {
 	struct iovec *iov = NULL;
@@ -119,6 +146,12 @@ int kvc_tio_create(struct kvc_tio **out, const struct kvc_tio_config *cfg)
 	t->efd = -1;
 	t->depth = cfg->depth;
 	t->fsync = cfg->fsync;
+	if (cfg->io_priority) {
+		t->read_prio = may_ioprio_rt() ?
+			       IOPRIO_PRIO_VALUE(IOPRIO_CLASS_RT, 4) :
+			       IOPRIO_PRIO_VALUE(IOPRIO_CLASS_BE, 0);
+		t->write_prio = IOPRIO_PRIO_VALUE(IOPRIO_CLASS_BE, 7);
+	}
 	/*
 	 * A temp file is created with its mode; only a umask that takes
 	 * more than group and other write away needs the fchmod after.
@@ -211,10 +244,18 @@ static void fd_release(struct kvc_tio *t, int fd)
 	io_uring_submit(&t->ring);
 }
 
+static bool writing(const struct slot *s)
+{
+	return s->state == S_BEGUN || s->state == S_WRITE ||
+	       s->state == S_DIRSYNC;
+}
+
 static void slot_free(struct kvc_tio *t, struct slot *s)
 {
 	fd_release(t, s->fd);
 	s->fd = -1;
+	if (writing(s))
+		t->writing--;
 	if (s->state != S_FREE)
 		t->busy--;
 	s->state = S_FREE;
@@ -313,6 +354,7 @@ static int queue_write(struct kvc_tio *t, int i)
 	io_uring_prep_write_fixed(sqe, s->fd, s->buf + s->done,
 				  (unsigned int)(s->size - s->done),
 				  s->done, i);
+	sqe->ioprio = t->write_prio;
 	io_uring_sqe_set_data64(sqe, udata(i, ST_WRITE));
 	s->pending++;
 	if (t->fsync) {
@@ -463,6 +505,7 @@ static int queue_read(struct kvc_tio *t, int i)
 		io_uring_prep_read_fixed(sqe, s->fd, s->buf + s->done,
 					 (unsigned int)(s->size - s->done),
 					 s->done, i);
+	sqe->ioprio = t->read_prio;
 	io_uring_sqe_set_data64(sqe, udata(i, ST_READ));
 	s->pending++;
 	io_uring_submit(&t->ring);
@@ -471,10 +514,14 @@ static int queue_read(struct kvc_tio *t, int i)
 
 int kvc_tio_write_begin(struct kvc_tio *t, uint8_t **payload)
 {
-	int i = slot_get(t);
+	int i;
 
+	if (t->writing >= t->depth - KVC_TIO_READ_RESERVE(t->depth))
+		return -EBUSY;
+	i = slot_get(t);
 	if (i < 0)
 		return i;
+	t->writing++;
 	t->slots[i].state = S_BEGUN;
 	*payload = t->slots[i].buf + KVC_BF_HEADER_SIZE;
 	return i;

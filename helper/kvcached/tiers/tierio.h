@@ -42,6 +42,8 @@
 #include "blockfile.h"
 
 #define KVC_TIO_MAX_DEPTH	256
+/* Slots writes leave to reads: a quarter, rounded up (none at depth 1). */
+#define KVC_TIO_READ_RESERVE(depth)	((depth) > 1 ? ((depth) + 3) / 4 : 0)
 
 enum kvc_tio_op {
 	KVC_TIO_WRITE,
@@ -53,6 +55,13 @@ struct kvc_tio_config {
 	uint64_t max_payload;		/* largest block, bytes */
 	bool fsync;			/* fsync file and directory */
 	const char *tag;		/* temp-file tag: the node name */
+	/*
+	 * Reads before writes at the block layer: reads in the realtime
+	 * class where the daemon may ask for it (CAP_SYS_ADMIN or
+	 * CAP_SYS_NICE), else best effort, highest level; writes best
+	 * effort, lowest level. Without it, both take the task's own.
+	 */
+	bool io_priority;
 };
 
 /* One finished request, as the callback sees it. */

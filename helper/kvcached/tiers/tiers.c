@@ -272,7 +272,7 @@ size_t kvcd_tiers_stats(struct kvcd *d, struct kvc_stat *st, size_t max)
 			st[n++] = (struct kvc_stat){ names[t][i], 0, v[i] };
 		}
 	}
-	if (n + 10 <= max) {
+	if (n + 11 <= max) {
 		st[n++] = (struct kvc_stat){ "pool_writeback", 0,
 					     tr->held_writing };
 		st[n++] = (struct kvc_stat){ "pool_dirty", 0, tr->held_dirty };
@@ -290,6 +290,8 @@ size_t kvcd_tiers_stats(struct kvcd *d, struct kvc_stat *st, size_t max)
 					     tr->through_dropped };
 		st[n++] = (struct kvc_stat){ "spill_deferred", 0,
 					     tr->spill_deferred };
+		st[n++] = (struct kvc_stat){ "through_shed", 0,
+					     tr->through_shed };
 	}
 	/* Only in a daemon started with KVCACHED_FAULT (fault.h). */
 	if (kvc_fault_armed && n < max)
@@ -316,6 +318,7 @@ static int open_tier(struct kvcd *d, unsigned int tier, const char *node)
 		.scan_interval_ms = d->cfg.g4.scan_interval_ms,
 		.policy = kvc_config_policy_name(g3 ? d->cfg.eviction.g3_policy :
 						 d->cfg.eviction.g4_policy),
+		.io_priority = g3 ? d->cfg.g3.io_priority : d->cfg.g4.io_priority,
 	};
 	unsigned int k = g3 ? d->cfg.eviction.g3_admit :
 			 d->cfg.eviction.g4_admit;
