@@ -472,6 +472,63 @@ TEST_F_TIMEOUT(kvcd, hung_tier_answers_at_load_timeout, 180)
 }
 
 /*
+ * g3 congested, g4 free: g3 has one slot (queue_depth 1) and its read is
+ * held HOLD_MS; a block both tiers hold is then read from g4 at once
+ * (fetch_elsewhere), instead of the LOAD waiting for g3's slot.
+ */
+TEST_F_TIMEOUT(kvcd, congested_g3_reads_from_g4, 180)
+{
+	char g3[PATH_MAX], g4[PATH_MAX], conf[2 * PATH_MAX + 256];
+	char why[512] = "", spec[64];
+	struct kvc_load_result res[1];
+	struct kvcache_handle h[1];
+	kvc_key a[1], b[1];
+	double t0, took;
+
+	tier_dir(g3, sizeof(g3), "g3");
+	tier_dir(g4, sizeof(g4), "g4");
+	snprintf(conf, sizeof(conf),
+		 "[g3]\ndirectory = %s\ncapacity = 64M\nwrite = through\n"
+		 "queue_depth = 1\n"
+		 "[g4]\ndirectory = %s\ncapacity = 64M\nwrite = through\n"
+		 "node = congested\n"
+		 "[daemon]\nload_timeout = 30s\n", g3, g4);
+	ASSERT_EQ(0, restart_with(self, NULL, conf, why, sizeof(why)))
+		TH_LOG("%s", why);
+	chain_keys(self, 41, 1, a);
+	chain_keys(self, 42, 1, b);
+	ASSERT_EQ(0, store_chain(self, self->ns, a, 1, false, h));
+	ASSERT_EQ(0, store_chain(self, self->ns, b, 1, false, h));
+	ASSERT_EQ(2, wait_stat(&self->c, "g3_spills", 2, 30));
+	ASSERT_EQ(2, wait_stat(&self->c, "g4_spills", 2, 30));
+	ASSERT_EQ(0, flush_pool(&self->c, self->ns));
+
+	snprintf(spec, sizeof(spec), "tier_open=hold,ms=%d,times=1", HOLD_MS);
+	ASSERT_EQ(0, restart_with(self, spec, conf, why, sizeof(why)))
+		TH_LOG("%s", why);
+	if (self->mode == KVC_PROTO_MODE_KERNEL)
+		ASSERT_EQ(0, flush_pool(&self->c, self->ns));
+	/* a's LOOKUP starts its read from g3 (prefetch): held. */
+	ASSERT_EQ(1, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIERS_ALL,
+				 a[0], 1, NULL));
+	t0 = now_s();
+	ASSERT_EQ(0, kvcc_load(&self->c, self->ns, b[0], 1, res))
+		TH_LOG("%s", self->c.why);
+	took = now_s() - t0;
+	EXPECT_LT(took, (HOLD_MS - 2000) / 1000.0)
+		TH_LOG("b waited %.1f s behind a's held read on g3", took);
+	EXPECT_EQ(1, loaded_ok(self, res, b, 1));
+	EXPECT_EQ(1, kvcc_stat1(&self->c, "fetch_elsewhere"));
+	/* a comes up from g3 once its hold is over, exact. */
+	EXPECT_EQ(2, wait_stat(&self->c, "promotions", 2, 60));
+	ASSERT_EQ(0, kvcc_load(&self->c, self->ns, a[0], 1, res));
+	EXPECT_EQ(1, loaded_ok(self, res, a, 1));
+	unsetenv(FAULT_ENV);
+	rm_rf(g3);
+	rm_rf(g4);
+}
+
+/*
  * A disk that fails every write for a while (24 writes: the first
  * spills and two rounds of retries): the service goes on from DRAM, the
  * retries are paced (a round per RETRY_MS, not a loop), and once the disk

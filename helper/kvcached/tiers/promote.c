@@ -235,8 +235,31 @@ static int fetch_one(struct kvcd *d, unsigned int t, uint32_t id)
 }
 
 /*
+ * A later tier than t that holds id and has a read slot free starts the
+ * read instead: 0, or -EBUSY when none could.
+ */
+static int fetch_elsewhere(struct kvcd *d, unsigned int t, uint32_t id)
+{
+	struct kvcd_tiers *tr = d->tiers;
+
+	for (unsigned int u = t + 1; u < KVC_NR_TIERS; u++) {
+		if (!tr->tier[u] || !tiers_present(d, id, u) ||
+		    !kvc_tier_can_fetch(tr->tier[u]))
+			continue;
+		if (!fetch_one(d, u, id)) {
+			tr->fetch_elsewhere++;
+			return 0;
+		}
+	}
+	return -EBUSY;
+}
+
+/*
  * Start reading entry id up from tier first on (g3, else g4). 0: on its
  * way (or queued); -ENOENT: no tier from first on has it (any more).
+ * When g3 is congested (every read slot taken: a neighbour saturating
+ * its disk, or a burst) and g4 has the block with a slot free, g4
+ * answers first rather than the load waiting in g3's queue.
  */
 int tiers_fetch_from(struct kvcd *d, uint32_t id, unsigned int first)
 {
@@ -248,6 +271,8 @@ int tiers_fetch_from(struct kvcd *d, uint32_t id, unsigned int first)
 		if (!tr->tier[t] || !tiers_present(d, id, t))
 			continue;
 		ret = fetch_one(d, t, id);
+		if (ret == -EBUSY && !fetch_elsewhere(d, t, id))
+			ret = 0;
 		if (ret == -EBUSY) {
 			tiers_queue_id(&tr->fetchq, &tr->fetchq_len, &tr->fetchq_cap,
 				       id);
@@ -317,6 +342,8 @@ void tiers_drain_fetches(struct kvcd *d)
 			if (!tr->tier[t] || !tiers_present(d, id, t))
 				continue;
 			ret = fetch_one(d, t, id);
+			if (ret == -EBUSY && !fetch_elsewhere(d, t, id))
+				ret = 0;
 			if (ret != -ENOENT && ret != -EBADMSG)
 				break;
 		}

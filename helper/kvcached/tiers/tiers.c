@@ -272,7 +272,7 @@ size_t kvcd_tiers_stats(struct kvcd *d, struct kvc_stat *st, size_t max)
 			st[n++] = (struct kvc_stat){ names[t][i], 0, v[i] };
 		}
 	}
-	if (n + 11 <= max) {
+	if (n + 12 <= max) {
 		st[n++] = (struct kvc_stat){ "pool_writeback", 0,
 					     tr->held_writing };
 		st[n++] = (struct kvc_stat){ "pool_dirty", 0, tr->held_dirty };
@@ -292,6 +292,8 @@ size_t kvcd_tiers_stats(struct kvcd *d, struct kvc_stat *st, size_t max)
 					     tr->spill_deferred };
 		st[n++] = (struct kvc_stat){ "through_shed", 0,
 					     tr->through_shed };
+		st[n++] = (struct kvc_stat){ "fetch_elsewhere", 0,
+					     tr->fetch_elsewhere };
 	}
 	/* Only in a daemon started with KVCACHED_FAULT (fault.h). */
 	if (kvc_fault_armed && n < max)

@@ -99,6 +99,7 @@ struct kvcd_tiers {
 	uint64_t load_timeouts;		/* LOADs answered at load_timeout */
 	uint64_t through_dropped;	/* write-through copies not made */
 	uint64_t through_shed;		/* ... left to eviction: spillq full */
+	uint64_t fetch_elsewhere;	/* reads g4 took, g3 being congested */
 	uint64_t spill_deferred;	/* spills waiting for their parent's */
 };
 
