@@ -6,6 +6,8 @@
  *   policy_bench [-p lru,s3fifo,...] [-c 5,10,20] [-d|-n] [-o CSV]
  *                [-a CSV] TRACE...
  *
+ * A policy is a name of policy.h, or "s3fifo:PCT" for S3-FIFO with its
+ * small queue at PCT percent ([eviction] s3fifo_small in the daemon).
  * For every trace, capacity (percent of the trace's distinct blocks) and
  * policy, the trace is replayed two ways: through the offline simulator,
  * and, unless -n, through a real kvcached (memfd mode, one 4 KiB pool
@@ -120,15 +122,39 @@ static void write_file(const char *path, const char *text)
 		die("%s: %s", path, strerror(errno));
 }
 
+/* "s3fifo:25" -> "s3fifo" in name, 25 in *small; else 0. */
+static void policy_of(const char *arg, char *name, size_t len,
+		      unsigned int *small)
+{
+	const char *colon = strchr(arg, ':');
+	char *end;
+
+	size_t n = colon ? (size_t)(colon - arg) : strlen(arg);
+
+	*small = 0;
+	if (n >= len)
+		die("%s: no such policy", arg);
+	memcpy(name, arg, n);
+	name[n] = '\0';
+	if (!colon)
+		return;
+	*small = (unsigned int)strtoul(colon + 1, &end, 10);
+	if (*end || !*small || *small > 50)
+		die("%s: the small queue's share is 1..50 percent", arg);
+}
+
 /* kvcached for one run, memfd mode, pool of cap blocks; its socket. */
-static void start_daemon(const char *policy, uint32_t cap, char *sock,
+static void start_daemon(const char *arg, uint32_t cap, char *sock,
 			 size_t len)
 {
+	char policy[32];
+	unsigned int small;
 	const char *tmp = getenv("TMPDIR");
 	char conf[128], state[128], path[160], text[512];
 
 	if (len > 100)
 		len = 100;	/* sun_path */
+	policy_of(arg, policy, sizeof(policy), &small);
 	pid_t parent = getpid();
 
 	snprintf(dir, sizeof(dir), "%.30s/kvcache-policy.XXXXXX",
@@ -148,8 +174,9 @@ static void start_daemon(const char *policy, uint32_t cap, char *sock,
 		 "[daemon]\nmetrics = off\nlog_level = warn\n"
 		 "[pool]\nblock_size = %u\nmemfd_size = %llu\n"
 		 "low_watermark = 0\nhigh_watermark = %d\n"
-		 "[eviction]\npolicy = %s\n", BS,
-		 (unsigned long long)cap * BS, HIGH_PCT, policy);
+		 "[eviction]\npolicy = %s\ns3fifo_small = %u\n", BS,
+		 (unsigned long long)cap * BS, HIGH_PCT, policy,
+		 small ? small : 10);
 	write_file(conf, text);
 	if (mkdir(state, 0700))
 		die("%s: %s", state, strerror(errno));
@@ -326,10 +353,13 @@ static void admission(FILE *csv, const char *name, const struct kvc_trace *t,
 		      int npol)
 {
 	struct kvc_psim_opts po = {
-		.policy = pool_policy, .capacity = cap, .high_pct = HIGH_PCT,
+		.capacity = cap, .high_pct = HIGH_PCT,
 	};
 	struct kvc_psim_result base = { 0 };
+	char pname[32], g3name[32];
 
+	policy_of(pool_policy, pname, sizeof(pname), &po.small_pct);
+	po.policy = pname;
 	if (kvc_psim_run(t, &po, &base))
 		die("simulating %s", pool_policy);
 	printf("\n%-24s %8s %8s %-8s %5s %7s %9s %9s %9s\n", "trace", "pool",
@@ -338,13 +368,16 @@ static void admission(FILE *csv, const char *name, const struct kvc_trace *t,
 	for (int pi = 0; pi < npol; pi++) {
 		for (unsigned int k = 1; k <= 3; k++) {
 			struct kvc_psim_tier_opts o = {
-				.pool = po, .g3_policy = pols[pi],
+				.pool = po, .g3_policy = g3name,
 				.g3_capacity = 4 * cap, .admit = k,
 			};
+			unsigned int unused;
 			struct kvc_psim_tier_result r = { 0 };
 			int64_t gained;
 			double per;
 
+			/* A tier's s3fifo keeps the default share. */
+			policy_of(pols[pi], g3name, sizeof(g3name), &unused);
 			if (kvc_psim_tiers(t, &o, &r))
 				die("simulating g3 under %s", pool_policy);
 			gained = (int64_t)r.r.hit_blocks -
@@ -467,12 +500,15 @@ int main(int argc, char **argv)
 			row(csv, name, frac, cap, "belady", &opt, &opt, "-");
 			for (int pi = 0; pi < npol; pi++) {
 				struct kvc_psim_opts o = {
-					.policy = pols[pi], .capacity = cap,
-					.high_pct = HIGH_PCT,
+					.capacity = cap, .high_pct = HIGH_PCT,
 				};
 				struct kvc_psim_result s = { 0 }, d = { 0 };
 				const char *verdict = "-";
+				char pname[32];
 
+				policy_of(pols[pi], pname, sizeof(pname),
+					  &o.small_pct);
+				o.policy = pname;
 				s.matched = calloc(t.nr_reqs, sizeof(uint32_t));
 				d.matched = calloc(t.nr_reqs, sizeof(uint32_t));
 				if (!s.matched || !d.matched)
