@@ -416,7 +416,7 @@ void kvc_config_defaults(struct kvc_config *cfg)
 	cfg->pool.low_watermark = 5;
 	cfg->pool.high_watermark = 10;
 
-	cfg->eviction.policy = KVC_CONFIG_POLICY_LRU;
+	cfg->eviction.policy = KVC_CONFIG_POLICY_DENSITY;
 	cfg->eviction.pool_admit = 1;
 	cfg->eviction.g3_admit = 2;
 	cfg->eviction.g4_admit = 2;

@@ -98,7 +98,7 @@ static void test_defaults(void)
 	TAP_CHECK(c.pool.mlock);
 	TAP_CHECK(c.pool.fast_index);
 	TAP_CHECK(c.pool.low_watermark == 5 && c.pool.high_watermark == 10);
-	TAP_CHECK(c.eviction.policy == KVC_CONFIG_POLICY_LRU);
+	TAP_CHECK(c.eviction.policy == KVC_CONFIG_POLICY_DENSITY);
 	TAP_CHECK(c.eviction.pool_admit == 1);
 	TAP_CHECK(c.eviction.g3_admit == 2 && c.eviction.g4_admit == 2);
 	TAP_CHECK(c.eviction.s3fifo_small == 10);
