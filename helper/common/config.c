@@ -4,9 +4,9 @@
  * Documentation/admin-guide/kvcached-config.md).
  *
  * One table describes every key: its section, value type, where it lives
- * in struct kvc_config and its range. The parser, the duplicate check and
- * the dump all walk that table, so a key added there is parsed, checked
- * and dumped without further code; only checks that involve two keys are
+ * in struct kvc_config and its range. The parser, the duplicate check,
+ * the dump and the diff all walk that table, so a key added there is
+ * parsed, checked, dumped and compared without further code; only checks that involve two keys are
  * written out (check_combined()).
  */
 #include "config.h"
@@ -997,61 +997,89 @@ int kvc_config_load(struct kvc_config *cfg, const char *path, char *err,
 	return ret;
 }
 
+/*
+ * A key's value as the file writes it, into out: "" for an empty string
+ * (written "key =", which parses back to empty), never "" otherwise.
+ */
+static void format_value(const struct key *key, const struct kvc_config *cfg,
+			 char *out, size_t len)
+{
+	const void *field = (const char *)cfg + key->offset;
+	const struct kvc_config_listen *l;
+
+	switch (key->type) {
+	case V_STRING:
+		snprintf(out, len, "%s", (const char *)field);
+		break;
+	case V_OCTAL:
+		snprintf(out, len, "%04o", *(const unsigned int *)field);
+		break;
+	case V_UINT:
+		snprintf(out, len, "%u", *(const unsigned int *)field);
+		break;
+	case V_SIZE:
+		fmt_size(*(const uint64_t *)field, out, len);
+		break;
+	case V_DURATION:
+		fmt_duration(*(const uint64_t *)field, out, len);
+		break;
+	case V_BOOL:
+		snprintf(out, len, "%s", *(const bool *)field ? "yes" : "no");
+		break;
+	case V_ENUM:
+		snprintf(out, len, "%s", enum_name(key->names,
+						   *(const int *)field));
+		break;
+	case V_LISTEN:
+		l = (const struct kvc_config_listen *)field;
+		if (l->kind == KVC_CONFIG_LISTEN_UNIX)
+			snprintf(out, len, "%s", l->path);
+		else if (l->kind == KVC_CONFIG_LISTEN_TCP)
+			snprintf(out, len, "%u", (unsigned int)l->port);
+		else
+			snprintf(out, len, "off");
+		break;
+	}
+}
+
+/* Room for the longest value: a directory. */
+#define VALUE_MAX	(KVC_CONFIG_DIR_MAX + 32)
+
 void kvc_config_dump(const struct kvc_config *cfg, FILE *f)
 {
 	const char *section = NULL;
-	char buf[32];
+	char buf[VALUE_MAX];
 	int k;
 
 	fprintf(f, "# kvcached effective configuration\n");
 	for (k = 0; k < NKEYS; k++) {
 		const struct key *key = &keys[k];
-		const void *field = (const char *)cfg + key->offset;
-		const struct kvc_config_listen *l;
 
 		if (key->section != section) {
 			section = key->section;
 			fprintf(f, "\n[%s]\n", section);
 		}
-		fprintf(f, "%s =", key->name);
-		switch (key->type) {
-		case V_STRING:
-			/* An empty string is written as "key =", which
-			 * parses back to empty. */
-			if (((const char *)field)[0])
-				fprintf(f, " %s", (const char *)field);
-			break;
-		case V_OCTAL:
-			fprintf(f, " %04o", *(const unsigned int *)field);
-			break;
-		case V_UINT:
-			fprintf(f, " %u", *(const unsigned int *)field);
-			break;
-		case V_SIZE:
-			fmt_size(*(const uint64_t *)field, buf, sizeof(buf));
-			fprintf(f, " %s", buf);
-			break;
-		case V_DURATION:
-			fmt_duration(*(const uint64_t *)field, buf, sizeof(buf));
-			fprintf(f, " %s", buf);
-			break;
-		case V_BOOL:
-			fprintf(f, " %s", *(const bool *)field ? "yes" : "no");
-			break;
-		case V_ENUM:
-			fprintf(f, " %s", enum_name(key->names,
-						    *(const int *)field));
-			break;
-		case V_LISTEN:
-			l = (const struct kvc_config_listen *)field;
-			if (l->kind == KVC_CONFIG_LISTEN_UNIX)
-				fprintf(f, " %s", l->path);
-			else if (l->kind == KVC_CONFIG_LISTEN_TCP)
-				fprintf(f, " %u", (unsigned int)l->port);
-			else
-				fprintf(f, " off");
-			break;
-		}
-		fputc('\n', f);
+		format_value(key, cfg, buf, sizeof(buf));
+		fprintf(f, "%s =%s%s\n", key->name, buf[0] ? " " : "", buf);
 	}
+}
+
+unsigned int kvc_config_diff(const struct kvc_config *from,
+			     const struct kvc_config *to,
+			     kvc_config_diff_fn *fn, void *arg)
+{
+	char a[VALUE_MAX], b[VALUE_MAX];
+	unsigned int n = 0;
+	int k;
+
+	for (k = 0; k < NKEYS; k++) {
+		format_value(&keys[k], from, a, sizeof(a));
+		format_value(&keys[k], to, b, sizeof(b));
+		if (!strcmp(a, b))
+			continue;
+		n++;
+		if (fn)
+			fn(arg, keys[k].section, keys[k].name, a, b);
+	}
+	return n;
 }

@@ -171,6 +171,20 @@ int kvc_config_load(struct kvc_config *cfg, const char *path, char *err,
 void kvc_config_dump(const struct kvc_config *cfg, FILE *f);
 
 /*
+ * The keys whose values differ between from and to, in file order: for
+ * each, fn (when not NULL) gets its section and name ("pool",
+ * "low_watermark") and both values as the dump writes them (an empty
+ * string as ""). Returns how many differ. A reload uses it to say what
+ * it changed and what it could not.
+ */
+typedef void kvc_config_diff_fn(void *arg, const char *section,
+				const char *key, const char *from,
+				const char *to);
+unsigned int kvc_config_diff(const struct kvc_config *from,
+			     const struct kvc_config *to,
+			     kvc_config_diff_fn *fn, void *arg);
+
+/*
  * Names used in the file: "info", "memfd", "s3fifo"... The policy names are
  * the ones kvc_policy_create() (policy.h) takes.
  */

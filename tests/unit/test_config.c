@@ -543,6 +543,68 @@ static void test_dump_round_trip(void)
 	free(t1);
 }
 
+/* What kvc_config_diff() reported, one "section key: from -> to" a line. */
+static char diffs[4096];
+
+static void note_diff(void *arg, const char *section, const char *key,
+		      const char *from, const char *to)
+{
+	size_t n = strlen(diffs);
+
+	(*(int *)arg)++;
+	snprintf(diffs + n, sizeof(diffs) - n, "%s %s: %s -> %s\n", section,
+		 key, from, to);
+}
+
+/*
+ * The keys that differ, in file order, with their values as the dump
+ * writes them; equal values are equal whatever bytes follow a string's
+ * NUL; the count without a callback is the same.
+ */
+static void test_diff(void)
+{
+	struct kvc_config a, b, d;
+	int calls = 0;
+	unsigned int lines = 0;
+
+	kvc_config_defaults(&d);
+	kvc_config_defaults(&a);
+	diffs[0] = '\0';
+	TAP_EXPECT_EQ(0, kvc_config_diff(&d, &a, note_diff, &calls));
+	TAP_EXPECT_EQ(0, calls);
+
+	TAP_ASSERT_EQ(0, parse(&a, "[g3]\ndirectory = /srv/g3\ncapacity = 1G\n"
+			      "[pool]\nhigh_watermark = 60\nlow_watermark = 50\n"
+			      "[daemon]\nsocket_mode = 0600\n"));
+	TAP_EXPECT_EQ(5, kvc_config_diff(&d, &a, note_diff, &calls));
+	TAP_EXPECT_EQ(5, calls);
+	TAP_EXPECT_STREQ("daemon socket_mode: 0660 -> 0600\n"
+			 "pool low_watermark: 5 -> 50\n"
+			 "pool high_watermark: 10 -> 60\n"
+			 "g3 directory:  -> /srv/g3\n"
+			 "g3 capacity: 0 -> 1G\n", diffs);
+	/* The other way round: the values swap. */
+	diffs[0] = '\0';
+	calls = 0;
+	TAP_EXPECT_EQ(5, kvc_config_diff(&a, &d, note_diff, &calls));
+	TAP_EXPECT_NE(NULL, strstr(diffs, "g3 directory: /srv/g3 -> \n"));
+
+	/* A shorter string copied over a longer one leaves bytes behind. */
+	b = d;
+	strcpy(b.daemon.socket, "/x.sock");
+	a = d;
+	memset(a.daemon.socket, 'z', sizeof(a.daemon.socket));
+	strcpy(a.daemon.socket, "/x.sock");
+	TAP_EXPECT_EQ(0, kvc_config_diff(&a, &b, NULL, NULL));
+	TAP_EXPECT_EQ(1, kvc_config_diff(&d, &b, NULL, NULL));
+
+	/* all_keys moves every key it sets, each reported once. */
+	TAP_ASSERT_EQ(0, parse(&a, all_keys));
+	for (const char *l = all_keys; *l; l = strchr(l, '\n') + 1)
+		lines += l[0] != '[';
+	TAP_EXPECT_EQ(lines, kvc_config_diff(&d, &a, NULL, NULL));
+}
+
 static char *read_all(const char *path)
 {
 	char *buf = NULL;
@@ -654,6 +716,7 @@ int main(void)
 	TAP_RUN(test_errors);
 	TAP_RUN(test_error_edge_cases);
 	TAP_RUN(test_dump_round_trip);
+	TAP_RUN(test_diff);
 	TAP_RUN(test_example_file);
 	TAP_RUN(test_load_errors);
 	return tap_done();
