@@ -6,8 +6,8 @@
  * One table describes every key: its section, value type, where it lives
  * in struct kvc_config and its range. The parser, the duplicate check,
  * the dump and the diff all walk that table, so a key added there is
- * parsed, checked, dumped and compared without further code; only checks that involve two keys are
- * written out (check_combined()).
+ * parsed, checked, dumped and compared without further code; only
+ * checks that involve two keys are written out (check_combined()).
  */
 #include "config.h"
 
