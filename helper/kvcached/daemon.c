@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * daemon: kvcached's setup and teardown, and the server's callbacks
- * (daemon.h). The state is struct kvcd (kvcd.h); the work is done in
+ * daemon: kvcached's setup and teardown, the server's callbacks and
+ * what a reload changes (daemon.h). The state is struct kvcd (kvcd.h);
+ * the work is done in
  *   namespaces.c    rights and the namespace table
  *   requests.c      the answers to clients
  *   reclaim.c       the pool tier: accounting, eviction, orphans
@@ -20,6 +21,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -27,6 +29,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
+#include "devinfo.h"
 #include "journal.h"
 #include "log.h"
 
@@ -309,4 +312,105 @@ size_t kvcd_watch_fds(const struct kvcd *d, int *fds, size_t max)
 const char *kvcd_mode_name(const struct kvcd *d)
 {
 	return kvc_pool_name(d->pool);
+}
+
+void kvcd_status(const struct kvcd *d, char *buf, size_t len)
+{
+	const struct kvc_config_listen *m = &d->cfg.daemon.metrics;
+	char total[32], bs[32], metrics[KVC_CONFIG_SOCK_PATH_MAX + 64];
+
+	kvc_format_bytes((uint64_t)d->nr_blocks * d->block_size, total,
+			 sizeof(total));
+	kvc_format_bytes(d->block_size, bs, sizeof(bs));
+	if (m->kind == KVC_CONFIG_LISTEN_UNIX)
+		snprintf(metrics, sizeof(metrics), "metrics %s", m->path);
+	else if (m->kind == KVC_CONFIG_LISTEN_TCP)
+		snprintf(metrics, sizeof(metrics), "metrics on %s port %u",
+			 d->cfg.daemon.metrics_address, (unsigned int)m->port);
+	else
+		snprintf(metrics, sizeof(metrics), "metrics off");
+	snprintf(buf, len, "%s mode, pool %s in %" PRIu32 " blocks of %s, socket %s, %s",
+		 kvcd_mode_name(d), total, d->nr_blocks, bs,
+		 d->cfg.daemon.socket, metrics);
+}
+
+/* ---- reload -------------------------------------------------------------- */
+
+/* An empty value (a tier switched off) said as "". */
+static const char *shown(const char *v)
+{
+	return v[0] ? v : "\"\"";
+}
+
+static void reload_applied(void *arg, const char *section, const char *key,
+			   const char *from, const char *to)
+{
+	(void)arg;
+	kvc_info("reload: [%s] %s = %s (was %s)", section, key, shown(to),
+		 shown(from));
+}
+
+/* from: the value the daemon keeps; to: the file's. */
+static void reload_refused(void *arg, const char *section, const char *key,
+			   const char *from, const char *to)
+{
+	(void)arg;
+	kvc_warn("reload: [%s] %s = %s needs a restart; running with %s",
+		 section, key, shown(to), shown(from));
+}
+
+/*
+ * A tier's capacity may change while it stays on, on the same directory:
+ * it is read at each spill and tick. Switching a tier on or off or moving
+ * it is a restart (its recovery, its worker, its manifest).
+ */
+static void reload_capacity(const struct kvcd *d, unsigned int tier,
+			    const char *dir, uint64_t capacity,
+			    const char *now_dir, uint64_t *next)
+{
+	if (kvcd_tier(d, tier) && capacity && !strcmp(dir, now_dir))
+		*next = capacity;
+}
+
+unsigned int kvcd_reconfigure(struct kvcd *d, const struct kvc_config *cfg,
+			      unsigned int *restart)
+{
+	struct kvc_config next = d->cfg;
+	int level = d->cfg.daemon.log_level > cfg->daemon.log_level ?
+		    d->cfg.daemon.log_level : cfg->daemon.log_level;
+	unsigned int changed;
+
+	/*
+	 * Each of these is read where it is used, every time (the log,
+	 * loads.c, reclaim.c, promote.c, the server's tick): a new value
+	 * takes effect at its next use. low < high holds: both come from
+	 * one file that passed its checks.
+	 */
+	next.daemon.log_level = cfg->daemon.log_level;
+	next.daemon.load_timeout_ms = cfg->daemon.load_timeout_ms;
+	next.pool.low_watermark = cfg->pool.low_watermark;
+	next.pool.high_watermark = cfg->pool.high_watermark;
+	next.pool.prefetch = cfg->pool.prefetch;
+	next.eviction.interval_ms = cfg->eviction.interval_ms;
+	reload_capacity(d, KVC_TIER_G3, cfg->g3.directory, cfg->g3.capacity,
+			d->cfg.g3.directory, &next.g3.capacity);
+	reload_capacity(d, KVC_TIER_G4, cfg->g4.directory, cfg->g4.capacity,
+			d->cfg.g4.directory, &next.g4.capacity);
+
+	/* Said at the more verbose of the old and the new level. */
+	kvc_log_set_level(level);
+	changed = kvc_config_diff(&d->cfg, &next, reload_applied, NULL);
+	*restart = kvc_config_diff(&next, cfg, reload_refused, NULL);
+	kvc_log_set_level(next.daemon.log_level);
+
+	d->cfg = next;
+	if (d->srv)
+		kvc_server_set_tick(d->srv, next.eviction.interval_ms);
+	if (kvcd_tier(d, KVC_TIER_G3))
+		kvc_tier_set_capacity(kvcd_tier(d, KVC_TIER_G3),
+				      next.g3.capacity);
+	if (kvcd_tier(d, KVC_TIER_G4))
+		kvc_tier_set_capacity(kvcd_tier(d, KVC_TIER_G4),
+				      next.g4.capacity);
+	return changed;
 }

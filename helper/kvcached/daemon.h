@@ -67,4 +67,24 @@ void kvcd_set_server(struct kvcd *d, struct kvc_server *s);
 /* "kernel" or "memfd". */
 const char *kvcd_mode_name(const struct kvcd *d);
 
+/*
+ * One line for the service manager's STATUS=: the mode, the pool, the
+ * sockets ("memfd mode, pool 256 MiB in 128 blocks of 2 MiB, socket
+ * /run/kvcache/kvcached.sock, metrics /run/kvcache/metrics.sock").
+ */
+void kvcd_status(const struct kvcd *d, char *buf, size_t len);
+
+/*
+ * A reload: take from cfg (the file read again, the command line's
+ * options applied) what can change while the daemon runs, and keep the
+ * rest as it started. Applied: [daemon] log_level and load_timeout,
+ * [pool] low_watermark, high_watermark and prefetch, [eviction] interval,
+ * and the capacity of g3 or g4 while the tier stays on its directory;
+ * each change is logged at info. Every other key that differs is logged
+ * as a warning that names it and says it needs a restart. Returns how
+ * many keys changed; *restart: how many need a restart.
+ */
+unsigned int kvcd_reconfigure(struct kvcd *d, const struct kvc_config *cfg,
+			      unsigned int *restart);
+
 #endif /* KVC_DAEMON_H */

@@ -51,6 +51,7 @@ struct kvc_server {
 	int nwatch;
 	struct __kernel_timespec tick;
 	bool ticking;
+	bool armed;			/* accept, polls and tick in the ring */
 	uint64_t serial;		/* connections accepted, ever */
 	uint8_t reply[KVC_PROTO_MSG_MAX];
 };
@@ -182,8 +183,7 @@ int kvc_server_open(struct kvc_server **out, const char *path,
 		goto err;
 	}
 	if (tick_ms) {
-		s->tick.tv_sec = (long long)(tick_ms / 1000);
-		s->tick.tv_nsec = (long long)(tick_ms % 1000) * 1000000;
+		kvc_server_set_tick(s, tick_ms);
 		s->ticking = true;
 	}
 	*out = s;
@@ -194,6 +194,16 @@ err:
 	io_uring_queue_exit(&s->ring);
 	free(s);
 	return ret;
+}
+
+/*
+ * The next tick's timeout is read from s->tick when its SQE is submitted
+ * (io_uring copies the timespec then): the one in flight keeps its own.
+ */
+void kvc_server_set_tick(struct kvc_server *s, uint64_t tick_ms)
+{
+	s->tick.tv_sec = (long long)(tick_ms / 1000);
+	s->tick.tv_nsec = (long long)(tick_ms % 1000) * 1000000;
 }
 
 int kvc_server_watch(struct kvc_server *s, int fd)
@@ -406,25 +416,41 @@ static void kvc_complete_one(struct kvc_server *s, struct io_uring_cqe *cqe)
 	}
 }
 
-int kvc_server_run(struct kvc_server *s, volatile sig_atomic_t *stop)
+int kvc_server_run(struct kvc_server *s, volatile sig_atomic_t *wake,
+		   uint64_t timeout_ms)
 {
+	double end = kvc_now() + (double)timeout_ms / 1e3, left;
+	struct __kernel_timespec ts;
 	struct io_uring_cqe *cqe;
 	unsigned int head, seen;
-	int ret = kvc_arm_accept(s);
+	int ret = 0;
 
-	for (int i = 0; !ret && i < s->nwatch; i++)
-		ret = kvc_arm_poll(s, i);
-	if (!ret && s->ticking)
-		ret = kvc_arm_tick(s);
-	while (!ret && !*stop) {
-		ret = io_uring_submit_and_wait(&s->ring, 1);
-		if (ret == -EINTR) {	/* a signal: look at *stop */
-			ret = 0;
-			continue;
+	if (!s->armed) {
+		ret = kvc_arm_accept(s);
+		for (int i = 0; !ret && i < s->nwatch; i++)
+			ret = kvc_arm_poll(s, i);
+		if (!ret && s->ticking)
+			ret = kvc_arm_tick(s);
+		if (ret)
+			return ret;
+		s->armed = true;
+	}
+	while (!*wake) {
+		if (timeout_ms) {
+			left = end - kvc_now();
+			if (left <= 0)
+				break;
+			ts.tv_sec = (long long)left;
+			ts.tv_nsec = (long long)((left - (double)ts.tv_sec) * 1e9);
 		}
+		ret = io_uring_submit_and_wait_timeout(&s->ring, &cqe, 1,
+						       timeout_ms ? &ts : NULL,
+						       NULL);
+		/* A signal (look at *wake) or the timeout: nothing to reap. */
+		if (ret == -EINTR || ret == -ETIME)
+			continue;
 		if (ret < 0)
-			break;
-		ret = 0;
+			return ret;
 		if (s->ops->round)
 			s->ops->round(s->ctx);
 		seen = 0;
@@ -434,7 +460,7 @@ int kvc_server_run(struct kvc_server *s, volatile sig_atomic_t *stop)
 		}
 		io_uring_cq_advance(&s->ring, seen);
 	}
-	return ret;
+	return 0;
 }
 
 void kvc_server_close(struct kvc_server *s)

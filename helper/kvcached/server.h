@@ -91,8 +91,18 @@ int kvc_server_mkdir_parent(const char *path);
 
 /* Poll fd for input from the loop (at most 8 descriptors). */
 int kvc_server_watch(struct kvc_server *s, int fd);
-/* Run until *stop is set (by a signal handler). Returns 0 or -errno. */
-int kvc_server_run(struct kvc_server *s, volatile sig_atomic_t *stop);
+/*
+ * Run the loop until *wake is set (by a signal handler: the signal also
+ * ends the wait) or timeout_ms have passed (0: no limit), then return 0
+ * so that the caller can act on it; called again, the loop goes on where
+ * it was. A signal that comes just before the loop waits is seen at its
+ * next wake, at the latest when the tick or the timeout ends the wait.
+ * Returns 0, or -errno when the ring fails.
+ */
+int kvc_server_run(struct kvc_server *s, volatile sig_atomic_t *wake,
+		   uint64_t timeout_ms);
+/* Tick every tick_ms (> 0) from the next tick on (a reload's interval). */
+void kvc_server_set_tick(struct kvc_server *s, uint64_t tick_ms);
 /*
  * The deferred reply to the client (id, serial): sent, and its next
  * message read. -ENOTCONN when it has gone (or could not take the reply,

@@ -352,6 +352,11 @@ uint64_t kvc_tier_capacity(const struct kvc_tier *t)
 	return t->cfg.capacity;
 }
 
+void kvc_tier_set_capacity(struct kvc_tier *t, uint64_t bytes)
+{
+	t->cfg.capacity = bytes;
+}
+
 bool kvc_tier_writable(const struct kvc_tier *t)
 {
 	return t->writable;

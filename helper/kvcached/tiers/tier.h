@@ -208,6 +208,12 @@ void kvc_tier_touch(struct kvc_tier *t, uint32_t id);
 
 const struct kvc_tier_stats *kvc_tier_stats(const struct kvc_tier *t);
 uint64_t kvc_tier_capacity(const struct kvc_tier *t);
+/*
+ * A new capacity, in bytes (a reload): spills are measured against it at
+ * once, and a tier over it evicts from the next tick on, a bounded number
+ * of files a tick (tier_gc()).
+ */
+void kvc_tier_set_capacity(struct kvc_tier *t, uint64_t bytes);
 bool kvc_tier_writable(const struct kvc_tier *t);
 unsigned int kvc_tier_index(const struct kvc_tier *t);	/* KVC_TIER_* */
 

@@ -25,7 +25,8 @@
  * which only the worker touches, and a queued job's cancel flag, which
  * the loop sets and the worker reads (atomics). The worker reads the fixed
  * configuration (cfg, dir, node, opened, writable) and runs jobs
- * (tier_worker.c); the loop applies their results.
+ * (tier_worker.c); the loop applies their results. cfg.capacity alone
+ * changes (kvc_tier_set_capacity(), a reload): only the loop reads it.
  */
 #ifndef KVC_TIER_PRIV_H
 #define KVC_TIER_PRIV_H
