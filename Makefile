@@ -13,6 +13,8 @@
 #   make helper                 build kvcached and kvcachectl
 #   make lib                    build libkvcache (.so, .a, pkg-config file)
 #   make engine                 build the reference engine, kvc-engine
+#   make man                    the man pages, from Documentation/ (pandoc:
+#                               scripts/gen-man) -> build/man
 #   make install [PREFIX=/usr/local]  install the library, its header,
 #                               the tools, the systemd unit and the docs
 #   make unit                   build and run the host unit tests (ASan/UBSan)
@@ -158,7 +160,7 @@ $(SAN)/kvcached.a: $(call objs,$(SAN),$(KVCD_LIB_SRCS))
 
 .PHONY: all deps kernel module helper lib engine install pytest vllm-env \
 	vllm-check unit unit-build selftests check demo soak bench bench-build \
-	vm-shell clean
+	vm-shell clean man
 
 all: helper lib engine unit-build
 
@@ -227,6 +229,16 @@ $(BUILD)/engine/kvc-engine: $(call objs,$(OBJ),helper/engine/kvc-engine.c \
 			    $(ENGINE_SRCS)) $(BUILD)/lib/libkvcache.a
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIB_LIBS) -lm
+
+# ---- the man pages --------------------------------------------------------
+#
+# kvcached(8), kvcachectl(8), kvcached.conf(5) and libkvcache(3): each a
+# front part in Documentation/man/ and the sections of the documents it
+# names (scripts/gen-man), uncompressed. They point the reader to the
+# Markdown documentation where make install puts it (DOCDIR).
+man:
+	$(TOP)/scripts/gen-man --docdir $(or $(DOCDIR),$(PREFIX)/share/doc/kvcache) \
+		$(BUILD)/man
 
 install: helper lib
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
