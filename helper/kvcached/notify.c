@@ -138,11 +138,22 @@ bool kvc_notify_enabled(const struct kvc_notify *n)
 	return n->fd >= 0;
 }
 
+/* flags: MSG_DONTWAIT for what may be dropped rather than wait. */
+static int notify_send(struct kvc_notify *n, const char *buf, size_t len,
+		       int flags)
+{
+	ssize_t sent = sendto(n->fd, buf, len, MSG_NOSIGNAL | flags,
+			      (const struct sockaddr *)&n->addr, n->addr_len);
+
+	if (sent < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return (size_t)sent == len ? 0 : -EIO;
+}
+
 int kvc_notify(struct kvc_notify *n, const char *fmt, ...)
 {
 	char buf[KVC_NOTIFY_MAX + 1];
 	va_list ap;
-	ssize_t sent;
 	int len;
 
 	if (n->fd < 0)
@@ -152,11 +163,7 @@ int kvc_notify(struct kvc_notify *n, const char *fmt, ...)
 	va_end(ap);
 	if (len < 0 || (size_t)len >= sizeof(buf))
 		return -EMSGSIZE;
-	sent = sendto(n->fd, buf, (size_t)len, MSG_NOSIGNAL,
-		      (const struct sockaddr *)&n->addr, n->addr_len);
-	if (sent < 0)
-		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-	return sent == len ? 0 : -EIO;
+	return notify_send(n, buf, (size_t)len, 0);
 }
 
 uint64_t kvc_notify_watchdog_usec(const struct kvc_notify *n)
@@ -166,6 +173,7 @@ uint64_t kvc_notify_watchdog_usec(const struct kvc_notify *n)
 
 uint64_t kvc_notify_watchdog(struct kvc_notify *n)
 {
+	static const char ping[] = "WATCHDOG=1";
 	uint64_t usec = kvc_notify_watchdog_usec(n), half, now, next;
 
 	if (!usec)
@@ -174,10 +182,10 @@ uint64_t kvc_notify_watchdog(struct kvc_notify *n)
 	now = kvc_notify_monotonic_usec();
 	if (!n->watchdog_sent || now - n->watchdog_sent >= half) {
 		/*
-		 * A ping the manager did not take is not tried again at
-		 * once: the next is due in half an interval, still in time.
+		 * Never waited for: a ping the manager has no room for is
+		 * dropped, and the next, half an interval on, is in time.
 		 */
-		kvc_notify(n, "WATCHDOG=1");
+		notify_send(n, ping, sizeof(ping) - 1, MSG_DONTWAIT);
 		n->watchdog_sent = now;
 	}
 	next = n->watchdog_sent + half - now;

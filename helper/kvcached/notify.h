@@ -73,7 +73,8 @@ uint64_t kvc_notify_watchdog_usec(const struct kvc_notify *n);
 
 /*
  * The loop's watchdog duty, called whenever it wakes: "WATCHDOG=1" when
- * half the interval has passed since the last one (or none was sent).
+ * half the interval has passed since the last one (or none was sent),
+ * dropped rather than waited for when the manager's queue is full.
  * Returns the milliseconds until the next is due, at least 1; 0 when no
  * watchdog is asked of us.
  */

@@ -318,6 +318,56 @@ static void test_watchdog(void)
 	clear_env();
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/*
+ * A manager that does not read: its queue full, a ping is dropped at
+ * once (the loop never waits for one), a notification waits a second at
+ * most for room, then fails.
+ */
+static void test_full_queue(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char path[128];
+	struct kvc_notify n;
+	int fd, filler, sent = 0;
+	double t0;
+
+	snprintf(path, sizeof(path), "%s/full", dir);
+	fd = receiver(path);
+	TAP_ASSERT_LE(0, fd);
+	filler = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	TAP_ASSERT_LE(0, filler);
+	strcpy(sa.sun_path, path);
+	while (sent < 100000 &&
+	       sendto(filler, "x", 1, MSG_DONTWAIT, (struct sockaddr *)&sa,
+		      sizeof(sa)) == 1)
+		sent++;
+	TAP_ASSERT_LT(sent, 100000);
+	TAP_ASSERT_TRUE(errno == EAGAIN);
+
+	setenv(KVC_NOTIFY_SOCKET_ENV, path, 1);
+	setenv(KVC_NOTIFY_WATCHDOG_ENV, "60000000", 1);
+	TAP_ASSERT_EQ(0, kvc_notify_open(&n, why, sizeof(why)));
+	t0 = now_s();
+	TAP_EXPECT_GE(kvc_notify_watchdog(&n), 29000);
+	TAP_EXPECT_TRUE(now_s() - t0 < 0.5);
+	t0 = now_s();
+	TAP_EXPECT_EQ(-EAGAIN, kvc_notify(&n, "READY=1"));
+	TAP_EXPECT_TRUE(now_s() - t0 > 0.8 && now_s() - t0 < 5);
+	kvc_notify_close(&n);
+	close(filler);
+	close(fd);
+	unlink(path);
+	clear_env();
+}
+
 /* MONOTONIC_USEC is CLOCK_MONOTONIC, not the wall clock. */
 static void test_monotonic(void)
 {
@@ -344,6 +394,7 @@ int main(void)
 	TAP_RUN(test_bad_values_refused);
 	TAP_RUN(test_send_errors);
 	TAP_RUN(test_watchdog);
+	TAP_RUN(test_full_queue);
 	TAP_RUN(test_monotonic);
 	scratch_remove(dir);
 	return tap_done();
