@@ -24,13 +24,24 @@
  *   journal_append_failure_refuses_store  (kernel mode) a STORE whose
  *       parents journal record cannot be written is refused, counted, and
  *       is not taken for stored.
+ *   notify_ready_reload_stop  the unit's Type=notify and ExecReload=, with
+ *       the test as the service manager: NOTIFY_SOCKET is its datagram
+ *       socket. READY=1 comes, and a client connects right after it with
+ *       no retry; watchdog pings come when WATCHDOG_USEC asks; SIGHUP
+ *       with new watermarks and log_level gives RELOADING=1 (with a
+ *       MONOTONIC_USEC of this boot's monotonic clock), READY=1, an
+ *       eviction down to the new high watermark and debug lines, while a
+ *       g3 switched on in the file stays off (a restart key, named in a
+ *       warning); SIGHUP with a file that does not parse keeps every old
+ *       value and ends with READY=1 saying so; SIGTERM gives STOPPING=1.
  *
- * The first, third and fourth run in memfd mode (scripts/check runs the
- * file with KVC_DAEMON_MODE=memfd on the host) and skip in kernel mode;
- * the last runs only in kernel mode (the journal is kernel mode's), in
- * the test VM. Most need root (setpriv, NS_CREATE, a tmpfs) and skip
- * without it. Documentation/dev-tools/testing.md says what the sandbox
- * does not reproduce.
+ * The first, third, fourth and the last run in memfd mode (scripts/check
+ * runs the file with KVC_DAEMON_MODE=memfd on the host) and skip in
+ * kernel mode; journal_append_failure_refuses_store runs only in kernel
+ * mode (the journal is kernel mode's), in the test VM. Most need root
+ * (setpriv, NS_CREATE, a tmpfs) and skip without it; the last does not.
+ * Documentation/dev-tools/testing.md says what the sandbox does not
+ * reproduce.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -47,9 +58,13 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <poll.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/capability.h>
 
@@ -83,6 +98,9 @@ struct unit {
 	char rw[1024];		/* ReadWritePaths */
 	char doc[512];		/* Documentation */
 	char exec[512];		/* ExecStart */
+	char type[32];		/* Type */
+	char notify_access[32];	/* NotifyAccess */
+	char reload[512];	/* ExecReload */
 };
 
 static char *trim(char *s)
@@ -154,6 +172,13 @@ static int unit_read(const char *path, struct unit *u, char *why, size_t wlen)
 			snprintf(u->doc, sizeof(u->doc), "%s", v);
 		} else if (!strcmp(k, "ExecStart")) {
 			snprintf(u->exec, sizeof(u->exec), "%s", v);
+		} else if (!strcmp(k, "Type")) {
+			snprintf(u->type, sizeof(u->type), "%s", v);
+		} else if (!strcmp(k, "NotifyAccess")) {
+			snprintf(u->notify_access, sizeof(u->notify_access),
+				 "%s", v);
+		} else if (!strcmp(k, "ExecReload")) {
+			snprintf(u->reload, sizeof(u->reload), "%s", v);
 		}
 	}
 	fclose(f);
@@ -719,6 +744,303 @@ TEST_F_TIMEOUT(kvcd, journal_append_failure_refuses_store, 90)
 	ASSERT_EQ(0, restart(self, NULL, why, sizeof(why))) TH_LOG("%s", why);
 	EXPECT_EQ(2, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIERS_ALL,
 				 keys[0], 2, NULL));
+}
+
+/* -------------------------------------------------------------------------- */
+
+/* The service manager's end: a datagram socket at path, with credentials. */
+static int manager_socket(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd, one = 1;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	strcpy(sa.sun_path, path);
+	unlink(path);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one))) {
+		close(fd);
+		return -errno;
+	}
+	return fd;
+}
+
+struct manager {
+	int fd;
+	int pings;		/* WATCHDOG=1 seen (and skipped) */
+	pid_t from;		/* the last notification's sender */
+};
+
+/*
+ * The next notification that is not a watchdog ping, into buf (waiting
+ * timeout_s at most): 0, or -ETIMEDOUT.
+ */
+static int notified(struct manager *m, char *buf, size_t len, double timeout_s)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(struct ucred))];
+	} cmsg;
+
+	for (double end = now_s() + timeout_s; now_s() < end;) {
+		struct iovec iov = { .iov_base = buf, .iov_len = len - 1 };
+		struct msghdr mh = {
+			.msg_iov = &iov, .msg_iovlen = 1,
+			.msg_control = cmsg.buf,
+			.msg_controllen = sizeof(cmsg.buf),
+		};
+		struct pollfd p = { .fd = m->fd, .events = POLLIN };
+		struct cmsghdr *cm;
+		ssize_t n;
+
+		if (poll(&p, 1, 50) <= 0)
+			continue;
+		n = recvmsg(m->fd, &mh, MSG_DONTWAIT);
+		if (n < 0)
+			continue;
+		buf[n] = '\0';
+		m->from = 0;
+		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+			struct ucred uc;
+
+			if (cm->cmsg_level == SOL_SOCKET &&
+			    cm->cmsg_type == SCM_CREDENTIALS) {
+				memcpy(&uc, CMSG_DATA(cm), sizeof(uc));
+				m->from = uc.pid;
+			}
+		}
+		if (!strcmp(buf, "WATCHDOG=1")) {
+			m->pings++;
+			continue;
+		}
+		return 0;
+	}
+	buf[0] = '\0';
+	return -ETIMEDOUT;
+}
+
+/*
+ * Read what is queued without waiting: pings are counted; returns how
+ * many other notifications there were (the last in buf). Before each
+ * signal, so that the manager's queue (net.unix.max_dgram_qlen, 10 by
+ * default) has room for what the signal makes kvcached say.
+ */
+static int drain(struct manager *m, char *buf, size_t len)
+{
+	int others = 0;
+
+	while (!notified(m, buf, len, 0.001))
+		others++;
+	return others;
+}
+
+/* Does the notification hold the line "line" (whole)? */
+static bool has_line(const char *msg, const char *line)
+{
+	size_t n = strlen(line);
+
+	for (const char *p = msg; p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (!strncmp(p, line, n) && (p[n] == '\n' || !p[n]))
+			return true;
+	return false;
+}
+
+/* The value of "KEY=" in a notification, or NULL. */
+static const char *value_of(const char *msg, const char *key)
+{
+	size_t n = strlen(key);
+
+	for (const char *p = msg; p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (!strncmp(p, key, n) && p[n] == '=')
+			return p + n + 1;
+	return NULL;
+}
+
+static uint64_t mono_usec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* n one-block chains from salt on, sealed, stored and unpinned. */
+static int fill(SELF *self, uint32_t salt, uint32_t n)
+{
+	struct kvcache_handle h;
+	kvc_key k;
+	int ret = 0;
+
+	for (uint32_t i = 0; !ret && i < n; i++) {
+		chain_keys(self, salt + i, 1, &k);
+		ret = store_chain(self, self->ns, &k, 1, false, &h);
+	}
+	return ret;
+}
+
+/* Poll pool_free until it is at least want (timeout_s at most). */
+static uint64_t wait_free(SELF *self, uint64_t want, double timeout_s)
+{
+	return wait_stat(&self->c, "pool_free", want, timeout_s);
+}
+
+/* Rewrite the configuration and send SIGHUP; RELOADING=1 into buf. */
+static int hup(SELF *self, struct manager *m, char *buf, size_t len,
+	       uint64_t *before)
+{
+	int ret = write_config(self);
+
+	if (ret)
+		return ret;
+	if (drain(m, buf, len))
+		return -EPROTO;		/* said before the signal */
+	*before = mono_usec();
+	if (kill(self->daemon, SIGHUP))
+		return -errno;
+	return notified(m, buf, len, 10);
+}
+
+TEST_F_TIMEOUT(kvcd, notify_ready_reload_stop, 120)
+{
+	const char *unit_path = getenv("KVC_UNIT_FILE");
+	char why[512] = "", msg[2048], dir[PATH_MAX - 16], path[PATH_MAX];
+	char g3[PATH_MAX], extra[PATH_MAX + 128];
+	const char *v;
+	struct manager m = { .fd = -1 };
+	uint64_t before, after, mono, free_now;
+	struct unit u;
+	int status;
+
+	if (!unit_path || !*unit_path)
+		unit_path = KVC_UNIT_FILE;
+	if (self->mode != KVC_PROTO_MODE_MEMFD || self->nr != 32)
+		SKIP(return, "memfd mode: the watermarks are checked on the test's pool of 32 blocks");
+
+	/* What the unit promises systemd, this test checks of kvcached. */
+	if (!access(unit_path, R_OK)) {
+		ASSERT_EQ(0, unit_read(unit_path, &u, why, sizeof(why)))
+			TH_LOG("%s", why);
+		EXPECT_STREQ("notify", u.type);
+		EXPECT_STREQ("main", u.notify_access);
+		EXPECT_NE(NULL, strstr(u.reload, "-HUP")) TH_LOG("ExecReload=%s", u.reload);
+		EXPECT_NE(NULL, strstr(u.reload, "$MAINPID")) TH_LOG("ExecReload=%s", u.reload);
+	}
+
+	/* The manager's socket, and a g3 directory (never used). */
+	tier_dir(dir, sizeof(dir), "notify");
+	snprintf(self->scratch, sizeof(self->scratch), "%s", dir);
+	snprintf(path, sizeof(path), "%s/manager.sock", dir);
+	snprintf(g3, sizeof(g3), "%s/g3", dir);
+	ASSERT_EQ(0, mkdir(g3, 0755));
+	m.fd = manager_socket(path);
+	ASSERT_LE(0, m.fd) TH_LOG("%s: %s", path, strerror(-m.fd));
+
+	/* A fresh daemon with the test as its manager, a watchdog of 0.4 s. */
+	kvcc_close(&self->c);
+	daemon_stop(self);
+	unlink(self->sock);
+	setenv("NOTIFY_SOCKET", path, 1);
+	setenv("WATCHDOG_USEC", "400000", 1);
+	unsetenv("WATCHDOG_PID");
+	ASSERT_EQ(0, daemon_spawn(self, why, sizeof(why))) TH_LOG("%s", why);
+	unsetenv("NOTIFY_SOCKET");
+	unsetenv("WATCHDOG_USEC");
+
+	ASSERT_EQ(0, notified(&m, msg, sizeof(msg), 20))
+		TH_LOG("no READY=1 within 20 s");
+	EXPECT_TRUE(has_line(msg, "READY=1")) TH_LOG("%s", msg);
+	EXPECT_EQ(self->daemon, m.from);
+	v = value_of(msg, "STATUS");
+	ASSERT_NE(NULL, v) TH_LOG("%s", msg);
+	EXPECT_NE(NULL, strstr(v, "memfd mode, pool 64 MiB in 32 blocks of 2 MiB"))
+		TH_LOG("%s", v);
+	EXPECT_NE(NULL, strstr(v, self->sock)) TH_LOG("%s", v);
+	/* Ready means accepting: connected at the first try. */
+	ASSERT_EQ(0, kvcc_open(&self->c, self->sock)) TH_LOG("not accepting after READY=1");
+	ASSERT_EQ(0, kvcc_hello(&self->c)) TH_LOG("%s", self->c.why);
+	/* Pings: about every 0.2 s. */
+	for (double end = now_s() + 3; now_s() < end && m.pings < 3;)
+		EXPECT_EQ(-ETIMEDOUT, notified(&m, msg, sizeof(msg), 0.1))
+			TH_LOG("unexpected: %s", msg);
+	EXPECT_LE(3, m.pings);
+	EXPECT_EQ(self->daemon, m.from);
+
+	/* 20 of 32 blocks taken: 12 free, above 10 % (3): no eviction. */
+	ASSERT_EQ(0, fill(self, 500, 20)) TH_LOG("%s", self->c.why);
+	msleep(400);
+	EXPECT_EQ(0, kvcc_stat1(&self->c, "evictions"));
+	free_now = kvcc_stat1(&self->c, "pool_free");
+	EXPECT_EQ(12, free_now);
+	EXPECT_FALSE(file_has(self->log, "debug:"));
+
+	/*
+	 * Reload: watermarks 50/60 % and debug are applied; g3 switched on
+	 * is a restart: named, and the tier stays off.
+	 */
+	self->low_pct = 50;
+	self->high_pct = 60;
+	snprintf(extra, sizeof(extra),
+		 "[daemon]\nlog_level = debug\n[g3]\ndirectory = %s\ncapacity = 64M\n",
+		 g3);
+	self->extra_conf = extra;
+	ASSERT_EQ(0, hup(self, &m, msg, sizeof(msg), &before))
+		TH_LOG("no RELOADING=1 within 10 s: %s", msg);
+	after = mono_usec();
+	EXPECT_TRUE(has_line(msg, "RELOADING=1")) TH_LOG("%s", msg);
+	v = value_of(msg, "MONOTONIC_USEC");
+	ASSERT_NE(NULL, v) TH_LOG("%s", msg);
+	mono = strtoull(v, NULL, 10);
+	EXPECT_LE(before, mono);
+	EXPECT_GE(after, mono);
+	ASSERT_EQ(0, notified(&m, msg, sizeof(msg), 10)) TH_LOG("no READY=1 after the reload");
+	EXPECT_TRUE(has_line(msg, "READY=1")) TH_LOG("%s", msg);
+	v = value_of(msg, "STATUS");
+	EXPECT_TRUE(v && strstr(v, "2 settings of the file wait for a restart"))
+		TH_LOG("%s", msg);
+	/* 12 free < 50 %: evicted up to 60 % (19 blocks). */
+	EXPECT_LE(19, wait_free(self, 19, 10));
+	EXPECT_LE(7, kvcc_stat1(&self->c, "evictions"));
+	EXPECT_EQ(UINT64_MAX, kvcc_stat1(&self->c, "g3_capacity"));
+	EXPECT_TRUE(file_has(self->log, "reload: [pool] low_watermark = 50 (was 10)"));
+	EXPECT_TRUE(file_has(self->log, "warning: reload: [g3] directory = "));
+	EXPECT_TRUE(file_has(self->log, "needs a restart"));
+	/* Debug: a connection is logged. */
+	kvcc_close(&self->c);
+	ASSERT_EQ(0, kvcc_open(&self->c, self->sock));
+	ASSERT_EQ(0, kvcc_hello(&self->c)) TH_LOG("%s", self->c.why);
+	EXPECT_NE(UINT64_MAX, kvcc_stat1(&self->c, "stores"));
+	EXPECT_TRUE(file_has(self->log, "kvcached: debug: client"));
+
+	/* A file that does not parse: everything stays, still serving. */
+	self->extra_conf = "[pool]\nprefetch = lots\n";
+	ASSERT_EQ(0, hup(self, &m, msg, sizeof(msg), &before))
+		TH_LOG("no RELOADING=1 within 10 s: %s", msg);
+	EXPECT_TRUE(has_line(msg, "RELOADING=1")) TH_LOG("%s", msg);
+	ASSERT_EQ(0, notified(&m, msg, sizeof(msg), 10)) TH_LOG("no READY=1 after the failed reload");
+	EXPECT_TRUE(has_line(msg, "READY=1")) TH_LOG("%s", msg);
+	v = value_of(msg, "STATUS");
+	EXPECT_TRUE(v && strstr(v, "reload failed") && strstr(v, "prefetch"))
+		TH_LOG("%s", msg);
+	EXPECT_TRUE(file_has(self->log, "error: reload failed"));
+	/* Still 50/60 %: 5 more blocks (14 free, below 16) are evicted again. */
+	before = kvcc_stat1(&self->c, "evictions");
+	ASSERT_EQ(0, fill(self, 600, 5)) TH_LOG("%s", self->c.why);
+	EXPECT_LT(before, wait_evictions(&self->c, before, 10));
+	EXPECT_LE(19, wait_free(self, 19, 10));
+
+	/* SIGTERM: STOPPING=1, and a clean exit. */
+	kvcc_close(&self->c);
+	EXPECT_EQ(0, drain(&m, msg, sizeof(msg))) TH_LOG("unexpected: %s", msg);
+	status = daemon_stop(self);
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		TH_LOG("status %#x", status);
+	ASSERT_EQ(0, notified(&m, msg, sizeof(msg), 5)) TH_LOG("no STOPPING=1");
+	EXPECT_TRUE(has_line(msg, "STOPPING=1")) TH_LOG("%s", msg);
+	close(m.fd);
 }
 
 TEST_HARNESS_MAIN

@@ -63,6 +63,7 @@ FIXTURE(kvcd) {
 	char log[PATH_MAX];
 	const char *extra_conf;		/* appended to the configuration */
 	const char *policy;		/* [eviction] policy; NULL: lru */
+	int low_pct, high_pct;		/* [pool] watermarks; 0: LOW_PCT, HIGH_PCT */
 	/* Run the daemon through this command (argv, NULL-terminated). */
 	char *const *wrap;
 	/* A directory of the test's own, removed by the teardown ("": none). */
@@ -104,22 +105,23 @@ static inline int write_config(SELF *self)
 		"g3_admit = 1\n"
 		"g4_admit = 1\n"
 		"%s",
-		MEMFD_POOL >> 20, MEMFD_BS >> 20, LOW_PCT, HIGH_PCT,
+		MEMFD_POOL >> 20, MEMFD_BS >> 20,
+		self->low_pct ? self->low_pct : LOW_PCT,
+		self->high_pct ? self->high_pct : HIGH_PCT,
 		self->policy ? self->policy : "lru",
 		self->extra_conf ? self->extra_conf : "");
 	return fclose(f) ? -errno : 0;
 }
 
 /*
- * Start kvcached and wait until its socket accepts (20 s at most).
- * Returns 0, or -errno with why filled.
+ * Start kvcached (self->daemon), without waiting for it. Returns 0, or
+ * -errno with why filled.
  */
-static inline int daemon_start(SELF *self, char *why, size_t wlen)
+static inline int daemon_spawn(SELF *self, char *why, size_t wlen)
 {
 	const char *mode = self->mode == KVC_PROTO_MODE_KERNEL ? "kernel" :
 			   "memfd";
 	pid_t parent = getpid(), pid;
-	int st;
 
 	pid = fork();
 	if (pid < 0) {
@@ -169,6 +171,22 @@ static inline int daemon_start(SELF *self, char *why, size_t wlen)
 		_exit(127);
 	}
 	self->daemon = pid;
+	return 0;
+}
+
+/*
+ * Start kvcached and wait until its socket accepts (20 s at most).
+ * Returns 0, or -errno with why filled.
+ */
+static inline int daemon_start(SELF *self, char *why, size_t wlen)
+{
+	pid_t pid;
+	int st, ret;
+
+	ret = daemon_spawn(self, why, wlen);
+	if (ret)
+		return ret;
+	pid = self->daemon;
 	for (double end = now_s() + 20; now_s() < end;) {
 		int fd = kvcc_connect_fd(self->sock);
 
