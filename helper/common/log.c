@@ -12,29 +12,35 @@
 
 #include "clock.h"
 
+/*
+ * Both are read by the tier workers' threads too, and a reload sets the
+ * level while they run: relaxed atomics, since a message printed at the
+ * old level a moment longer is all that can go wrong.
+ */
 static int log_level = KVC_LOG_INFO;
 /*
  * -1: not looked at yet; 0: a terminal or a file; 1: journald's stream.
  * Looked at again after each kvc_log_set_level(), which the daemon calls
- * once its configuration is read.
+ * once its configuration is read and at each reload.
  */
 static int to_journal = -1;
 
 void kvc_log_set_level(int level)
 {
-	to_journal = -1;
-	log_level = level < KVC_LOG_ERROR ? KVC_LOG_ERROR :
-		    level > KVC_LOG_DEBUG ? KVC_LOG_DEBUG : level;
+	__atomic_store_n(&to_journal, -1, __ATOMIC_RELAXED);
+	__atomic_store_n(&log_level, level < KVC_LOG_ERROR ? KVC_LOG_ERROR :
+				     level > KVC_LOG_DEBUG ? KVC_LOG_DEBUG :
+				     level, __ATOMIC_RELAXED);
 }
 
 int kvc_log_get_level(void)
 {
-	return log_level;
+	return __atomic_load_n(&log_level, __ATOMIC_RELAXED);
 }
 
 bool kvc_log_enabled(int level)
 {
-	return level <= log_level;
+	return level <= kvc_log_get_level();
 }
 
 /*
@@ -106,6 +112,7 @@ static void kvc_vlog(int level, const char *fmt, va_list ap)
 	static const int prio[] = { 3, 4, 6, 7 };
 	static const char *const tag[] = { "error: ", "warning: ", "", "debug: " };
 	char line[2048];
+	int journal;
 
 	if (level < KVC_LOG_ERROR)
 		level = KVC_LOG_ERROR;
@@ -113,11 +120,14 @@ static void kvc_vlog(int level, const char *fmt, va_list ap)
 		level = KVC_LOG_DEBUG;
 	if (!kvc_log_enabled(level))
 		return;
-	if (to_journal < 0)
-		to_journal = journal_stream();
+	journal = __atomic_load_n(&to_journal, __ATOMIC_RELAXED);
+	if (journal < 0) {
+		journal = journal_stream();
+		__atomic_store_n(&to_journal, journal, __ATOMIC_RELAXED);
+	}
 	vsnprintf(line, sizeof(line), fmt, ap);
 	/* One fprintf per line: lines of one message never interleave. */
-	if (to_journal)
+	if (journal)
 		fprintf(stderr, "<%d>kvcached: %s%s\n", prio[level], tag[level],
 			line);
 	else

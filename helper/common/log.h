@@ -14,7 +14,8 @@
  * info, so what is said before the configuration is read (a bad file) is
  * said at the default. Error messages are always printed.
  *
- * Single-threaded, as the daemon: the level is a plain global.
+ * Threads: the daemon's loop sets the level (at start, at a reload) while
+ * the tier workers may log; the level is read and written atomically.
  */
 #ifndef KVC_LOG_H
 #define KVC_LOG_H
