@@ -5,10 +5,10 @@
  *   kvcached [--config FILE] [--mode auto|kernel|memfd] [--socket PATH]
  *            [--state-dir DIR] [--device PATH] [--print-config]
  *
- * Runs in the foreground (systemd's Type=notify: helper/kvcached/
- * kvcached.service), logs to stderr ([daemon] log_level; log.h). Ready
- * when the socket accepts connections, which it tells the service manager
- * (notify.h). SIGHUP reads the configuration again and applies what can
+ * Runs in the foreground, a systemd Type=notify service (kvcached.service
+ * next to this file), and logs to stderr ([daemon] log_level; log.h).
+ * Ready when the socket accepts connections, which it tells the service
+ * manager (notify.h). SIGHUP reads the configuration again and applies what can
  * change while it runs (kvcd_reconfigure()); SIGINT or SIGTERM stop it
  * cleanly. The handlers only set flags: the loop does the work between
  * its rounds. Settings: helper/kvcached/kvcached.conf and
