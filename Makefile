@@ -16,7 +16,12 @@
 #   make man                    the man pages, from Documentation/ (pandoc:
 #                               scripts/gen-man) -> build/man
 #   make install [PREFIX=/usr/local]  install the library, its header,
-#                               the tools, the systemd unit and the docs
+#                               the tools, the systemd unit, the man pages
+#                               and the docs (BINDIR, LIBDIR... override)
+#   make packages               the Debian packages (kvcache-dkms, kvcached,
+#                               libkvcache1, libkvcache-dev, python3-kvcache)
+#                               and the Python wheel, lintian-checked, in
+#                               build/pkg/ (Documentation/admin-guide/install.md)
 #   make unit                   build and run the host unit tests (ASan/UBSan)
 #   make pytest                 the Python binding's tests (a real kvcached)
 #   make vllm-env               set up (or reuse) the venv with vLLM's CPU
@@ -132,7 +137,7 @@ $(SAN)/tests/unit/%.o: INC = $(TEST_INC) \
 	-DKVC_KEY_VECTORS='"$(TOP)/tests/unit/key_vectors.txt"' \
 	-DKVC_EXAMPLE_CONF='"$(TOP)/helper/kvcached/kvcached.conf"'
 
-USER_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) $(INC)
+USER_CFLAGS = $(CSTD) $(WARN) $(CPPFLAGS) $(CFLAGS) $(INC)
 
 $(OBJ)/%.o: %.c
 	@mkdir -p $(@D)
@@ -160,7 +165,7 @@ $(SAN)/kvcached.a: $(call objs,$(SAN),$(KVCD_LIB_SRCS))
 
 .PHONY: all deps kernel module helper lib engine install pytest vllm-env \
 	vllm-check unit unit-build selftests check demo soak bench bench-build \
-	vm-shell clean man
+	vm-shell clean packages man
 
 all: helper lib engine unit-build
 
@@ -195,7 +200,17 @@ $(BUILD)/helper/kvcachectl: $(call objs,$(OBJ),$(CTL_SRCS)) $(OBJ)/common.a
 LIB_OBJS := $(call objs,$(LOBJ),$(LIB_SRCS) $(LIB_COMMON_SRCS))
 LIB_MAP := helper/libkvcache/libkvcache.map
 LIB_SONAME := libkvcache.so.1
+# Where make install puts things (the Debian packages set them for /usr
+# and the multiarch library directory: debian/rules).
 PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+SBINDIR ?= $(PREFIX)/sbin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR ?= $(PREFIX)/share/man
+DOCDIR ?= $(PREFIX)/share/doc/kvcache
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSCONFDIR ?= /etc
 
 lib: $(BUILD)/lib/libkvcache.so $(BUILD)/lib/libkvcache.a \
      $(BUILD)/lib/libkvcache.pc $(BUILD)/lib/libkvcache-uninstalled.pc
@@ -212,8 +227,8 @@ $(BUILD)/lib/libkvcache.a: $(LIB_OBJS)
 # prefers when PKG_CONFIG_PATH holds build/lib (a build from the tree).
 $(BUILD)/lib/libkvcache.pc: helper/libkvcache/libkvcache.pc.in Makefile
 	@mkdir -p $(dir $@)
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(PREFIX)/lib|' \
-	    -e 's|@INCLUDEDIR@|$(PREFIX)/include|' $< >$@
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' $< >$@
 
 $(BUILD)/lib/libkvcache-uninstalled.pc: helper/libkvcache/libkvcache.pc.in \
 					Makefile
@@ -240,30 +255,45 @@ man:
 	$(TOP)/scripts/gen-man --docdir $(or $(DOCDIR),$(PREFIX)/share/doc/kvcache) \
 		$(BUILD)/man
 
-install: helper lib
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
-		$(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin \
-		$(DESTDIR)$(PREFIX)/sbin
-	install -m 0755 $(BUILD)/lib/$(LIB_SONAME) $(DESTDIR)$(PREFIX)/lib/
-	ln -sf $(LIB_SONAME) $(DESTDIR)$(PREFIX)/lib/libkvcache.so
-	install -m 0644 $(BUILD)/lib/libkvcache.a $(DESTDIR)$(PREFIX)/lib/
+# The configuration goes to $(SYSCONFDIR)/kvcache/ only where none is:
+# an administrator's file is never overwritten (the packages make it a
+# conffile). The unit gets its paths under PREFIX and DOCDIR.
+install: helper lib man
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) \
+		$(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(UNITDIR) \
+		$(DESTDIR)$(DOCDIR) $(DESTDIR)$(MANDIR)/man3 \
+		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
+	install -m 0644 $(BUILD)/lib/$(LIB_SONAME) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(LIB_SONAME) $(DESTDIR)$(LIBDIR)/libkvcache.so
+	install -m 0644 $(BUILD)/lib/libkvcache.a $(DESTDIR)$(LIBDIR)/
 	install -m 0644 helper/libkvcache/include/libkvcache.h \
-		$(DESTDIR)$(PREFIX)/include/
-	install -m 0644 $(BUILD)/lib/libkvcache.pc \
-		$(DESTDIR)$(PREFIX)/lib/pkgconfig/
-	install -m 0755 $(BUILD)/helper/kvcached $(DESTDIR)$(PREFIX)/sbin/
-	install -m 0755 $(BUILD)/helper/kvcachectl $(DESTDIR)$(PREFIX)/bin/
-	# The documentation the unit's Documentation= names (its tree kept),
-	# the example configuration, and the unit with its paths under PREFIX.
-	install -d $(DESTDIR)$(PREFIX)/share/doc/kvcache \
-		$(DESTDIR)$(PREFIX)/lib/systemd/system
+		$(DESTDIR)$(INCLUDEDIR)/
+	install -m 0644 $(BUILD)/lib/libkvcache.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+	install -m 0755 $(BUILD)/helper/kvcached $(DESTDIR)$(SBINDIR)/
+	install -m 0755 $(BUILD)/helper/kvcachectl $(DESTDIR)$(BINDIR)/
+	install -m 0644 $(BUILD)/man/libkvcache.3 $(DESTDIR)$(MANDIR)/man3/
+	install -m 0644 $(BUILD)/man/kvcached.conf.5 $(DESTDIR)$(MANDIR)/man5/
+	install -m 0644 $(BUILD)/man/kvcached.8 $(BUILD)/man/kvcachectl.8 \
+		$(DESTDIR)$(MANDIR)/man8/
 	cd Documentation && find . -name '*.md' -exec install -D -m 0644 {} \
-		$(abspath $(DESTDIR))$(PREFIX)/share/doc/kvcache/{} \;
-	install -m 0644 helper/kvcached/kvcached.conf \
-		$(DESTDIR)$(PREFIX)/share/doc/kvcache/
-	sed -e 's|/usr/local/|$(PREFIX)/|g' helper/kvcached/kvcached.service \
-		>$(DESTDIR)$(PREFIX)/lib/systemd/system/kvcached.service
-	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/kvcached.service
+		$(abspath $(DESTDIR))$(DOCDIR)/{} \;
+	install -m 0644 helper/kvcached/kvcached.conf $(DESTDIR)$(DOCDIR)/
+	test -e $(DESTDIR)$(SYSCONFDIR)/kvcache/kvcached.conf || \
+		install -D -m 0644 helper/kvcached/kvcached.conf \
+			$(DESTDIR)$(SYSCONFDIR)/kvcache/kvcached.conf
+	sed -e 's|/usr/local/share/doc/kvcache/|$(DOCDIR)/|g' \
+	    -e 's|/usr/local/sbin/|$(SBINDIR)/|g' \
+	    -e 's|/usr/local/|$(PREFIX)/|g' helper/kvcached/kvcached.service \
+		>$(DESTDIR)$(UNITDIR)/kvcached.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/kvcached.service
+
+# ---- packages: the Debian packages and the Python wheel ---------------------
+#
+# scripts/packages builds them from a copy of the committed tree (plus
+# what is changed in the work tree) in $(BUILD)/pkg, with dpkg-buildpackage
+# and python -m build, and runs lintian: build/pkg/*.deb, build/pkg/*.whl.
+packages:
+	$(TOP)/scripts/packages
 
 # ---- host unit tests (ASan/UBSan) ------------------------------------------
 #
