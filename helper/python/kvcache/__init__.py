@@ -22,7 +22,9 @@ header in Python shape, with the standard library only and no build step::
 The shared library is found through $KVCACHE_LIB, else
 build/lib/libkvcache.so of the source tree this file lies in
 (helper/python/kvcache/ -> ../../../build/lib), else the system's
-ctypes.util.find_library("kvcache"). It is loaded on first use, so that
+ctypes.util.find_library("kvcache"), else libkvcache.so.1 by the
+dynamic loader's search (the libkvcache1 package, or the wheel on a
+system that has it). It is loaded on first use, so that
 importing this module never fails.
 
 Conventions:
@@ -254,6 +256,9 @@ _lib_path: str | None = None
 _lib_lock = threading.Lock()
 
 
+SONAME = "libkvcache.so.1"   #: the library's soname (its ABI version)
+
+
 def _candidates() -> list[str]:
     """Where the library is looked for, in order: $KVCACHE_LIB alone when
     it is set (a wrong one is an error, not a reason to load another)."""
@@ -268,6 +273,11 @@ def _candidates() -> list[str]:
     found = ctypes.util.find_library("kvcache")
     if found:
         out.append(found)
+    # The installed library by its soname (libkvcache1, make install), for
+    # when find_library cannot ask ldconfig (no ldconfig in PATH, a venv
+    # on a minimal system): the dynamic loader's own search.
+    if SONAME not in out:
+        out.append(SONAME)
     return out
 
 
