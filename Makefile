@@ -542,5 +542,9 @@ cluster-check: helper crash-tool engine
 clean:
 	rm -rf $(BUILD)
 
-# The header dependencies every compile wrote.
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+# The header dependencies every compile wrote (not under build/check or
+# build/pkg*: the package test unpacks a whole Debian root there, whose
+# /etc/*.d are directories).
+-include $(shell find $(BUILD) \( -path '$(BUILD)/check' -o \
+	 -path '$(BUILD)/pkg*' \) -prune -o -name '*.d' -type f -print \
+	 2>/dev/null)
