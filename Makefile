@@ -252,8 +252,7 @@ $(BUILD)/engine/kvc-engine: $(call objs,$(OBJ),helper/engine/kvc-engine.c \
 # names (scripts/gen-man), uncompressed. They point the reader to the
 # Markdown documentation where make install puts it (DOCDIR).
 man:
-	$(TOP)/scripts/gen-man --docdir $(or $(DOCDIR),$(PREFIX)/share/doc/kvcache) \
-		$(BUILD)/man
+	$(TOP)/scripts/gen-man --docdir $(DOCDIR) $(BUILD)/man
 
 # The configuration goes to $(SYSCONFDIR)/kvcache/ only where none is:
 # an administrator's file is never overwritten (the packages make it a

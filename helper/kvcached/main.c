@@ -60,19 +60,28 @@ struct options {
 };
 
 /*
- * The defaults, the configuration file and the options, into *cfg (left
- * alone on an error). A named file must exist, the default one need not.
- * 0; 1: the file is wrong; 2: an option is (the reason in err).
+ * The file to read: the one named, else the default one if it exists,
+ * else none (NULL: the defaults).
  */
-static int read_config(struct kvc_config *cfg, const struct options *o,
-		       char *err, size_t len)
+static const char *config_path(const struct options *o)
+{
+	if (o->config)
+		return o->config;
+	return access(KVCACHED_CONFIG, F_OK) ? NULL : KVCACHED_CONFIG;
+}
+
+/*
+ * The defaults, the file (config_path(), as decided by the caller) and
+ * the options, into *cfg (left alone on an error). 0; 1: the file is
+ * wrong; 2: an option is (the reason in err).
+ */
+static int read_config(struct kvc_config *cfg, const char *path,
+		       const struct options *o, char *err, size_t len)
 {
 	struct kvc_config c;
 
 	kvc_config_defaults(&c);
-	if ((o->config || !access(KVCACHED_CONFIG, F_OK)) &&
-	    kvc_config_load(&c, o->config ? o->config : KVCACHED_CONFIG, err,
-			    len))
+	if (path && kvc_config_load(&c, path, err, len))
 		return 1;
 	if (o->mode) {
 		if (!strcmp(o->mode, "auto")) {
@@ -116,13 +125,16 @@ static void reload_config(const struct options *o, struct kvcd *d,
 	unsigned int changed, restart;
 	char err[512], status[512];
 	struct kvc_config cfg;
+	const char *path;
 
 	kvc_notify(n, "RELOADING=1\nMONOTONIC_USEC=%" PRIu64 "\nSTATUS=reloading",
 		   kvc_notify_monotonic_usec());
-	kvc_info("SIGHUP: reading %s again", o->config ? o->config :
-		 !access(KVCACHED_CONFIG, F_OK) ? KVCACHED_CONFIG :
-		 "the defaults");
-	if (read_config(&cfg, o, err, sizeof(err))) {
+	path = config_path(o);
+	if (path)
+		kvc_info("SIGHUP: reading %s again", path);
+	else
+		kvc_info("SIGHUP: no configuration file, the defaults apply");
+	if (read_config(&cfg, path, o, err, sizeof(err))) {
 		/* A STATUS= is one line. */
 		for (char *c = err; *c; c++)
 			if (*c == '\n')
@@ -238,7 +250,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	ret = read_config(&cfg, &o, err, sizeof(err));
+	ret = read_config(&cfg, config_path(&o), &o, err, sizeof(err));
 	if (ret) {
 		kvc_err("%s", err);
 		return ret;

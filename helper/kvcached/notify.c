@@ -108,16 +108,13 @@ int kvc_notify_open(struct kvc_notify *n, char *why, size_t wlen)
 	ret = notify_addr(n, name, why, wlen);
 	if (!ret)
 		ret = notify_watchdog_env(n, why, wlen);
-	if (ret) {
-		n->watchdog_usec = 0;
+	if (ret)
 		return ret;
-	}
 	n->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (n->fd < 0) {
 		ret = -errno;
 		snprintf(why, wlen, "%s: socket: %s", KVC_NOTIFY_SOCKET_ENV,
 			 strerror(-ret));
-		n->watchdog_usec = 0;
 		return ret;
 	}
 	/* A datagram waits only for room in the receiver's queue. */
@@ -130,7 +127,6 @@ void kvc_notify_close(struct kvc_notify *n)
 	if (n->fd >= 0)
 		close(n->fd);
 	n->fd = -1;
-	n->watchdog_usec = 0;
 }
 
 bool kvc_notify_enabled(const struct kvc_notify *n)
@@ -142,9 +138,16 @@ bool kvc_notify_enabled(const struct kvc_notify *n)
 static int notify_send(struct kvc_notify *n, const char *buf, size_t len,
 		       int flags)
 {
-	ssize_t sent = sendto(n->fd, buf, len, MSG_NOSIGNAL | flags,
-			      (const struct sockaddr *)&n->addr, n->addr_len);
+	ssize_t sent;
 
+	/*
+	 * A signal (SIGHUP, SIGTERM: no SA_RESTART, and SO_SNDTIMEO makes
+	 * the wait interruptible anyway) must not lose a READY=1.
+	 */
+	do {
+		sent = sendto(n->fd, buf, len, MSG_NOSIGNAL | flags,
+			      (const struct sockaddr *)&n->addr, n->addr_len);
+	} while (sent < 0 && errno == EINTR);
 	if (sent < 0)
 		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
 	return (size_t)sent == len ? 0 : -EIO;

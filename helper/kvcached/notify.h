@@ -16,7 +16,11 @@
  *
  * Without $NOTIFY_SOCKET every call is a no-op, so kvcached runs the same
  * by hand. A value that is not an absolute path or an '@' name fitting
- * sun_path is refused, and then too nothing is sent. The environment is
+ * sun_path is refused, and then too nothing is sent; so is a
+ * $WATCHDOG_USEC or $WATCHDOG_PID that is not a number (READY=1 without
+ * the pings asked for would only trade a start timeout for a kill). The
+ * watchdog interval is read through kvc_notify_watchdog_usec(): 0 while
+ * there is no socket. The environment is
  * read, never changed: kvcached starts no other program that could
  * inherit the variables and notify in its name.
  *
@@ -48,8 +52,8 @@ struct kvc_notify {
 
 /*
  * Read the environment into *n. 0, also when NOTIFY_SOCKET is unset or
- * empty (every call is then a no-op); -EINVAL for a NOTIFY_SOCKET or
- * WATCHDOG_USEC that is not valid, -errno when the socket cannot be made,
+ * empty (every call is then a no-op); -EINVAL for a NOTIFY_SOCKET,
+ * WATCHDOG_USEC or WATCHDOG_PID that is not valid, -errno when the socket cannot be made,
  * with the reason in why (always NUL-terminated when wlen > 0). After an
  * error *n is usable, and a no-op.
  */
