@@ -1742,7 +1742,7 @@ static void g4_gc(void)
 	TAP_EXPECT_EQ(fetch(a, aids[2], 1), -ENOENT);
 	TAP_CHECK(chain_present(ia, G4_BIT) == 2);
 
-	/* Deleted by a tick after the grace (in whole seconds: 1 to 2 s). */
+	/* Deleted by a tick once the grace is over (a second, to the ns). */
 	start = now_mono();
 	while (count_entries(gcdir) > 0 && now_mono() - start < 5) {
 		struct timespec ts = { 0, 100 * 1000 * 1000 };
@@ -1751,7 +1751,7 @@ static void g4_gc(void)
 		kvc_tier_tick(b, ns1_only, NULL);
 	}
 	TAP_CHECK(count_entries(gcdir) == 0);
-	TAP_CHECK(now_mono() - start >= 0.5);	/* not at once */
+	TAP_CHECK(now_mono() - start >= 0.9);	/* not at once */
 	/* The rest stayed, and B's rescans (a pass per second) agree. */
 	TAP_CHECK(chain_present(ib, G4_BIT) == 2);
 	TAP_CHECK(kvc_tier_stats(b)->scans >= 2);
@@ -1764,6 +1764,91 @@ out:
 	kvc_index_destroy(ia);
 	kvc_index_destroy(ib);
 	TAP_CHECK(count_tmp(g4dir) == 0);
+}
+
+/* Set a file's times to now less @ms milliseconds. */
+static int age_ms(const char *path, long ms)
+{
+	struct timespec ts[2];
+
+	clock_gettime(CLOCK_REALTIME, &ts[0]);
+	ts[0].tv_nsec -= ms % 1000 * 1000000;
+	ts[0].tv_sec -= ms / 1000;
+	if (ts[0].tv_nsec < 0) {
+		ts[0].tv_nsec += 1000000000;
+		ts[0].tv_sec--;
+	}
+	ts[1] = ts[0];
+	return utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW);
+}
+
+/*
+ * A lease lasts its whole grace, to the nanosecond: with a one-second
+ * grace, files read half a second ago stay, wherever in the second the
+ * read fell. (Counted in whole seconds, as it once was, they were a
+ * second old as soon as the second turned: here, at once.) Once the
+ * grace is over, GC takes the leaf.
+ */
+static void g4_lease_not_rounded(void)
+{
+	uint8_t keys[CHAIN_LEN][KEY];
+	char dir[PATH_MAX], path[PATH_MAX];
+	struct kvc_index *ia = index_new(), *ib = index_new();
+	struct kvc_tier *a = NULL, *b = NULL;
+	struct kvc_tier_config cb;
+	uint32_t ids[CHAIN_LEN];
+	struct timespec ts;
+
+	subdir(dir, sizeof(dir), "g4-frac");
+	TAP_CHECK(mkdir(dir, 0755) == 0);
+	if (!ia || !ib)
+		goto out;
+	chain_keys(keys);
+	a = g4_node(dir, "node-a", 1 << 20, ia, ids);
+	/* Room for all but the leaf; a one-second grace. */
+	cb = tier_cfg(KVC_TIER_G4, dir,
+		      chain_bytes() - kvc_bf_file_size(chain_len[2]),
+		      "node-b", 1000);
+	b = tier_new(&cb, ib);
+	TAP_CHECK(a && b);
+	if (!a || !b)
+		goto out;
+	kvc_tier_settle(a);
+	TAP_CHECK(kvc_tier_scan(b, ns1_only, NULL) == CHAIN_LEN);
+
+	/* Early in a second, so that half a second ago was the last one. */
+	do {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		if (ts.tv_nsec >= 300000000) {
+			struct timespec d = { 0, 1000000000 - ts.tv_nsec };
+
+			nanosleep(&d, NULL);
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+	} while (ts.tv_nsec >= 300000000);
+	for (int i = 0; i < CHAIN_LEN; i++) {
+		tier_path(dir, 1, keys[i], path, sizeof(path));
+		TAP_CHECK(age_ms(path, 500) == 0);
+	}
+	kvc_tier_tick(b, ns1_only, NULL);
+	kvc_tier_settle(b);
+	TAP_EXPECT_EQ(kvc_tier_stats(b)->evictions, 0);
+	TAP_CHECK(kvc_tier_stats(b)->lease_skips > 0);
+	TAP_CHECK(chain_present(ib, G4_BIT) == CHAIN_LEN);
+
+	/* The grace over: the leaf goes, and only it. */
+	ts = (struct timespec){ 0, 700 * 1000 * 1000 };
+	nanosleep(&ts, NULL);
+	kvc_tier_tick(b, ns1_only, NULL);
+	kvc_tier_settle(b);
+	TAP_EXPECT_EQ(kvc_tier_stats(b)->evictions, 1);
+	TAP_CHECK(!exists(path));
+	TAP_CHECK(chain_present(ib, G4_BIT) == CHAIN_LEN - 1);
+out:
+	kvc_tier_close(a);
+	kvc_tier_close(b);
+	kvc_index_destroy(ia);
+	kvc_index_destroy(ib);
 }
 
 /* A job that holds the worker until a byte comes down the pipe. */
@@ -2016,7 +2101,7 @@ static void g4_renewal_in_long_job(void)
 	/* Renewed inside the long job, not after it. */
 	TAP_CHECK(p.mtime > time(NULL) - 600);
 	/* The server's clock, on a local filesystem: this one's. */
-	TAP_CHECK(llabs((long long)(tier_server_now(t) - time(NULL))) <= 1);
+	TAP_CHECK(llabs((long long)(tier_server_now_ns(t) / 1000000000 - time(NULL))) <= 1);
 out:
 	kvc_tier_close(t);
 	kvc_index_destroy(ix);
@@ -2730,6 +2815,7 @@ int main(void)
 	TAP_RUN(g4_two_nodes);
 	TAP_RUN(g4_gc);
 	TAP_RUN(g4_gc_read_cancels);
+	TAP_RUN(g4_lease_not_rounded);
 	TAP_RUN(g4_renewal_in_long_job);
 	TAP_RUN(g4_leased_full_refuses);
 	TAP_RUN(g4_full_collects_orphans);

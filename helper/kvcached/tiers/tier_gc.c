@@ -30,7 +30,6 @@
 void tier_gc_trash(struct kvc_tier *t)
 {
 	char d[PATH_MAX], path[PATH_MAX];
-	int64_t now = tier_server_now(t);
 	struct dirent *de;
 	struct stat st;
 	DIR *dp;
@@ -48,7 +47,8 @@ void tier_gc_trash(struct kvc_tier *t)
 			continue;
 		/* rename() updates ctime: the time it was collected. */
 		if (!lstat(path, &st) &&
-		    now - st.st_ctime > (int64_t)(t->cfg.grace_ms / 1000))
+		    tier_age_ns(t, &st.st_ctim) >
+		    (int64_t)t->cfg.grace_ms * 1000000)
 			unlink(path);
 	}
 	closedir(dp);

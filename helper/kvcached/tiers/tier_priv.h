@@ -117,7 +117,7 @@ struct tier_worker {
 	struct tier_job *running;		/* mu */
 	bool stop, exited;			/* mu */
 	unsigned int queued;		/* the loop's: posted, not reaped */
-	/* The worker's: the server's clock (tier_server_now()). */
+	/* The worker's: the server's clock (tier_server_now_ns()). */
 	int64_t clock_at;		/* last measured, CLOCK_MONOTONIC ns */
 	int64_t offset;			/* server's wall clock - it, ns */
 	bool clock_known;		/* offset measured at least once */
@@ -237,9 +237,11 @@ void tier_jobs_wait(struct kvc_tier *t);
 void tier_worker_renew(struct kvc_tier *t);
 /*
  * The worker's: the wall clock of the server that holds a shared tier,
- * seconds, as file times there are set by it; tier_now_s() elsewhere.
+ * nanoseconds, as file times there are set by it; this node's wall
+ * clock elsewhere. tier_age_ns(): how long ago by it a file time was.
  */
-int64_t tier_server_now(struct kvc_tier *t);
+int64_t tier_server_now_ns(struct kvc_tier *t);
+int64_t tier_age_ns(struct kvc_tier *t, const struct timespec *ts);
 /* tier.c: apply one finished job; true when it may be freed. */
 bool tier_job_done(struct kvc_tier *t, struct tier_job *j);
 

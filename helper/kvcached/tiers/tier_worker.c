@@ -75,7 +75,15 @@ static int64_t mono_ns(void)
 	return (int64_t)ts.tv_sec * NSEC + ts.tv_nsec;
 }
 
-int64_t tier_server_now(struct kvc_tier *t)
+static int64_t wall_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * NSEC + ts.tv_nsec;
+}
+
+int64_t tier_server_now_ns(struct kvc_tier *t)
 {
 	struct tier_worker *w = &t->w;
 	int64_t now = mono_ns(), a, b, mid, d;
@@ -83,15 +91,15 @@ int64_t tier_server_now(struct kvc_tier *t)
 	struct stat st;
 
 	if (!t->cfg.shared || !t->node_path[0])
-		return tier_now_s();
+		return wall_ns();
 	/* The last measure stands; none yet: this node's clock. */
 	if (w->clock_at && now - w->clock_at < TIER_CLOCK_EVERY_S * NSEC)
-		return w->clock_known ? (now + w->offset) / NSEC : tier_now_s();
+		return w->clock_known ? now + w->offset : wall_ns();
 	w->clock_at = now;	/* a failed measure is not tried at once */
 	a = mono_ns();
 	if (utimensat(AT_FDCWD, t->node_path, NULL, 0) ||
 	    stat(t->node_path, &st))
-		return w->clock_known ? (now + w->offset) / NSEC : tier_now_s();
+		return w->clock_known ? now + w->offset : wall_ns();
 	b = mono_ns();
 	clock_gettime(CLOCK_REALTIME, &wall);
 	w->clock_known = true;
@@ -108,7 +116,19 @@ int64_t tier_server_now(struct kvc_tier *t)
 		kvc_warn("%s: this node's clock and the server's differ by %" PRId64 " s: leases are judged by the server's clock, but keep every node in time (NTP, chrony)",
 			 t->dir, d);
 	}
-	return (b + w->offset) / NSEC;
+	return b + w->offset;
+}
+
+/*
+ * How long ago, by the server's clock, a file time was set. In
+ * nanoseconds, not whole seconds: with a grace of a few seconds, an age
+ * counted from the second's start would shorten a lease by up to a
+ * second, and a block written or read at x.9 would be collectable at x+1.
+ */
+int64_t tier_age_ns(struct kvc_tier *t, const struct timespec *ts)
+{
+	return tier_server_now_ns(t) -
+	       ((int64_t)ts->tv_sec * NSEC + ts->tv_nsec);
 }
 
 static bool gc_cancelled(struct tier_job *j)
@@ -130,8 +150,7 @@ static int run_gc(struct kvc_tier *t, struct tier_job *j)
 		return -EBUSY;
 	if (stat(j->path, &st))
 		return errno == ENOENT ? 0 : -errno;
-	if (tier_server_now(t) - st.st_mtime <
-	    (int64_t)(t->cfg.grace_ms / 1000))
+	if (tier_age_ns(t, &st.st_mtim) < (int64_t)t->cfg.grace_ms * 1000000)
 		return -EBUSY;
 	if (snprintf(trash, sizeof(trash), "%s/.gc", t->dir) >=
 	    (int)sizeof(trash))
@@ -156,7 +175,7 @@ static int run_unlink_old(struct kvc_tier *t, struct tier_job *j)
 
 	if (lstat(j->path, &st))
 		return -errno;
-	if (tier_server_now(t) - st.st_mtime <= j->age)
+	if (tier_age_ns(t, &st.st_mtim) <= j->age * NSEC)
 		return -EBUSY;
 	return unlink(j->path) ? -errno : 0;
 }
