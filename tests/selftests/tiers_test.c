@@ -673,6 +673,53 @@ TEST_F_TIMEOUT(kvcd, g4_shared_by_two_nodes, 180)
 }
 
 /*
+ * A parent's g4 file goes (deleted behind the daemon, as another node's
+ * GC takes it) while the parent stays in the pool. Its children, stored
+ * then, wait for it, and the wait writes it again: the chain is whole on
+ * g4 within a few retries, rather than its children waiting until the
+ * pool evicts the parent.
+ */
+TEST_F_TIMEOUT(kvcd, g4_parent_taken_is_written_again, 120)
+{
+	struct kvc_lookup_entry le[4];
+	struct kvcache_handle h[4];
+	char dir[PATH_MAX], conf[PATH_MAX + 128], path[PATH_MAX];
+	char why[512] = "";
+	kvc_key keys[3];
+	int got = -1;
+
+	tier_dir(dir, sizeof(dir), "g4");
+	snprintf(conf, sizeof(conf),
+		 "[g4]\ndirectory = %s\ncapacity = 16m\nnode = solo\nscan_interval = 200ms\n",
+		 dir);
+	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
+	chain_keys(self, 11, 3, keys);
+	ASSERT_EQ(0, store_chain(self, self->ns, keys, 1, false, h));
+	ASSERT_EQ(1, wait_stat(&self->c, "g4_spills", 1, 30));
+	file_of(dir, self->ns, keys[0], path, sizeof(path));
+	ASSERT_EQ(0, unlink(path));
+	/* A rescan finds it gone. */
+	for (double end = now_s() + 20; now_s() < end && got; msleep(50))
+		got = kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIER_G4,
+				  keys[0], 1, le);
+	ASSERT_EQ(0, got);
+
+	ASSERT_EQ(0, make_blocks(self, &self->c, self->dev, self->ns,
+				 keys + 1, 2, false, h + 1));
+	ASSERT_EQ(0, store_blocks(&self->c, self->ns, keys + 1, keys[0],
+				  h + 1, 2, NULL));
+	/* The parent again, then its children. */
+	EXPECT_EQ(4, wait_stat(&self->c, "g4_spills", 4, 30));
+	for (double end = now_s() + 10; now_s() < end && got < 3; msleep(50))
+		got = kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIER_G4,
+				  keys[0], 3, le);
+	EXPECT_EQ(3, got);
+	EXPECT_EQ(0, access(path, F_OK));
+	EXPECT_EQ(0, kvcc_stat1(&self->c, "g4_spill_errors"));
+	rm_rf(dir);
+}
+
+/*
  * Write a description of namespace ns (uid 0, gid 0, mode 0777, a salt
  * of zeroes) into g4 dir by hand, as nsshare.c's format has it: with a
  * wrong CRC if bad_crc, as a symbolic link to such a file if link, with

@@ -53,8 +53,10 @@
 /* How spill_one() copies a block. */
 enum spill_how {
 	SPILL_BACK,		/* write-back: the pool evicts it */
-	SPILL_THROUGH,		/* write-through: stored, or retried */
+	SPILL_THROUGH,		/* write-through: stored */
 	SPILL_THROUGH_QUEUED,	/* write-through, again from spillq */
+	SPILL_THROUGH_RETRY,	/* write-through, again from the retries */
+	SPILL_ANCESTOR,		/* a retried child's oldest missing ancestor */
 };
 
 /*
@@ -65,30 +67,70 @@ enum spill_how {
  * full directory refuses a parent (ENOSPC: the rest is within its grace)
  * and takes its children, the tier fills with files nobody can find. So
  * a child waits for its parent: 0 when the parent is there or on its
- * way; -EAGAIN when it may still come (in the pool, admitted: a retry
- * or a queue holds it); -ENOENT when it will not (the child is skipped,
- * as a block evicted before its copy is). A wait is counted when the
- * copy is stored or retried, not at each pass over the queue it waits
- * in (count).
+ * way; -EAGAIN when it may still come (in the pool, admitted); -ENOENT
+ * when it will not (the child is skipped, as a block evicted before its
+ * copy is). A wait is counted when the copy is stored or retried, not
+ * at each pass over the queue it waits in.
+ *
+ * A parent that may still come is usually in a queue ahead of its child
+ * (spillq, or the retries). But GC may have taken its file from the
+ * tier (another node's GC, or this one's while the child waited), and
+ * then nothing would write it again: the child would wait until the pool
+ * evicts the parent. So a retried child climbs its chain to the oldest
+ * ancestor missing from the tier and starts that one's copy; the chain
+ * is written again from its top down, a retry pass at a time at worst.
+ * Only a retry climbs: a chain can be long, and a STORE's copy must not
+ * cost a walk of it.
  */
-static int parent_first(struct kvcd *d, unsigned int tier,
-			const struct kvc_entry *e, bool count)
+static int spill_one(struct kvcd *d, unsigned int tier, uint32_t id,
+		     enum spill_how how);
+
+/* May id's copy go to the tier before its parent's? */
+static bool parent_there(struct kvcd *d, unsigned int tier,
+			 const struct kvc_entry *p, uint32_t id)
 {
-	struct kvc_tier *t = d->tiers->tier[tier];
+	return !p || (p->tiers & (1u << tier)) ||
+	       kvc_tier_spilling(d->tiers->tier[tier], id);
+}
+
+static bool may_come(struct kvcd *d, unsigned int tier,
+		     const struct kvc_entry *p, uint32_t id)
+{
+	return (p->tiers & (1u << KVC_TIER_POOL)) &&
+	       tiers_admitted(d, tier, id, false);
+}
+
+static int parent_first(struct kvcd *d, unsigned int tier,
+			const struct kvc_entry *e, enum spill_how how)
+{
+	uint32_t id = e->parent, missing, walked = 0;
 	const struct kvc_entry *p;
 
 	/* A tier that takes nothing refuses the child itself, counted. */
-	if (e->parent == KVC_ID_NONE || !kvc_tier_writable(t))
+	if (id == KVC_ID_NONE || !kvc_tier_writable(d->tiers->tier[tier]))
 		return 0;
-	p = kvc_index_entry(d->index, e->parent);
-	if (!p || (p->tiers & (1u << tier)) ||
-	    kvc_tier_spilling(t, e->parent))
+	p = kvc_index_entry(d->index, id);
+	if (parent_there(d, tier, p, id))
 		return 0;
-	if (!(p->tiers & (1u << KVC_TIER_POOL)) ||
-	    !tiers_admitted(d, tier, e->parent, false))
+	if (!may_come(d, tier, p, id))
 		return -ENOENT;
-	if (count)
+	if (how != SPILL_THROUGH_QUEUED)
 		d->tiers->spill_deferred++;
+	if (how != SPILL_THROUGH_RETRY)
+		return -EAGAIN;
+	do {
+		missing = id;
+		id = p->parent;
+		if (id == KVC_ID_NONE)
+			break;
+		p = kvc_index_entry(d->index, id);
+		if (parent_there(d, tier, p, id))
+			break;
+		if (!may_come(d, tier, p, id))
+			return -ENOENT;
+	} while (++walked < d->nr_blocks);
+	/* No slot, or it failed: the child's next retry tries again. */
+	spill_one(d, tier, missing, SPILL_ANCESTOR);
 	return -EAGAIN;
 }
 
@@ -110,8 +152,8 @@ static int spill_one(struct kvcd *d, unsigned int tier, uint32_t id,
 		return -ENOENT;
 	if ((e->tiers & (1u << tier)) || kvc_tier_spilling(t, id))
 		return -EEXIST;
-	if (how != SPILL_BACK) {
-		ret = parent_first(d, tier, e, how == SPILL_THROUGH);
+	if (how != SPILL_BACK && how != SPILL_ANCESTOR) {
+		ret = parent_first(d, tier, e, how);
 		if (ret)
 			return ret;
 	}
@@ -453,6 +495,6 @@ void tiers_retry_spills(struct kvcd *d)
 			if (tr->tier[t] && tiers_write_through(d, t))
 				spill_failed(d, batch[i],
 					     spill_one(d, t, batch[i],
-						       SPILL_THROUGH));
+						       SPILL_THROUGH_RETRY));
 	}
 }
