@@ -634,8 +634,9 @@ TEST_F_TIMEOUT(kvcd, g4_shared_by_two_nodes, 180)
 	 * b stores 8 more: 16 files for room for 12. b's reads renewed the
 	 * leases of a's files: only once their grace is over can GC on
 	 * either node take them. (Before it is, b's GC finds a's files
-	 * leased and takes b's own first blocks instead, whose children
-	 * then wait for a parent that is gone.)
+	 * leased and takes b's own first blocks instead, which their
+	 * children's retries then write again: more than 8 spills, and
+	 * more than 16 files for a while.)
 	 */
 	msleep(1500);
 	wait_leases_over(dir, 1.0);
