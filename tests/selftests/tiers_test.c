@@ -644,13 +644,13 @@ TEST_F_TIMEOUT(kvcd, g4_shared_by_two_nodes, 180)
 	ASSERT_EQ(0, make_blocks(b, &b->c, -1, self->ns, more, 8, false, h));
 	ASSERT_EQ(0, store_blocks(&b->c, self->ns, more, NULL, h, 8, NULL));
 	got = (int)wait_stat(&b->c, "g4_spills", 8, 30);
-	if (got != 8) {
+	if (got < 8) {
 		TH_LOG("b spilled %d of 8; %d block files in %s", got,
 		       block_files(dir), dir);
 		g4_report(_metadata, "node a", &self->c);
 		g4_report(_metadata, "node b", &b->c);
 	}
-	ASSERT_EQ(8, got);
+	ASSERT_LE(8, got);
 	for (double end = now_s() + 30; now_s() < end; msleep(100))
 		if (block_files(dir) <= 12)
 			break;
