@@ -1784,8 +1784,8 @@ static int age_ms(const char *path, long ms)
 
 /*
  * A lease lasts its whole grace, to the nanosecond: with a one-second
- * grace, files read half a second ago stay, wherever in the second the
- * read fell. (Counted in whole seconds, as it once was, they were a
+ * grace, files read 0.3 s ago stay, wherever in the second the read
+ * fell. (Counted in whole seconds, as it once was, they were a
  * second old as soon as the second turned: here, at once.) Once the
  * grace is over, GC takes the leaf.
  */
@@ -1819,16 +1819,16 @@ static void g4_lease_not_rounded(void)
 	/* Early in a second, so that half a second ago was the last one. */
 	do {
 		clock_gettime(CLOCK_REALTIME, &ts);
-		if (ts.tv_nsec >= 300000000) {
+		if (ts.tv_nsec >= 200000000) {
 			struct timespec d = { 0, 1000000000 - ts.tv_nsec };
 
 			nanosleep(&d, NULL);
 		}
 		clock_gettime(CLOCK_REALTIME, &ts);
-	} while (ts.tv_nsec >= 300000000);
+	} while (ts.tv_nsec >= 200000000);
 	for (int i = 0; i < CHAIN_LEN; i++) {
 		tier_path(dir, 1, keys[i], path, sizeof(path));
-		TAP_CHECK(age_ms(path, 500) == 0);
+		TAP_CHECK(age_ms(path, 300) == 0);
 	}
 	kvc_tier_tick(b, ns1_only, NULL);
 	kvc_tier_settle(b);
@@ -1837,7 +1837,7 @@ static void g4_lease_not_rounded(void)
 	TAP_CHECK(chain_present(ib, G4_BIT) == CHAIN_LEN);
 
 	/* The grace over: the leaf goes, and only it. */
-	ts = (struct timespec){ 0, 700 * 1000 * 1000 };
+	ts = (struct timespec){ 1, 0 };
 	nanosleep(&ts, NULL);
 	kvc_tier_tick(b, ns1_only, NULL);
 	kvc_tier_settle(b);
