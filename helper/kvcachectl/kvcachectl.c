@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -592,11 +593,18 @@ static int cmd_config(const char *file)
 
 int main(int argc, char **argv)
 {
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, 'S' },
+		{ "device", required_argument, NULL, 'd' },
+		{ "sysfs", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
 	const char *dev = KVCACHE_DEVICE_PATH, *sysfs = NULL;
 	const char *sock = KVCACHED_SOCKET;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "d:s:S:h")) != -1) {
+	while ((opt = getopt_long(argc, argv, "d:s:S:h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'S':
 			sock = optarg;

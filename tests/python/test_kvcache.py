@@ -29,8 +29,9 @@ from pathlib import Path
 import pytest
 
 import kvcache
-from conftest import (BLOCK_BYTES, BLOCK_SIZE, IDENTITY, IS_ROOT, POOL_SIZE,
-                      PYDIR, REPO, TPB, Daemon, make_client, open_ns)
+from conftest import (BLOCK_BYTES, BLOCK_SIZE, IDENTITY, IS_ROOT, KVCACHECTL,
+                      POOL_SIZE, PYDIR, REPO, TPB, Daemon, make_client,
+                      open_ns)
 
 HEADER = REPO / "helper" / "libkvcache" / "include" / "libkvcache.h"
 VECTORS = REPO / "tests" / "unit" / "key_vectors.txt"
@@ -1410,3 +1411,25 @@ def test_pool_pressure_keeps_bytes_right(make_daemon) -> None:
             got = n.load(keys)
             assert len(got) <= stored
             assert got == data[:len(got)]
+
+
+def test_kvcachectl_options(daemon: Daemon) -> None:
+    """kvcachectl takes the options kvcachectl(8) names, short and long:
+    --help and -h print the usage on stdout and exit 0, --socket reaches
+    the daemon as -S does, and an unknown option is a usage error (2,
+    the usage on stderr)."""
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(KVCACHECTL), *args], capture_output=True,
+                              text=True, timeout=30)
+
+    for opt in ("--help", "-h"):
+        r = run(opt)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("usage: kvcachectl")
+    short = run("-S", daemon.sock, "status")
+    long = run("--socket", daemon.sock, "status")
+    assert short.returncode == 0 and long.returncode == 0, long.stderr
+    assert "mode" in long.stdout
+    r = run("--no-such-option", "status")
+    assert r.returncode == 2
+    assert "usage: kvcachectl" in r.stderr
