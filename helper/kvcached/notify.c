@@ -13,15 +13,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 /* How long a send may wait for room in the manager's queue. */
 #define KVC_NOTIFY_SEND_TIMEOUT_S	1
 
 uint64_t kvc_notify_monotonic_usec(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	return kvc_now_ns() / 1000u;
 }
 
 /* A decimal number, nothing else: 0 or -EINVAL. */

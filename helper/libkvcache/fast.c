@@ -62,6 +62,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fastidx.h"
 
 /* A replaced segment and its daemon's pidfd, kept until close. */
@@ -70,14 +71,6 @@ struct lib_old_fast {
 	struct kvc_fastidx *f;
 	int pidfd;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 /* Under c->lock: keep segment f (and pidfd) until close. */
 static void fast_retire_locked(struct kvcache *c, struct kvc_fastidx *f,
@@ -256,7 +249,7 @@ static const struct kvc_fastidx *fast_get(struct kvcache *c, uint32_t ns_id,
 	const struct kvc_fastidx *f;
 	struct pollfd pfd = { .events = POLLIN };
 
-	uint64_t now = now_ns();
+	uint64_t now = kvc_now_ns();
 
 	pthread_mutex_lock(&c->lock);
 	if (c->mode == KVC_PROTO_MODE_KERNEL) {
@@ -359,7 +352,7 @@ void lib_touch_flush(struct kvcache *c)
 	bool send;
 
 	pthread_mutex_lock(&c->lock);
-	send = touch_take(c, now_ns(), true, h, &n, &lookups, &keys);
+	send = touch_take(c, kvc_now_ns(), true, h, &n, &lookups, &keys);
 	pthread_mutex_unlock(&c->lock);
 	if (send)
 		touch_send(c, h, n, lookups, keys);
@@ -373,7 +366,7 @@ static void touch_add(struct kvcache *c, const struct kvcache_handle *h,
 		      uint32_t n, uint32_t lookups, uint32_t keys)
 {
 	struct kvcache_handle out[LIB_TOUCH_MAX];
-	uint64_t now = now_ns();
+	uint64_t now = kvc_now_ns();
 
 	for (;;) {
 		uint32_t room, take, sn = 0, sl = 0, sk = 0;

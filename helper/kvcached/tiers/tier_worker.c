@@ -40,6 +40,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "clock.h"
 #include "log.h"
 #include "tier_priv.h"
 
@@ -67,14 +68,6 @@
  * the next measure, and GC would collect files being read. The wall
  * clock serves only the warning that the two clocks differ.
  */
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * NSEC + ts.tv_nsec;
-}
-
 static int64_t wall_ns(void)
 {
 	struct timespec ts;
@@ -86,7 +79,7 @@ static int64_t wall_ns(void)
 int64_t tier_server_now_ns(struct kvc_tier *t)
 {
 	struct tier_worker *w = &t->w;
-	int64_t now = mono_ns(), a, b, mid, d;
+	int64_t now = (int64_t)kvc_now_ns(), a, b, mid, d;
 	struct timespec wall;
 	struct stat st;
 
@@ -96,11 +89,11 @@ int64_t tier_server_now_ns(struct kvc_tier *t)
 	if (w->clock_at && now - w->clock_at < TIER_CLOCK_EVERY_S * NSEC)
 		return w->clock_known ? now + w->offset : wall_ns();
 	w->clock_at = now;	/* a failed measure is not tried at once */
-	a = mono_ns();
+	a = (int64_t)kvc_now_ns();
 	if (utimensat(AT_FDCWD, t->node_path, NULL, 0) ||
 	    stat(t->node_path, &st))
 		return w->clock_known ? now + w->offset : wall_ns();
-	b = mono_ns();
+	b = (int64_t)kvc_now_ns();
 	clock_gettime(CLOCK_REALTIME, &wall);
 	w->clock_known = true;
 	/* Against the middle of the round trip. */
