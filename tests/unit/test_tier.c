@@ -198,15 +198,26 @@ static void flip(const char *path, off_t off)
 	close(fd);
 }
 
-/* Set a file's times @ago seconds into the past (an old lease). */
-static int age(const char *path, time_t ago)
+/* Set a file's times to now less @ms milliseconds (an old lease). */
+static int age_ms(const char *path, long ms)
 {
 	struct timespec ts[2];
 
 	clock_gettime(CLOCK_REALTIME, &ts[0]);
-	ts[0].tv_sec -= ago;
+	ts[0].tv_nsec -= ms % 1000 * 1000000;
+	ts[0].tv_sec -= ms / 1000;
+	if (ts[0].tv_nsec < 0) {
+		ts[0].tv_nsec += 1000000000;
+		ts[0].tv_sec--;
+	}
 	ts[1] = ts[0];
 	return utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW);
+}
+
+/* The same, @ago seconds. */
+static int age(const char *path, time_t ago)
+{
+	return age_ms(path, (long)ago * 1000);
 }
 
 static void make_header(struct kvc_bf_header *h, const uint8_t *key,
@@ -1773,22 +1784,6 @@ out:
 	TAP_CHECK(count_tmp(g4dir) == 0);
 }
 
-/* Set a file's times to now less @ms milliseconds. */
-static int age_ms(const char *path, long ms)
-{
-	struct timespec ts[2];
-
-	clock_gettime(CLOCK_REALTIME, &ts[0]);
-	ts[0].tv_nsec -= ms % 1000 * 1000000;
-	ts[0].tv_sec -= ms / 1000;
-	if (ts[0].tv_nsec < 0) {
-		ts[0].tv_nsec += 1000000000;
-		ts[0].tv_sec--;
-	}
-	ts[1] = ts[0];
-	return utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW);
-}
-
 /*
  * A lease lasts its whole grace, to the nanosecond: with a one-second
  * grace, files read 0.3 s ago stay, wherever in the second the read
@@ -1824,15 +1819,13 @@ static void g4_lease_not_rounded(void)
 	TAP_CHECK(kvc_tier_scan(b, ns1_only, NULL) == CHAIN_LEN);
 
 	/* Early in a second, so that half a second ago was the last one. */
-	do {
+	for (;;) {
 		clock_gettime(CLOCK_REALTIME, &ts);
-		if (ts.tv_nsec >= 200000000) {
-			struct timespec d = { 0, 1000000000 - ts.tv_nsec };
-
-			nanosleep(&d, NULL);
-		}
-		clock_gettime(CLOCK_REALTIME, &ts);
-	} while (ts.tv_nsec >= 200000000);
+		if (ts.tv_nsec < 200000000)
+			break;
+		ts = (struct timespec){ 0, 1000000000 - ts.tv_nsec };
+		nanosleep(&ts, NULL);
+	}
 	for (int i = 0; i < CHAIN_LEN; i++) {
 		tier_path(dir, 1, keys[i], path, sizeof(path));
 		TAP_CHECK(age_ms(path, 300) == 0);
