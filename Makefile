@@ -98,7 +98,7 @@ LIB_SRCS := $(sort $(wildcard helper/libkvcache/*.c))
 # The parts of common/ the library carries inside it (hidden).
 LIB_COMMON_SRCS := helper/common/keys.c helper/common/proto.c \
 		   helper/common/fdpass.c helper/common/fastidx.c \
-		   helper/common/blockfile.c
+		   helper/common/blockfile.c helper/common/beneath.c
 ENGINE_SRCS := helper/engine/model.c helper/engine/engine.c
 
 NL_CFLAGS := $(shell pkg-config --cflags libnl-genl-3.0 2>/dev/null)

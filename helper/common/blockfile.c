@@ -16,6 +16,8 @@
 #endif
 #include "blockfile.h"
 
+#include "beneath.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -678,15 +680,16 @@ static int read_all(int fd, uint8_t *buf, size_t n, uint64_t off)
 	return 0;
 }
 
-int kvc_bf_read_header(const char *path, struct kvc_bf_header *h,
-		       struct stat *st)
+int kvc_bf_read_header_at(int dirfd, const char *name,
+			  struct kvc_bf_header *h, struct stat *st)
 {
 	uint8_t hdr[KVC_BF_HEADER_SIZE];
 	int fd, err;
 
 	/* O_NONBLOCK: a FIFO planted under a block's name must not hang
 	 * the open (it fails the S_ISREG check below). */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW |
+		    O_NONBLOCK);
 	if (fd < 0)
 		return errno == ELOOP ? -EBADMSG : -errno;
 	if (fstat(fd, st)) {
@@ -703,6 +706,12 @@ int kvc_bf_read_header(const char *path, struct kvc_bf_header *h,
 	}
 	close(fd);
 	return err;
+}
+
+int kvc_bf_read_header(const char *path, struct kvc_bf_header *h,
+		       struct stat *st)
+{
+	return kvc_bf_read_header_at(AT_FDCWD, path, h, st);
 }
 
 int kvc_bf_read(const char *dir, const uint8_t key[KVC_BF_KEY_SIZE],
@@ -743,30 +752,54 @@ int kvc_bf_read(const char *dir, const uint8_t key[KVC_BF_KEY_SIZE],
 	return err;
 }
 
-int kvc_bf_quarantine(const char *dir, const uint8_t key[KVC_BF_KEY_SIZE])
+int kvc_bf_quarantine(const char *root, const char *sub,
+		      const uint8_t key[KVC_BF_KEY_SIZE], uid_t owner)
 {
-	char kh[2 * KVC_BF_KEY_SIZE + 1];
-	char path[PATH_MAX], qdir[PATH_MAX], qpath[PATH_MAX];
-	int err;
+	char kh[2 * KVC_BF_KEY_SIZE + 1], name[2 * KVC_BF_KEY_SIZE + 5];
+	char leaf[PATH_MAX], qname[NAME_MAX + 1];
+	int rootfd, leaffd = -1, qfd = -1, err;
 
 	hex(key, KVC_BF_KEY_SIZE, kh);
-	err = kvc_bf_path(dir, key, path, sizeof(path));
+	err = fits(snprintf(leaf, sizeof(leaf), "%s/%.2s/%.2s", sub, kh,
+			    kh + 2), sizeof(leaf));
+	if (!err && strchr(sub, '/'))
+		err = -EINVAL;
 	if (!err)
-		err = fits(snprintf(qdir, sizeof(qdir), "%s/quarantine", dir),
-			   sizeof(qdir));
-	if (!err)
-		err = fits(snprintf(qpath, sizeof(qpath), "%s/%s.%llu", qdir,
-				    kh, (unsigned long long)now_ns()),
-			   sizeof(qpath));
+		err = fits(snprintf(qname, sizeof(qname), "%s.%s.%llu", sub, kh,
+				    (unsigned long long)now_ns()),
+			   sizeof(qname));
 	if (err)
 		return err;
-	err = mkdir_one(qdir, dir);
-	if (err)
-		return err;
-	if (rename(path, qpath))
+	rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0)
 		return -errno;
+	leaffd = kvc_open_beneath(rootfd, leaf, O_RDONLY | O_DIRECTORY |
+				  O_CLOEXEC, 0);
+	if (leaffd < 0) {
+		err = leaffd;
+		goto out;
+	}
+	qfd = kvc_private_dir(rootfd, KVC_BF_QUARANTINE_DIR, owner);
+	if (qfd < 0) {
+		err = qfd;
+		goto out;
+	}
+	snprintf(name, sizeof(name), "%s.kvb", kh);
+	if (renameat(leaffd, name, qfd, qname)) {
+		err = -errno;
+		goto out;
+	}
 	/* The removal from the fan-out directory matters most: a crash
 	 * must not bring the corrupt file back at its final path. */
-	err = kvc_bf_fsync_dir_of(path);
-	return err ? err : kvc_bf_fsync_dir(qdir);
+	if (fsync(leaffd) && errno != EINVAL)
+		err = -errno;
+	else if (fsync(qfd) && errno != EINVAL)
+		err = -errno;
+out:
+	if (qfd >= 0)
+		close(qfd);
+	if (leaffd >= 0)
+		close(leaffd);
+	close(rootfd);
+	return err;
 }

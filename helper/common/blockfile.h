@@ -223,11 +223,26 @@ int kvc_bf_read(const char *dir, const uint8_t key[KVC_BF_KEY_SIZE],
 		struct kvc_bf_header *h, void *payload, size_t cap);
 
 /*
- * Move @key's block file to dir/quarantine/<hex>.<ns since the epoch>
- * (creating that directory) so it is never read again but can be
- * examined. Returns 0, -ENOENT (already gone, e.g. quarantined by
- * another node), -ENAMETOOLONG or -errno.
+ * Move @key's block file of the namespace directory @sub ("ns<id>", one
+ * name) under the tier directory @root to
+ * @root/.quarantine/<sub>.<hex>.<ns since the epoch>, so it is never
+ * read again but can be examined. The quarantine is kvcached's own
+ * (kvc_private_dir(): 0700, owned by the effective uid or by @owner),
+ * never a directory a tenant can reach, and no component of either path
+ * is followed through a link (beneath.h). Returns 0, -ENOENT (already
+ * gone, e.g. quarantined by another node), -ELOOP (a link where a
+ * directory should be), -EPERM (.quarantine is not private),
+ * -ENAMETOOLONG or -errno.
  */
-int kvc_bf_quarantine(const char *dir, const uint8_t key[KVC_BF_KEY_SIZE]);
+#define KVC_BF_QUARANTINE_DIR	".quarantine"
+int kvc_bf_quarantine(const char *root, const char *sub,
+		      const uint8_t key[KVC_BF_KEY_SIZE], uid_t owner);
+
+/*
+ * kvc_bf_read_header() of the entry @name of the directory @dirfd,
+ * without following a link there (-EBADMSG for a link).
+ */
+int kvc_bf_read_header_at(int dirfd, const char *name,
+			  struct kvc_bf_header *h, struct stat *st);
 
 #endif /* KVC_BLOCKFILE_H */

@@ -24,7 +24,8 @@
 #include "tap.h"
 #include "scratch.h"
 
-static char tmpdir[64];
+/* base/ns1: a tier's directory and a namespace's, as kvcached lays them. */
+static char base[64], tmpdir[96];
 
 static void fill_key(uint8_t *k, uint8_t start)
 {
@@ -438,8 +439,8 @@ static void modes_whatever_the_umask(void)
 	uint8_t *p = pattern(4096, 9);
 	char dir[128];
 
-	/* A directory of its own: the other tests count quarantine/. */
-	snprintf(dir, sizeof(dir), "%s/modes", tmpdir);
+	/* A directory of its own: the other tests count .quarantine/. */
+	snprintf(dir, sizeof(dir), "%s/ns2", base);
 	TAP_CHECK(p != NULL && mkdir(dir, 0755) == 0);
 	for (size_t i = 0; p && i < sizeof(masks) / sizeof(masks[0]); i++) {
 		struct kvc_bf_header h;
@@ -460,13 +461,14 @@ static void modes_whatever_the_umask(void)
 		*strrchr(d, '/') = '\0';
 		TAP_CHECK(stat(d, &st) == 0 &&
 			  (st.st_mode & 07777) == KVC_BF_DIR_MODE);
-		if (i == 1) {	/* quarantine/ too */
-			old = umask(077);
-			TAP_CHECK(kvc_bf_quarantine(dir, h.key) == 0);
+		if (i == 1) {	/* .quarantine/: kvcached's alone */
+			old = umask(0);
+			TAP_CHECK(kvc_bf_quarantine(base, "ns2", h.key,
+						    (uid_t)-1) == 0);
 			umask(old);
-			snprintf(d, sizeof(d), "%s/quarantine", dir);
+			snprintf(d, sizeof(d), "%s/.quarantine", base);
 			TAP_CHECK(stat(d, &st) == 0 &&
-				  (st.st_mode & 07777) == KVC_BF_DIR_MODE);
+				  (st.st_mode & 07777) == 0700);
 		}
 	}
 	free(p);
@@ -596,12 +598,12 @@ static void corruption_is_detected(void)
 	TAP_EXPECT_EQ(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)), -EBADMSG);
 
 	/* Quarantine: moved aside, then a miss. */
-	TAP_CHECK(kvc_bf_quarantine(tmpdir, key) == 0);
+	TAP_CHECK(kvc_bf_quarantine(base, "ns1", key, (uid_t)-1) == 0);
 	TAP_CHECK(access(other, F_OK) == -1 && errno == ENOENT);
 	TAP_EXPECT_EQ(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)), -ENOENT);
-	snprintf(qdir, sizeof(qdir), "%s/quarantine", tmpdir);
-	TAP_CHECK(count_entries(qdir) == 1);
-	TAP_EXPECT_EQ(kvc_bf_quarantine(tmpdir, key), -ENOENT);
+	snprintf(qdir, sizeof(qdir), "%s/.quarantine", base);
+	TAP_CHECK(count_entries(qdir) == 2);	/* with ns2's, above */
+	TAP_EXPECT_EQ(kvc_bf_quarantine(base, "ns1", key, (uid_t)-1), -ENOENT);
 	/* The slot is free again: a good copy can be published. */
 	TAP_CHECK(put(0xc4, len, path, sizeof(path)) == 0);
 	TAP_CHECK(kvc_bf_read(tmpdir, key, &h, buf, sizeof(buf)) == 0);
@@ -667,12 +669,55 @@ static void read_only_directory(void)
 		return;
 	}
 	TAP_CHECK(chown(ro, SCRATCH_NOBODY, SCRATCH_NOBODY) == 0);
-	scratch_as_nobody(tmpdir, read_only_body, ro);
+	scratch_as_nobody(base, read_only_body, ro);
+}
+
+/*
+ * A tenant that could write its namespace's directory links a fan-out
+ * directory to another namespace's: a quarantine of a key under it must
+ * not follow the link (it would move the other tenant's file into a
+ * place of the tenant's choosing), and a .quarantine that is not
+ * private is refused.
+ */
+static void quarantine_follows_no_link(void)
+{
+	uint8_t *p = pattern(4096, 11);
+	struct kvc_bf_header h;
+	char victim[160], link_dir[160], path[512], q[160];
+	struct stat st;
+
+	snprintf(victim, sizeof(victim), "%s/ns3", base);
+	snprintf(link_dir, sizeof(link_dir), "%s/ns4", base);
+	TAP_CHECK(p && mkdir(victim, 0755) == 0 && mkdir(link_dir, 0755) == 0);
+	make_header(&h, 0x5a, 4096);
+	h.ns_id = 3;
+	TAP_CHECK(kvc_bf_publish(victim, &h, p, "node-v") == 0);
+	TAP_CHECK(kvc_bf_path(victim, h.key, path, sizeof(path)) == 0);
+	/* ns4/5a -> ../ns3/5a: the victim's file reachable through ns4. */
+	snprintf(q, sizeof(q), "../ns3/%02x", h.key[0]);
+	snprintf(link_dir, sizeof(link_dir), "%s/ns4/%02x", base, h.key[0]);
+	TAP_CHECK(symlink(q, link_dir) == 0);
+	TAP_EXPECT_EQ(kvc_bf_quarantine(base, "ns4", h.key, (uid_t)-1), -ELOOP);
+	TAP_CHECK(stat(path, &st) == 0);	/* the victim keeps it */
+	TAP_EXPECT_EQ(kvc_bf_quarantine(base, "../ns3", h.key, (uid_t)-1),
+		      -EINVAL);
+	/* .quarantine open to others: not kvcached's own, refused. */
+	snprintf(q, sizeof(q), "%s/.quarantine", base);
+	TAP_CHECK(chmod(q, 0777) == 0);
+	TAP_EXPECT_EQ(kvc_bf_quarantine(base, "ns3", h.key, (uid_t)-1), -EPERM);
+	TAP_CHECK(stat(path, &st) == 0);
+	TAP_CHECK(chmod(q, 0700) == 0);
+	TAP_CHECK(kvc_bf_quarantine(base, "ns3", h.key, (uid_t)-1) == 0);
+	TAP_CHECK(stat(path, &st) == -1 && errno == ENOENT);
+	free(p);
 }
 
 int main(void)
 {
-	if (scratch_make(tmpdir, sizeof(tmpdir), "kvc-bf"))
+	if (scratch_make(base, sizeof(base), "kvc-bf"))
+		return 1;
+	snprintf(tmpdir, sizeof(tmpdir), "%s/ns1", base);
+	if (mkdir(tmpdir, 0755))
 		return 1;
 	TAP_RUN(crc32c_vectors);
 	TAP_RUN(crc32c_hw_matches_sw);
@@ -685,7 +730,8 @@ int main(void)
 	TAP_RUN(publish_is_idempotent);
 	TAP_RUN(modes_whatever_the_umask);
 	TAP_RUN(corruption_is_detected);
+	TAP_RUN(quarantine_follows_no_link);
 	TAP_RUN(read_only_directory);
-	scratch_remove(tmpdir);
+	scratch_remove(base);
 	return tap_done();
 }
