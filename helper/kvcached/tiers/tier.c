@@ -9,6 +9,7 @@
 #include "tier.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "beneath.h"
 #include "clock.h"
 #include "log.h"
 #include "policy.h"
@@ -108,6 +110,30 @@ void tier_set_absent(struct kvc_tier *t, uint32_t id)
 	kvc_index_prune(t->idx, id);
 }
 
+int tier_open_parent(const struct kvc_tier *t, const char *path,
+		     const char **name)
+{
+	size_t n = strlen(t->dir);
+	char rel[PATH_MAX];
+	const char *slash;
+
+	if (strncmp(path, t->dir, n) || path[n] != '/')
+		return -EINVAL;
+	slash = strrchr(path, '/');
+	*name = slash + 1;
+	if (slash == path + n) {
+		int fd = fcntl(t->root_fd, F_DUPFD_CLOEXEC, 0);
+
+		return fd < 0 ? -errno : fd;
+	}
+	if ((size_t)(slash - (path + n + 1)) >= sizeof(rel))
+		return -ENAMETOOLONG;
+	memcpy(rel, path + n + 1, (size_t)(slash - (path + n + 1)));
+	rel[slash - (path + n + 1)] = '\0';
+	return kvc_open_beneath(t->root_fd, rel, O_RDONLY | O_DIRECTORY |
+				O_CLOEXEC, 0);
+}
+
 int tier_file_path(const struct kvc_tier *t, uint32_t ns,
 		   const uint8_t *key, char *out, size_t len)
 {
@@ -128,10 +154,13 @@ void tier_quarantine(struct kvc_tier *t, uint32_t ns, const uint8_t *key)
 
 	t->st.corrupt++;
 	if (!t->cfg.shared) {
-		tier_ns_dir(t, ns, d, sizeof(d));
-		if (kvc_bf_quarantine(d, key) && t->writable)
-			kvc_warn_ratelimited("%s: cannot quarantine a corrupt block",
-					     d);
+		int err;
+
+		snprintf(d, sizeof(d), "ns%u", ns);
+		err = kvc_bf_quarantine(t->dir, d, key, t->owner);
+		if (err && t->writable)
+			kvc_warn_ratelimited("%s/%s: cannot quarantine a corrupt block: %s",
+					     t->dir, d, strerror(-err));
 		return;
 	}
 	j = tier_job_new(TJ_QUARANTINE);
@@ -191,7 +220,7 @@ int kvc_tier_open(struct kvc_tier **out, const struct kvc_tier_config *cfg,
 {
 	struct kvc_tio_config tc = {
 		.depth = cfg->depth, .max_payload = cfg->max_payload,
-		.fsync = cfg->fsync, .tag = cfg->node,
+		.fsync = cfg->fsync, .tag = cfg->node, .root = cfg->dir,
 		.io_priority = cfg->io_priority,
 	};
 	struct kvc_tier *t;
@@ -211,6 +240,20 @@ int kvc_tier_open(struct kvc_tier **out, const struct kvc_tier_config *cfg,
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
+	t->root_fd = open(cfg->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (t->root_fd < 0) {
+		ret = -errno;
+		free(t);
+		return ret;
+	}
+	t->owner = st.st_uid;
+	/* Whoever may write the tier's directory may replace a namespace's
+	 * directory: only kvcached (or its squashed uid on a server) may. */
+	if (kvc_dir_foreign(t->root_fd, t->owner))
+		kvc_warn("%s: the tier's directory is writable by others than kvcached (owner %u, mode %04o): anyone who can write it can redirect kvcached; make it %u's and 0755",
+			 cfg->dir, (unsigned int)st.st_uid,
+			 (unsigned int)(st.st_mode & 07777),
+			 (unsigned int)geteuid());
 	t->cfg = *cfg;
 	strcpy(t->dir, cfg->dir);
 	strcpy(t->node, cfg->node);
@@ -262,6 +305,8 @@ void kvc_tier_close(struct kvc_tier *t)
 	kvc_tier_node_release(t);
 	if (t->mf_fd >= 0)
 		close(t->mf_fd);
+	if (t->root_fd >= 0)
+		close(t->root_fd);
 	kvc_policy_destroy(t->policy);
 	free(t->pend);
 	free(t->mark);

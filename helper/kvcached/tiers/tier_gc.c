@@ -13,6 +13,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "policy.h"
+#include "beneath.h"
 #include "tier_priv.h"
 
 #define TIER_GC_SLACK		32	/* GC tries past one per block */
@@ -29,27 +31,27 @@
 /* Delete collected files whose grace is over (shared tiers). */
 void tier_gc_trash(struct kvc_tier *t)
 {
-	char d[PATH_MAX], path[PATH_MAX];
 	struct dirent *de;
 	struct stat st;
 	DIR *dp;
+	int fd = kvc_open_beneath(t->root_fd, ".gc", O_RDONLY | O_DIRECTORY |
+				  O_CLOEXEC, 0);
 
-	if (snprintf(d, sizeof(d), "%s/.gc", t->dir) >= (int)sizeof(d))
+	if (fd < 0)
 		return;
-	dp = opendir(d);
-	if (!dp)
+	dp = fdopendir(fd);
+	if (!dp) {
+		close(fd);
 		return;
+	}
 	while ((de = readdir(dp))) {
 		if (de->d_name[0] == '.')
 			continue;
-		if (snprintf(path, sizeof(path), "%s/%s", d, de->d_name) >=
-		    (int)sizeof(path))
-			continue;
 		/* rename() updates ctime: the time it was collected. */
-		if (!lstat(path, &st) &&
+		if (!fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) &&
 		    tier_age_ns(t, &st.st_ctim) >
 		    (int64_t)t->cfg.grace_ms * 1000000)
-			unlink(path);
+			unlinkat(fd, de->d_name, 0);
 	}
 	closedir(dp);
 }
@@ -68,8 +70,17 @@ static int gc_one(struct kvc_tier *t, uint32_t id)
 
 	if (tier_file_path(t, e->ns, e->key, path, sizeof(path)))
 		return -ENAMETOOLONG;
-	if (!t->cfg.shared)
-		return unlink(path) && errno != ENOENT ? -errno : 0;
+	if (!t->cfg.shared) {
+		const char *name;
+		int dfd = tier_open_parent(t, path, &name), ret = 0;
+
+		if (dfd < 0)
+			return dfd == -ENOENT ? 0 : dfd;
+		if (unlinkat(dfd, name, 0) && errno != ENOENT)
+			ret = -errno;
+		close(dfd);
+		return ret;
+	}
 	j = tier_job_new(TJ_GC);
 	if (!j)
 		return -ENOMEM;

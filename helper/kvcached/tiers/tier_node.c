@@ -21,12 +21,27 @@
  * machine rebooted; taken over. Another host: refused while its beat is
  * younger than KVC_NODE_STALE_S, taken over (with a warning) after.
  * A file that does not parse is taken over with a warning.
+ *
+ * .nodes/ is kvcached's own: made 0755 by kvcached, it must belong to
+ * kvcached's uid (or to the tier directory's owner, the uid a
+ * root-squashing server gives kvcached's files) and be writable by its
+ * owner alone. One that is not was made by someone else, who could have
+ * planted claims that keep every node from starting: it is moved aside
+ * (.nodes.untrusted.<time>, with a warning) and a new one made. Every
+ * call in it is made on its descriptor, through no link, and the beat
+ * goes to the descriptor of the file we wrote, never reopened by name:
+ * a name swapped for a hard link to another file must not make kvcached
+ * write there.
  */
 #include "tier_priv.h"
+
+#include "beneath.h"
+#include "log.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,63 +125,105 @@ static int parse(const char *buf, struct claim *c)
 		      c->host, c->boot, &c->pid, &c->start) == 4 ? 0 : -EBADMSG;
 }
 
-/* Write our claim to path: a temp file, then renamed over (replace) or
- * linked (first). 0, -EEXIST (not replace, another was first), -errno. */
-static int write_claim(struct kvc_tier *t, const struct claim *me,
-		       bool replace)
+/* Write our claim: a temp file in .nodes/ (@dfd), then renamed over the
+ * name (replace) or linked to it (first). The temp file's descriptor in
+ * *@out: the claim's own, for the beats. 0, -EEXIST (not replace,
+ * another was first), -errno. */
+static int write_claim(struct kvc_tier *t, int dfd, const struct claim *me,
+		       bool replace, int *out)
 {
-	char tmp[PATH_MAX + 32], buf[256];
+	char tmp[NAME_MAX + 1], buf[256];
 	int fd, n = encode(me, buf, sizeof(buf)), ret = 0;
 
-	snprintf(tmp, sizeof(tmp), "%s.new.%ld", t->node_path, me->pid);
+	if (snprintf(tmp, sizeof(tmp), "%s.new.%ld", t->node, me->pid) >=
+	    (int)sizeof(tmp))
+		return -ENAMETOOLONG;
 	/* A new file of ours, never a link or a FIFO someone planted. */
-	if (unlink(tmp) && errno != ENOENT)
+	if (unlinkat(dfd, tmp, 0) && errno != ENOENT)
 		return -errno;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW |
-		  O_NONBLOCK, 0644);
+	fd = openat(dfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC |
+		    O_NOFOLLOW | O_NONBLOCK, 0644);
 	if (fd < 0)
 		return -errno;
 	if (write(fd, buf, (size_t)n) != n || fsync(fd))
 		ret = errno ? -errno : -EIO;
-	if (close(fd) && !ret)
-		ret = -errno;
-	if (!ret && (replace ? rename(tmp, t->node_path) :
-		     link(tmp, t->node_path)))
+	if (!ret && (replace ? renameat(dfd, tmp, dfd, t->node) :
+		     linkat(dfd, tmp, dfd, t->node, 0)))
 		ret = -errno;
 	if (ret || !replace)
-		unlink(tmp);
+		unlinkat(dfd, tmp, 0);
+	if (ret)
+		close(fd);
+	else
+		*out = fd;
 	return ret;
+}
+
+/* .nodes/, kvcached's own (see the top of this file): its descriptor. */
+static int nodes_dir(struct kvc_tier *t)
+{
+	char aside[64];
+	int fd;
+
+	for (int tries = 0; tries < 2; tries++) {
+		if (mkdirat(t->root_fd, ".nodes", 0755) == 0) {
+			/* Its mode whatever the umask, as the fan-out
+			 * directories. */
+			fd = kvc_open_beneath(t->root_fd, ".nodes", O_RDONLY |
+					      O_DIRECTORY | O_CLOEXEC, 0);
+			if (fd >= 0 && fchmod(fd, 0755)) {
+				close(fd);
+				return -errno;
+			}
+			return fd;
+		}
+		if (errno != EEXIST)
+			return -errno;
+		fd = kvc_open_beneath(t->root_fd, ".nodes", O_RDONLY |
+				      O_DIRECTORY | O_CLOEXEC, 0);
+		if (fd >= 0 && !kvc_dir_foreign(fd, t->owner))
+			return fd;
+		if (fd >= 0)
+			close(fd);
+		else if (fd != -ELOOP && fd != -ENOTDIR)
+			return fd;
+		snprintf(aside, sizeof(aside), ".nodes.untrusted.%" PRId64,
+			 tier_now_s());
+		kvc_warn("%s/.nodes is not kvcached's (a link, another owner than uid %u or %u, or writable by others): its claims are not trusted; moved to %s",
+			 t->dir, (unsigned int)geteuid(),
+			 (unsigned int)t->owner, aside);
+		if (renameat(t->root_fd, ".nodes", t->root_fd, aside))
+			return -errno;
+	}
+	return -EPERM;
 }
 
 int kvc_tier_node_claim(struct kvc_tier *t, char *why, size_t len)
 {
-	char dir[PATH_MAX], buf[256];
+	char buf[256];
 	struct claim me, them;
 	struct stat st;
 	int64_t age;
 	ssize_t n;
-	int fd, ret;
+	int dfd, fd, ret = 0;
 
 	why[0] = '\0';
-	if (snprintf(dir, sizeof(dir), "%s/.nodes", t->dir) >= (int)sizeof(dir) ||
-	    snprintf(t->node_path, sizeof(t->node_path), "%s/%s", dir,
-		     t->node) >= (int)sizeof(t->node_path))
+	if (snprintf(t->node_path, sizeof(t->node_path), "%s/.nodes/%s",
+		     t->dir, t->node) >= (int)sizeof(t->node_path))
 		return -ENAMETOOLONG;
-	if (!mkdir(dir, 0755)) {
-		/* Its mode whatever the umask, as the fan-out directories. */
-		if (chmod(dir, 0755))
-			return -errno;
-	} else if (errno != EEXIST) {
-		return -errno;
-	}
+	dfd = nodes_dir(t);
+	if (dfd < 0)
+		return dfd;
 	self_claim(&me);
 	for (int tries = 0; tries < 2; tries++) {
 		bool replace = true;
 
-		fd = open(t->node_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW |
-			  O_NONBLOCK);
-		if (fd < 0 && errno != ENOENT)
-			return -errno;
+		fd = openat(dfd, t->node, O_RDONLY | O_CLOEXEC | O_NOFOLLOW |
+			    O_NONBLOCK);
+		if (fd < 0 && errno != ENOENT) {
+			ret = -errno;
+			break;
+		}
 		if (fd < 0) {
 			replace = false;
 		} else {
@@ -174,10 +231,10 @@ int kvc_tier_node_claim(struct kvc_tier *t, char *why, size_t len)
 			ret = fstat(fd, &st) ? -errno : 0;
 			close(fd);
 			if (ret)
-				return ret;
+				break;
 			buf[n > 0 ? n : 0] = '\0';
 			age = tier_now_s() - (int64_t)st.st_mtime;
-			if (parse(buf, &them)) {
+			if (!S_ISREG(st.st_mode) || parse(buf, &them)) {
 				snprintf(why, len, "%s held a claim that does not parse: taken over",
 					 t->node_path);
 			} else if (!strcmp(them.boot, me.boot)) {
@@ -186,30 +243,29 @@ int kvc_tier_node_claim(struct kvc_tier *t, char *why, size_t len)
 				    proc_start(them.pid) == them.start) {
 					snprintf(why, len, "node name '%s' is in use on this machine by pid %ld: every kvcached sharing g4 needs its own [g4] node",
 						 t->node, them.pid);
-					return -EADDRINUSE;
+					ret = -EADDRINUSE;
+					break;
 				}
 			} else if (strcmp(them.host, me.host)) {
 				if (age < KVC_NODE_STALE_S) {
 					snprintf(why, len, "node name '%s' is in use by host %s (pid %ld, its claim renewed %" PRId64 " s ago): every node sharing g4 needs its own [g4] node",
 						 t->node, them.host, them.pid,
 						 age > 0 ? age : 0);
-					return -EADDRINUSE;
+					ret = -EADDRINUSE;
+					break;
 				}
 				snprintf(why, len, "node name '%s' was host %s's, silent for %" PRId64 " s: taken over",
 					 t->node, them.host, age);
 			}
 		}
-		ret = write_claim(t, &me, replace);
+		ret = write_claim(t, dfd, &me, replace, &t->node_fd);
 		if (ret != -EEXIST)
 			break;
 		/* Another daemon claimed it between our look and our link. */
 	}
+	close(dfd);
 	if (ret)
-		return ret;
-	t->node_fd = open(t->node_path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW |
-			  O_NONBLOCK);
-	if (t->node_fd < 0)
-		return -errno;	/* no beat: the claim would go stale */
+		return ret;	/* without a descriptor no beat: no claim */
 	t->node_beat = tier_now_s();
 	return 0;
 }

@@ -134,6 +134,11 @@ struct kvc_tier {
 	bool writable;
 	int write_err;			/* why not writable */
 	int mf_fd;			/* this node's manifest, or -1 */
+	int root_fd;			/* t->dir: every path below is
+					 * resolved from it (beneath.h) */
+	uid_t owner;			/* t->dir's owner: kvcached's uid,
+					 * or the one a root-squashing
+					 * server gives kvcached's files */
 	char mf_path[PATH_MAX];
 	int node_fd;			/* shared: our claim on the name */
 	char node_path[PATH_MAX];	/* <dir>/.nodes/<node> */
@@ -190,6 +195,14 @@ int tier_set_present(struct kvc_tier *t, uint32_t id, uint64_t size);
 void tier_set_absent(struct kvc_tier *t, uint32_t id);
 /* Move a corrupt file aside for examination; count it. */
 void tier_quarantine(struct kvc_tier *t, uint32_t ns, const uint8_t *key);
+
+/*
+ * The directory holding @path (a path under t->dir), opened below the
+ * tier root without following a link (beneath.h), and in *@name the
+ * last component of @path. The descriptor, or -errno.
+ */
+int tier_open_parent(const struct kvc_tier *t, const char *path,
+		     const char **name);
 /* An error that says the file is bad, not the disk? */
 bool tier_corrupt_err(int err);
 
@@ -205,7 +218,7 @@ bool tier_pass_step(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg,
 void tier_pass_finish(struct kvc_tier *t, kvc_tier_ns_fn ns_ok, void *arg);
 void tier_pass_end(struct kvc_tier *t);
 int tier_push_rec(struct kvc_tier *t, const struct rec *r);
-void tier_scan_tmp(struct kvc_tier *t, const char *path, const char *name,
+void tier_scan_tmp(struct kvc_tier *t, int dirfd, const char *name,
 		   int64_t now);
 
 /* tier_recover.c */

@@ -34,21 +34,21 @@ static int mf_cmp(const void *a, const void *b)
 static void clean_leaf_tmp(struct kvc_tier *t, const char *final,
 			   int64_t now)
 {
-	char leaf[PATH_MAX], path[PATH_MAX];
+	const char *name;
 	struct dirent *de;
 	DIR *dp;
+	int dfd = tier_open_parent(t, final, &name);
 
-	if (snprintf(leaf, sizeof(leaf), "%s", final) >= (int)sizeof(leaf))
+	if (dfd < 0)
 		return;
-	*strrchr(leaf, '/') = '\0';
-	dp = opendir(leaf);
-	if (!dp)
+	dp = fdopendir(dfd);
+	if (!dp) {
+		close(dfd);
 		return;
+	}
 	while ((de = readdir(dp)))
-		if (!strncmp(de->d_name, ".tmp.", 5) &&
-		    snprintf(path, sizeof(path), "%s/%s", leaf, de->d_name) <
-		    (int)sizeof(path))
-			tier_scan_tmp(t, path, de->d_name, now);
+		if (!strncmp(de->d_name, ".tmp.", 5))
+			tier_scan_tmp(t, dirfd(dp), de->d_name, now);
 	closedir(dp);
 }
 

@@ -12,6 +12,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,9 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "beneath.h"
 #include "clock.h"
+#include "log.h"
 #include "tier_priv.h"
 
 #define TIER_TMP_MAX_AGE	3600	/* s: any write is done by then */
@@ -96,21 +99,21 @@ static int tmp_owner(const char *name, char *tag, size_t len, long *pid)
  * only files this run has written since it opened the tier can be its
  * writes in flight. A second of slack for the filesystem's timestamps.
  */
-void tier_scan_tmp(struct kvc_tier *t, const char *path, const char *name,
+void tier_scan_tmp(struct kvc_tier *t, int dirfd, const char *name,
 		   int64_t now)
 {
 	char tag[KVC_BF_MAX_TAG + 1];
 	struct stat st;
 	long pid;
 
-	if (!t->writable || lstat(path, &st))
+	if (!t->writable || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW))
 		return;
 	if (!tmp_owner(name, tag, sizeof(tag), &pid) &&
 	    !strcmp(tag, t->node)) {
 		if (pid != (long)getpid() || st.st_mtime < t->opened - 1)
-			unlink(path);
+			unlinkat(dirfd, name, 0);
 	} else if (now - st.st_mtime > TIER_TMP_MAX_AGE) {
-		unlink(path);
+		unlinkat(dirfd, name, 0);
 	}
 }
 
@@ -120,21 +123,33 @@ static int walk_push(struct tier_walk *w, const struct rec *r)
 }
 
 /*
- * One leaf directory (ns<id>/aa/bb) of a walk. A block file's header is
- * read once: block files are immutable under their name (the name is the
- * key), so what the worker's last walk read of a name still holds; a
- * file replaced by a forgery is caught by the read's verification.
+ * One leaf directory (ns<id>/aa/bb, @dfd) of a walk. A block file's
+ * header is read once: block files are immutable under their name (the
+ * name is the key), so what the worker's last walk read of a name still
+ * holds; a file replaced by a forgery is caught by the read's
+ * verification.
+ *
+ * A file whose header names another namespace is not this namespace's
+ * to move: it was copied or linked here by someone (kvcached writes each
+ * block under its own namespace), so it is reported and left where it
+ * is, never indexed, and never moved into anything a tenant reaches.
  */
 static void walk_leaf(struct kvc_tier *t, struct tier_walk *w, uint32_t ns,
-		      const char *leaf, int64_t now, bool cached)
+		      int dfd, const char *leaf, int64_t now, bool cached)
 {
-	char path[PATH_MAX], nsdir[PATH_MAX];
 	struct dirent *de;
-	DIR *dp = opendir(leaf);
+	char nsname[16];
+	DIR *dp;
+	int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
 
-	if (!dp)
+	if (fd < 0)
 		return;
-	tier_ns_dir(t, ns, nsdir, sizeof(nsdir));
+	snprintf(nsname, sizeof(nsname), "ns%u", ns);
+	dp = fdopendir(fd);
+	if (!dp) {
+		close(fd);
+		return;
+	}
 	while ((de = readdir(dp))) {
 		struct kvc_bf_header h;
 		struct rec r, *c;
@@ -143,11 +158,8 @@ static void walk_leaf(struct kvc_tier *t, struct tier_walk *w, uint32_t ns,
 
 		if (de->d_name[0] == '.' && strncmp(de->d_name, ".tmp.", 5))
 			continue;
-		if (snprintf(path, sizeof(path), "%s/%s", leaf, de->d_name) >=
-		    (int)sizeof(path))
-			continue;
 		if (!strncmp(de->d_name, ".tmp.", 5)) {
-			tier_scan_tmp(t, path, de->d_name, now);
+			tier_scan_tmp(t, dfd, de->d_name, now);
 			continue;
 		}
 		if (kvc_bf_parse_name(de->d_name, r.key))
@@ -160,12 +172,17 @@ static void walk_leaf(struct kvc_tier *t, struct tier_walk *w, uint32_t ns,
 			walk_push(w, c);
 			continue;
 		}
-		err = kvc_bf_read_header(path, &h, &st);
+		err = kvc_bf_read_header_at(dfd, de->d_name, &h, &st);
+		if (!err && h.ns_id != ns) {
+			kvc_warn_ratelimited("%s/%s/%s: a block of namespace %u in namespace %u's directory: not kvcached's doing; left where it is, not indexed",
+					     t->dir, leaf, de->d_name,
+					     h.ns_id, ns);
+			continue;
+		}
 		if (tier_corrupt_err(err) ||
-		    (!err && (h.ns_id != ns ||
-			      memcmp(h.key, r.key, KVC_BF_KEY_SIZE)))) {
+		    (!err && memcmp(h.key, r.key, KVC_BF_KEY_SIZE))) {
 			w->corrupt++;
-			kvc_bf_quarantine(nsdir, r.key);
+			kvc_bf_quarantine(t->dir, nsname, r.key, t->owner);
 			continue;
 		}
 		if (err)
@@ -179,15 +196,24 @@ static void walk_leaf(struct kvc_tier *t, struct tier_walk *w, uint32_t ns,
 	closedir(dp);
 }
 
-/* The entries of dir whose names are two characters, not dot files. */
-static size_t fanout(const char *dir, char (*names)[3], size_t max)
+/*
+ * The entries of the directory @dfd whose names are two characters, not
+ * dot files: the fan-out levels.
+ */
+static size_t fanout(int dfd, char (*names)[3], size_t max)
 {
 	struct dirent *de;
 	size_t n = 0;
-	DIR *dp = opendir(dir);
+	DIR *dp;
+	int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
 
-	if (!dp)
+	if (fd < 0)
 		return 0;
+	dp = fdopendir(fd);
+	if (!dp) {
+		close(fd);
+		return 0;
+	}
 	while ((de = readdir(dp)) && n < max) {
 		if (strlen(de->d_name) != 2 || de->d_name[0] == '.')
 			continue;
@@ -197,6 +223,13 @@ static size_t fanout(const char *dir, char (*names)[3], size_t max)
 	return n;
 }
 
+/* A directory below @dfd, never through a link. */
+static int sub_dir(int dfd, const char *name)
+{
+	return kvc_open_beneath(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+				0);
+}
+
 /* The namespaces under the tier's directory: its ns<id> entries. */
 static int walk_namespaces(const struct kvc_tier *t, uint32_t **out,
 			   size_t *nout)
@@ -204,10 +237,17 @@ static int walk_namespaces(const struct kvc_tier *t, uint32_t **out,
 	uint32_t *nss = NULL;
 	size_t n = 0, cap = 0;
 	struct dirent *de;
-	DIR *dp = opendir(t->dir);
+	DIR *dp;
+	int fd = fcntl(t->root_fd, F_DUPFD_CLOEXEC, 0);
 
-	if (!dp)
+	if (fd < 0)
 		return -errno;
+	dp = fdopendir(fd);
+	if (!dp) {
+		close(fd);
+		return -errno;
+	}
+	rewinddir(dp);
 	while ((de = readdir(dp))) {
 		unsigned long ns;
 		char *end;
@@ -245,26 +285,40 @@ int tier_walk_run(struct kvc_tier *t, struct tier_walk *w, bool cached)
 
 	ret = aa && bb ? walk_namespaces(t, &nss, &nns) : -ENOMEM;
 	for (size_t i = 0; !ret && i < nns; i++) {
-		char d[PATH_MAX], sub[PATH_MAX], leaf[PATH_MAX];
+		char nsname[16], leaf[32];
+		int nfd;
 		size_t na;
 
-		tier_ns_dir(t, nss[i], d, sizeof(d));
-		na = fanout(d, aa, max);
+		snprintf(nsname, sizeof(nsname), "ns%u", nss[i]);
+		nfd = sub_dir(t->root_fd, nsname);
+		if (nfd < 0) {
+			if (nfd == -ELOOP || nfd == -ENOTDIR)
+				kvc_warn_ratelimited("%s/%s is not a directory of kvcached's (a link?): not scanned",
+						     t->dir, nsname);
+			continue;
+		}
+		na = fanout(nfd, aa, max);
 		for (size_t a = 0; a < na; a++) {
+			int afd = sub_dir(nfd, aa[a]);
 			size_t nb;
 
-			if (snprintf(sub, sizeof(sub), "%s/%s", d, aa[a]) >=
-			    (int)sizeof(sub))
-				continue;
-			nb = fanout(sub, bb, max);
+			if (afd < 0)
+				continue;	/* a link or a file: not ours */
+			nb = fanout(afd, bb, max);
 			for (size_t b = 0; b < nb; b++) {
-				if (snprintf(leaf, sizeof(leaf), "%s/%s", sub,
-					     bb[b]) >= (int)sizeof(leaf))
+				int bfd = sub_dir(afd, bb[b]);
+
+				if (bfd < 0)
 					continue;
-				walk_leaf(t, w, nss[i], leaf, now, cached);
+				snprintf(leaf, sizeof(leaf), "%s/%s/%s",
+					 nsname, aa[a], bb[b]);
+				walk_leaf(t, w, nss[i], bfd, leaf, now, cached);
+				close(bfd);
 				tier_worker_renew(t);
 			}
+			close(afd);
 		}
+		close(nfd);
 	}
 	free(nss);
 	free(aa);

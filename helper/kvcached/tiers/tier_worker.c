@@ -40,6 +40,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "beneath.h"
 #include "clock.h"
 #include "log.h"
 #include "tier_priv.h"
@@ -90,8 +91,10 @@ int64_t tier_server_now_ns(struct kvc_tier *t)
 		return w->clock_known ? now + w->offset : wall_ns();
 	w->clock_at = now;	/* a failed measure is not tried at once */
 	a = (int64_t)kvc_now_ns();
-	if (utimensat(AT_FDCWD, t->node_path, NULL, 0) ||
-	    stat(t->node_path, &st))
+	/* Our claim's descriptor, never its name: the name can be made to
+	 * point at another file (tier_node.c). */
+	if (t->node_fd < 0 || futimens(t->node_fd, NULL) ||
+	    fstat(t->node_fd, &st))
 		return w->clock_known ? now + w->offset : wall_ns();
 	b = (int64_t)kvc_now_ns();
 	clock_gettime(CLOCK_REALTIME, &wall);
@@ -136,41 +139,83 @@ static bool gc_cancelled(struct tier_job *j)
  */
 static int run_gc(struct kvc_tier *t, struct tier_job *j)
 {
-	char trash[PATH_MAX];
+	char trash[NAME_MAX + 1];
+	const char *name;
 	struct stat st;
+	int dfd, gfd, ret;
 
 	if (gc_cancelled(j))
 		return -EBUSY;
-	if (stat(j->path, &st))
-		return errno == ENOENT ? 0 : -errno;
-	if (tier_age_ns(t, &st.st_mtim) < (int64_t)t->cfg.grace_ms * 1000000)
-		return -EBUSY;
-	if (snprintf(trash, sizeof(trash), "%s/.gc", t->dir) >=
-	    (int)sizeof(trash))
-		return -ENAMETOOLONG;
+	/* Every step from the tier's root, through no link (beneath.h). */
+	dfd = tier_open_parent(t, j->path, &name);
+	if (dfd < 0)
+		return dfd == -ENOENT ? 0 : dfd;
+	ret = 0;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW))
+		ret = errno == ENOENT ? 0 : -errno;
+	else if (!S_ISREG(st.st_mode))
+		ret = -EINVAL;	/* not a block file: nothing to collect */
+	else if (tier_age_ns(t, &st.st_mtim) <
+		 (int64_t)t->cfg.grace_ms * 1000000)
+		ret = -EBUSY;
+	else if (snprintf(trash, sizeof(trash), "%s.%u.%s", t->node, j->ns,
+			  name) >= (int)sizeof(trash))
+		ret = -ENAMETOOLONG;
+	if (ret || !S_ISREG(st.st_mode)) {
+		close(dfd);
+		return ret;
+	}
 	/* Private: what waits there is other tenants' KV. */
-	if (mkdir(trash, 0700) && errno != EEXIST)
-		return -errno;
-	if (snprintf(trash, sizeof(trash), "%s/.gc/%s.%u.%s", t->dir, t->node,
-		     j->ns, strrchr(j->path, '/') + 1) >= (int)sizeof(trash))
-		return -ENAMETOOLONG;
+	gfd = kvc_private_dir(t->root_fd, ".gc", t->owner);
+	if (gfd < 0) {
+		if (gfd == -EPERM)
+			kvc_warn_ratelimited("%s/.gc is not kvcached's own (0700): nothing is collected into it",
+					     t->dir);
+		close(dfd);
+		return gfd;
+	}
 	if (gc_cancelled(j))
-		return -EBUSY;
-	if (rename(j->path, trash))
-		return errno == ENOENT ? 0 : -errno;
-	return 0;
+		ret = -EBUSY;
+	else if (renameat(dfd, name, gfd, trash))
+		ret = errno == ENOENT ? 0 : -errno;
+	close(gfd);
+	close(dfd);
+	return ret;
 }
 
 /* A file left unreachable: removed if it is still old (its mtime now). */
 static int run_unlink_old(struct kvc_tier *t, struct tier_job *j)
 {
+	const char *name;
 	struct stat st;
+	int dfd, ret = 0;
 
-	if (lstat(j->path, &st))
-		return -errno;
-	if (tier_age_ns(t, &st.st_mtim) <= j->age * NSEC)
-		return -EBUSY;
-	return unlink(j->path) ? -errno : 0;
+	dfd = tier_open_parent(t, j->path, &name);
+	if (dfd < 0)
+		return dfd;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW))
+		ret = -errno;
+	else if (tier_age_ns(t, &st.st_mtim) <= j->age * NSEC)
+		ret = -EBUSY;
+	else if (unlinkat(dfd, name, 0))
+		ret = -errno;
+	close(dfd);
+	return ret;
+}
+
+/* A lease renewed: the file's times, not a link's target's. */
+static int run_touch(struct kvc_tier *t, struct tier_job *j)
+{
+	const char *name;
+	int dfd, ret = 0;
+
+	dfd = tier_open_parent(t, j->path, &name);
+	if (dfd < 0)
+		return dfd;
+	if (utimensat(dfd, name, NULL, AT_SYMLINK_NOFOLLOW))
+		ret = -errno;
+	close(dfd);
+	return ret;
 }
 
 static void run(struct kvc_tier *t, struct tier_job *j)
@@ -188,15 +233,15 @@ static void run(struct kvc_tier *t, struct tier_job *j)
 		j->status = run_unlink_old(t, j);
 		break;
 	case TJ_TOUCH:
-		j->status = utimensat(AT_FDCWD, j->path, NULL, 0) ? -errno : 0;
+		j->status = run_touch(t, j);
 		break;
 	case TJ_TRASH:
 		tier_gc_trash(t);
 		j->status = 0;
 		break;
 	case TJ_QUARANTINE:
-		tier_ns_dir(t, j->ns, d, sizeof(d));
-		j->status = kvc_bf_quarantine(d, j->key);
+		snprintf(d, sizeof(d), "ns%u", j->ns);
+		j->status = kvc_bf_quarantine(t->dir, d, j->key, t->owner);
 		break;
 	case TJ_CALL:
 		j->run(j->arg);

@@ -53,6 +53,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "beneath.h"
 #include "fault.h"
 
 enum slot_state { S_FREE, S_BEGUN, S_WRITE, S_DIRSYNC, S_READ };
@@ -72,6 +73,7 @@ struct slot {
 	int made;			/* fan-out directories made */
 	int dirsyncs;			/* directories still to fsync */
 	struct statx stx;
+	struct open_how how;		/* an openat2 on the ring reads it */
 	int oflags;			/* read: how the file is opened */
 	int pending;			/* CQEs still expected */
 	int held_res;			/* an open's result a fault holds */
@@ -101,6 +103,9 @@ struct kvc_tio {
 	uint64_t buf_size;		/* a slot's buffer: one page more */
 	bool fsync;
 	bool chmod;			/* the umask may take mode bits away */
+	int root_fd;			/* cfg->root, or AT_FDCWD */
+	char *root;			/* a copy of cfg->root */
+	size_t root_len;		/* strlen(cfg->root) */
 	char tag[KVC_BF_MAX_TAG + 1];
 	uint8_t *mem;			/* every slot's buffer, one mapping */
 	size_t mem_len;
@@ -110,6 +115,52 @@ struct kvc_tio {
 static uint64_t udata(int slot, int stage)
 {
 	return (uint64_t)slot << 8 | (uint64_t)stage;
+}
+
+/*
+ * A path as the ring resolves it: below the root, relative to its
+ * descriptor (tio_path_ok() checked the prefix), or as given where the
+ * tio has no root (tools and tests).
+ */
+static const char *rel(const struct kvc_tio *t, const char *path)
+{
+	if (t->root_fd == AT_FDCWD)
+		return path;
+	return path[t->root_len] ? path + t->root_len + 1 : ".";
+}
+
+/* Is @path below the root (where there is one)? */
+static bool tio_path_ok(const struct kvc_tio *t, const char *path)
+{
+	return t->root_fd == AT_FDCWD ||
+	       (!strncmp(path, t->root, t->root_len) &&
+		path[t->root_len] == '/' && path[t->root_len + 1]);
+}
+
+/*
+ * An open on the ring: with a root, openat2() below it through no link
+ * (beneath.h): nothing a tenant could plant redirects a create or a
+ * read. s->how lives in the slot: the kernel reads it at submission.
+ */
+static void prep_open(struct kvc_tio *t, struct slot *s,
+		      struct io_uring_sqe *sqe, const char *path, int flags,
+		      mode_t mode)
+{
+	if (t->root_fd == AT_FDCWD) {
+		io_uring_prep_openat(sqe, AT_FDCWD, path, flags, mode);
+		return;
+	}
+	memset(&s->how, 0, sizeof(s->how));
+	s->how.flags = (uint64_t)(unsigned int)flags;
+	s->how.mode = flags & O_CREAT ? mode : 0;
+	s->how.resolve = KVC_RESOLVE_FLAGS;
+	io_uring_prep_openat2(sqe, t->root_fd, rel(t, path), &s->how);
+}
+
+/* unlink(2) of a path below the root, from the root's descriptor. */
+static int tio_unlink(const struct kvc_tio *t, const char *path)
+{
+	return unlinkat(t->root_fd, rel(t, path), 0);
 }
 
 /* The user data of a close that nobody waits for (fd_release()). */
@@ -144,6 +195,21 @@ int kvc_tio_create(struct kvc_tio **out, const struct kvc_tio_config *cfg)
 	if (!t)
 		return -ENOMEM;
 	t->efd = -1;
+	t->root_fd = AT_FDCWD;
+	if (cfg->root) {
+		t->root = strdup(cfg->root);
+		t->root_len = strlen(cfg->root);
+		t->root_fd = open(cfg->root, O_RDONLY | O_DIRECTORY |
+				  O_CLOEXEC);
+		if (!t->root || t->root_fd < 0) {
+			ret = t->root ? -errno : -ENOMEM;
+			if (t->root_fd >= 0)
+				close(t->root_fd);
+			free(t->root);
+			free(t);
+			return ret;
+		}
+	}
 	t->depth = cfg->depth;
 	t->fsync = cfg->fsync;
 	if (cfg->io_priority) {
@@ -208,6 +274,9 @@ err:
 err_noring:
 	if (t->efd >= 0)
 		close(t->efd);
+	if (t->root_fd >= 0)
+		close(t->root_fd);
+	free(t->root);
 	if (t->mem)
 		munmap(t->mem, t->mem_len);
 	free(t->slots);
@@ -280,7 +349,7 @@ void kvc_tio_destroy(struct kvc_tio *t)
 		io_uring_cqe_seen(&t->ring, cqe);
 		if (--s->pending == 0) {
 			if (s->state == S_WRITE)
-				unlink(s->tmp);
+				tio_unlink(t, s->tmp);
 			slot_free(t, s);
 		}
 	}
@@ -293,6 +362,9 @@ void kvc_tio_destroy(struct kvc_tio *t)
 	}
 	io_uring_queue_exit(&t->ring);
 	close(t->efd);
+	if (t->root_fd >= 0)
+		close(t->root_fd);
+	free(t->root);
 	munmap(t->mem, t->mem_len);
 	free(t->slots);
 	free(t);
@@ -382,7 +454,7 @@ static int queue_open(struct kvc_tio *t, int i)
 
 	if (!sqe)
 		return -EAGAIN;
-	io_uring_prep_openat(sqe, AT_FDCWD, s->final, s->oflags, 0);
+	prep_open(t, s, sqe, s->final, s->oflags, 0);
 	io_uring_sqe_set_data64(sqe, udata(i, ST_OPEN));
 	s->pending++;
 	io_uring_submit(&t->ring);
@@ -414,7 +486,7 @@ static int queue_meta(struct kvc_tio *t, int i, int stage)
 		return -EAGAIN;
 	switch (stage) {
 	case ST_STATX:
-		io_uring_prep_statx(sqe, AT_FDCWD, s->final,
+		io_uring_prep_statx(sqe, t->root_fd, rel(t, s->final),
 				    AT_SYMLINK_NOFOLLOW, STATX_TYPE, &s->stx);
 		break;
 	case ST_MKDIR:
@@ -422,28 +494,29 @@ static int queue_meta(struct kvc_tio *t, int i, int stage)
 		snprintf(s->dir, sizeof(s->dir), "%s", s->final);
 		for (int up = 0; up < 3 - s->mkdir; up++)
 			*strrchr(s->dir, '/') = '\0';
-		io_uring_prep_mkdirat(sqe, AT_FDCWD, s->dir, KVC_BF_DIR_MODE);
+		io_uring_prep_mkdirat(sqe, t->root_fd, rel(t, s->dir),
+				      KVC_BF_DIR_MODE);
 		break;
 	case ST_CREATE:
-		io_uring_prep_openat(sqe, AT_FDCWD, s->tmp, O_WRONLY | O_CREAT |
-				     O_EXCL | O_CLOEXEC |
-				     (s->direct ? O_DIRECT : 0),
-				     KVC_BF_FILE_MODE);
+		prep_open(t, s, sqe, s->tmp, O_WRONLY | O_CREAT | O_EXCL |
+			  O_CLOEXEC | (s->direct ? O_DIRECT : 0),
+			  KVC_BF_FILE_MODE);
 		break;
 	case ST_CLOSE:
 		io_uring_prep_close(sqe, s->fd);
 		s->fd = -1;	/* the kernel's now, whatever comes back */
 		break;
 	case ST_LINK:
-		io_uring_prep_linkat(sqe, AT_FDCWD, s->tmp, AT_FDCWD, s->final,
-				     0);
+		io_uring_prep_linkat(sqe, t->root_fd, rel(t, s->tmp),
+				     t->root_fd, rel(t, s->final), 0);
 		break;
 	case ST_RENAME:
-		io_uring_prep_renameat(sqe, AT_FDCWD, s->tmp, AT_FDCWD,
-				       s->final, RENAME_NOREPLACE);
+		io_uring_prep_renameat(sqe, t->root_fd, rel(t, s->tmp),
+				       t->root_fd, rel(t, s->final),
+				       RENAME_NOREPLACE);
 		break;
 	case ST_UNLINK:
-		io_uring_prep_unlinkat(sqe, AT_FDCWD, s->tmp, 0);
+		io_uring_prep_unlinkat(sqe, t->root_fd, rel(t, s->tmp), 0);
 		break;
 	case ST_DIROPEN:
 		/* The leaf directory first, then each one up from it. */
@@ -452,8 +525,8 @@ static int queue_meta(struct kvc_tio *t, int i, int stage)
 		dir = strrchr(s->dir, '/');
 		if (dir)
 			*dir = '\0';
-		io_uring_prep_openat(sqe, AT_FDCWD, s->dir, O_RDONLY |
-				     O_DIRECTORY | O_CLOEXEC, 0);
+		prep_open(t, s, sqe, s->dir, O_RDONLY | O_DIRECTORY |
+			  O_CLOEXEC, 0);
 		break;
 	}
 	io_uring_sqe_set_data64(sqe, udata(i, stage));
@@ -555,6 +628,8 @@ int kvc_tio_write_submit(struct kvc_tio *t, int i, const char *dir,
 	if (!ret)
 		ret = kvc_bf_paths(dir, h->key, t->tag, s->final, s->tmp,
 				   sizeof(s->final));
+	if (!ret && !tio_path_ok(t, s->final))
+		ret = -EINVAL;
 	if (ret)
 		goto fail;
 	s->size = kvc_bf_file_size(h->payload_len);
@@ -594,6 +669,8 @@ int kvc_tio_read_into(struct kvc_tio *t, const char *dir,
 	s->cookie = cookie;
 	memcpy(s->key, key, KVC_BF_KEY_SIZE);
 	ret = kvc_bf_path(dir, key, s->final, sizeof(s->final));
+	if (!ret && !tio_path_ok(t, s->final))
+		ret = -EINVAL;
 	if (ret)
 		goto fail;
 	/* O_NONBLOCK: a FIFO planted under a block's name must not hang
@@ -659,7 +736,7 @@ static void create_settled(struct kvc_tio *t, int i, int res,
 		ret = queue_meta(t, i, ST_MKDIR);
 	} else if (res == -EEXIST && !s->recreate) {
 		s->recreate = true;
-		ret = unlink(s->tmp) && errno != ENOENT ? -errno :
+		ret = tio_unlink(t, s->tmp) && errno != ENOENT ? -errno :
 		      queue_meta(t, i, ST_CREATE);
 	} else if (res < 0) {
 		/* Our temp name taken twice is no "already published". */
@@ -673,7 +750,7 @@ static void create_settled(struct kvc_tio *t, int i, int res,
 		if (ret) {
 			close(s->fd);
 			s->fd = -1;
-			unlink(s->tmp);
+			tio_unlink(t, s->tmp);
 		}
 	}
 	if (ret)
@@ -689,7 +766,7 @@ static void write_done(struct kvc_tio *t, int i, kvc_tio_done_fn fn,
 	int ret = queue_meta(t, i, ST_CLOSE);
 
 	if (ret) {
-		unlink(t->slots[i].tmp);
+		tio_unlink(t, t->slots[i].tmp);
 		complete(t, &t->slots[i], ret, fn, arg);
 	}
 }
@@ -709,7 +786,7 @@ static void published(struct kvc_tio *t, int i, kvc_tio_done_fn fn,
 		ret = queue_meta(t, i, ST_DIROPEN);
 		if (!ret)
 			return;
-		unlink(s->final);	/* see ST_DIRSYNC in handle() */
+		tio_unlink(t, s->final);	/* see ST_DIRSYNC in handle() */
 	}
 	complete(t, s, ret, fn, arg);
 }
@@ -729,7 +806,7 @@ static void link_settled(struct kvc_tio *t, int i, int res,
 
 	/* NFS: a retransmitted LINK whose first try succeeded answers
 	 * with an error; the link count tells the truth (open(2)). */
-	if (res && res != -EEXIST && !lstat(s->tmp, &st) && st.st_nlink == 2)
+	if (res && res != -EEXIST && !fstatat(t->root_fd, rel(t, s->tmp), &st, AT_SYMLINK_NOFOLLOW) && st.st_nlink == 2)
 		res = 0;
 	if (res == -EPERM || res == -EOPNOTSUPP || res == -ENOSYS ||
 	    res == -EMLINK)
@@ -739,7 +816,7 @@ static void link_settled(struct kvc_tio *t, int i, int res,
 		ret = queue_meta(t, i, ST_UNLINK);
 	}
 	if (ret) {
-		unlink(s->tmp);
+		tio_unlink(t, s->tmp);
 		s->err = s->err ? s->err : ret;
 		published(t, i, fn, arg);
 	}
@@ -767,7 +844,7 @@ static void write_settled(struct kvc_tio *t, int i, kvc_tio_done_fn fn,
 	if (s->err) {
 		close(s->fd);
 		s->fd = -1;
-		unlink(s->tmp);
+		tio_unlink(t, s->tmp);
 		complete(t, s, s->err, fn, arg);
 		return;
 	}
@@ -864,7 +941,8 @@ static void read_settled(struct kvc_tio *t, int i, bool eof,
  * on a request already failed (the fsync linked to a write made to fail
  * still runs): the fault would be spent on nothing.
  */
-static int inject(const struct slot *s, int stage, int res)
+static int inject(const struct kvc_tio *t, const struct slot *s, int stage,
+		  int res)
 {
 	if (s->err)
 		return res;
@@ -888,7 +966,7 @@ static int inject(const struct slot *s, int stage, int res)
 		 * temp name goes (link_settled()). */
 		err = kvc_fault_err(KVC_FAULT_TIER_LINK);
 		if (err)
-			unlink(s->final);
+			tio_unlink(t, s->final);
 		return err;
 	case ST_CREATE:
 		if (res < 0)
@@ -897,7 +975,7 @@ static int inject(const struct slot *s, int stage, int res)
 		err = kvc_fault_err(KVC_FAULT_TIER_CREATE);
 		if (err) {
 			close(res);
-			unlink(s->tmp);
+			tio_unlink(t, s->tmp);
 		}
 		return err ? err : res;
 	case ST_OPEN:
@@ -960,7 +1038,7 @@ static void handle(struct kvc_tio *t, uint64_t data, int res,
 	} else if (kvc_fault_armed) {
 		if (stage == ST_OPEN && hold(t, i, res))
 			return;
-		res = inject(s, stage, res);
+		res = inject(t, s, stage, res);
 	}
 	switch (stage) {
 	case ST_OPEN:
@@ -976,7 +1054,7 @@ static void handle(struct kvc_tio *t, uint64_t data, int res,
 		if (!res) {
 			s->made++;
 			/* The umask must not take the readers' search bit. */
-			if (t->chmod && chmod(s->dir, KVC_BF_DIR_MODE))
+			if (t->chmod && fchmodat(t->root_fd, rel(t, s->dir), KVC_BF_DIR_MODE, 0))
 				res = -errno;
 		} else if (res == -EEXIST) {
 			res = 0;
@@ -992,13 +1070,13 @@ static void handle(struct kvc_tio *t, uint64_t data, int res,
 		return;
 	case ST_CLOSE:
 		if (res) {
-			unlink(s->tmp);
+			tio_unlink(t, s->tmp);
 			complete(t, s, res, fn, arg);
 			return;
 		}
 		res = queue_meta(t, i, ST_LINK);
 		if (res) {
-			unlink(s->tmp);
+			tio_unlink(t, s->tmp);
 			complete(t, s, res, fn, arg);
 		}
 		return;
@@ -1007,7 +1085,7 @@ static void handle(struct kvc_tio *t, uint64_t data, int res,
 		return;
 	case ST_RENAME:
 		if (res)
-			unlink(s->tmp);
+			tio_unlink(t, s->tmp);
 		s->err = res;
 		published(t, i, fn, arg);
 		return;
@@ -1018,7 +1096,7 @@ static void handle(struct kvc_tio *t, uint64_t data, int res,
 		return;
 	case ST_DIROPEN:
 		if (res < 0) {
-			unlink(s->final);
+			tio_unlink(t, s->final);
 			complete(t, s, res, fn, arg);
 			return;
 		}
@@ -1026,7 +1104,7 @@ static void handle(struct kvc_tio *t, uint64_t data, int res,
 		s->state = S_DIRSYNC;
 		res = sqe_fsync(t, i);
 		if (res) {
-			unlink(s->final);
+			tio_unlink(t, s->final);
 			complete(t, s, res, fn, arg);
 		}
 		return;
@@ -1057,14 +1135,14 @@ static void handle(struct kvc_tio *t, uint64_t data, int res,
 		 * not stay either (it would take space no one counts).
 		 */
 		if (res)
-			unlink(s->final);
+			tio_unlink(t, s->final);
 		if (!res && --s->dirsyncs > 0) {
 			close(s->fd);
 			s->fd = -1;
 			res = queue_meta(t, i, ST_DIROPEN);
 			if (!res)
 				return;
-			unlink(s->final);
+			tio_unlink(t, s->final);
 		}
 		complete(t, s, res, fn, arg);
 		return;

@@ -56,6 +56,13 @@ struct kvc_tio_config {
 	bool fsync;			/* fsync file and directory */
 	const char *tag;		/* temp-file tag: the node name */
 	/*
+	 * The tier's directory: every path given later must be below it,
+	 * and is resolved from it through no link (beneath.h: opens by
+	 * openat2() on the ring, the rest relative to its descriptor).
+	 * NULL: paths as given (tools and tests).
+	 */
+	const char *root;
+	/*
 	 * Reads before writes at the block layer: reads in the realtime
 	 * class where the daemon may ask for it (CAP_SYS_ADMIN or
 	 * CAP_SYS_NICE), else best effort, highest level; writes best
