@@ -137,8 +137,9 @@ int kvcd_new_salt(uint8_t salt[KVC_PROTO_SALT_SIZE]);
 /* The namespace table: written whole, synced, renamed; read at start. */
 int kvcd_ns_save(const struct kvcd *d);
 int kvcd_ns_load(struct kvcd *d);
-/* Namespace ns's directories in g3 and g4, with its owner and mode. */
-void kvcd_ns_dirs(const struct kvcd *d, uint32_t ns);
+/* Namespace ns's directories in g3 and g4: kvcached's, readable as the
+ * namespace says (repair: at a start, everything below made kvcached's). */
+void kvcd_ns_dirs(const struct kvcd *d, uint32_t ns, bool repair);
 /* At start: blocks in g3 of namespaces the table does not know. */
 int kvcd_check_state(struct kvcd *d);
 

@@ -28,13 +28,17 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 
+#include "beneath.h"
+#include "blockfile.h"
 #include "fault.h"
 #include "log.h"
 
@@ -302,45 +306,181 @@ int kvcd_ns_load(struct kvcd *d)
 
 /*
  * A namespace's directory on each disk tier, dir/ns<id>, holds its block
- * files; it gets the namespace's permissions: its owner and group, and
- * r-x for each class that may read the namespace, nothing for the others
- * and no write for anyone but root (kvcached). libkvcache's
- * kvcache_load_region() opens G3 files itself, so a reader must reach
- * them; anyone else can neither list nor open them. Only root may give a
- * directory away: a kvcached running as another user keeps it 0700 (its
- * readers then load through the pool). Failures are logged, not fatal: a
- * shared filesystem may refuse chown (root squashing), and the files are
- * still only reachable through the directory.
+ * files. It is kvcached's: owned by kvcached's uid, writable by it alone,
+ * with the namespace's group, and r-x for each class that may read the
+ * namespace; the namespace's owner gets r-x through an ACL entry
+ * (user:<uid>:r-x) when the owner's read bit is set. libkvcache's
+ * kvcache_load_region() opens g3 files itself, so a reader must reach
+ * them; anyone else can neither list nor open them, and no tenant can
+ * create, link or rename anything below (a directory the tenant owned
+ * could be made writable again by the tenant, and kvcached running as
+ * root would follow what it planted there). Where the filesystem has no
+ * ACLs, an owner outside the namespace's group loads through the pool.
+ * A kvcached running as another user keeps it 0700 (its readers then
+ * load through the pool). Failures are logged, not fatal: a shared
+ * filesystem may refuse chown (root squashing), and the files are still
+ * only reachable through the directory.
  */
-void kvcd_ns_dirs(const struct kvcd *d, uint32_t ns)
+
+/* Linux's POSIX ACL xattr (posix_acl_xattr.h): little-endian entries. */
+#define ACL_XATTR_VERSION	2
+enum { ACL_TAG_USER_OBJ = 0x01, ACL_TAG_USER = 0x02, ACL_TAG_GROUP_OBJ = 0x04,
+       ACL_TAG_MASK = 0x10, ACL_TAG_OTHER = 0x20 };
+
+static size_t acl_put(uint8_t *b, size_t off, uint16_t tag, uint16_t perm,
+		      uint32_t id)
+{
+	uint8_t e[8] = { tag & 0xff, tag >> 8, perm & 0xff, perm >> 8,
+			 id & 0xff, (id >> 8) & 0xff, (id >> 16) & 0xff,
+			 id >> 24 };
+
+	memcpy(b + off, e, sizeof(e));
+	return off + sizeof(e);
+}
+
+/*
+ * The access ACL of the directory fd: the mode's classes, and the
+ * namespace's owner r-x as a named user. 0, or -errno (-EOPNOTSUPP where
+ * the filesystem has none).
+ */
+static int ns_dir_acl(int fd, uid_t owner, mode_t mode)
+{
+	uint8_t b[4 + 5 * 8] = { ACL_XATTR_VERSION, 0, 0, 0 };
+	size_t n = 4;
+
+	n = acl_put(b, n, ACL_TAG_USER_OBJ, (mode >> 6) & 7, UINT32_MAX);
+	n = acl_put(b, n, ACL_TAG_USER, 5, (uint32_t)owner);
+	n = acl_put(b, n, ACL_TAG_GROUP_OBJ, (mode >> 3) & 7, UINT32_MAX);
+	n = acl_put(b, n, ACL_TAG_MASK, 5, UINT32_MAX);
+	n = acl_put(b, n, ACL_TAG_OTHER, mode & 7, UINT32_MAX);
+	return fsetxattr(fd, "system.posix_acl_access", b, n, 0) ? -errno : 0;
+}
+
+/*
+ * Below ns<id>/ (@fd) at a start: every entry is made kvcached's again,
+ * and each one kvcached did not make is reported. A link, FIFO, socket
+ * or device is never kvcached's and goes; a directory or file of
+ * another owner (a tenant that owned ns<id>/ under an older kvcached)
+ * is given back to kvcached, so that its owner can no longer write in
+ * it. Nothing is followed: every call is on a descriptor and a name.
+ */
+static void ns_dir_repair(int fd, const char *where, int depth)
+{
+	struct dirent *de;
+	DIR *dp;
+	int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+
+	if (dfd < 0 || !(dp = fdopendir(dfd))) {
+		if (dfd >= 0)
+			close(dfd);
+		return;
+	}
+	while ((de = readdir(dp))) {
+		const char *name = de->d_name;
+		struct stat st;
+		int sub;
+
+		if (!strcmp(name, ".") || !strcmp(name, "..") ||
+		    fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW))
+			continue;
+		if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+			kvc_warn("%s/%s: a %s kvcached did not make: removed",
+				 where, name, S_ISLNK(st.st_mode) ?
+				 "symbolic link" : "special file");
+			unlinkat(fd, name, 0);
+			continue;
+		}
+		if (st.st_uid != geteuid()) {
+			kvc_warn("%s/%s: owned by uid %u, not kvcached: made kvcached's",
+				 where, name, (unsigned int)st.st_uid);
+			if (fchownat(fd, name, geteuid(), getegid(),
+				     AT_SYMLINK_NOFOLLOW))
+				kvc_warn("chown %s/%s: %s", where, name,
+					 strerror(errno));
+		}
+		if (S_ISREG(st.st_mode)) {
+			if (st.st_nlink > 1)
+				kvc_warn("%s/%s: %ju hard links: not kvcached's doing",
+					 where, name, (uintmax_t)st.st_nlink);
+			if ((st.st_mode & 07777) != KVC_BF_FILE_MODE &&
+			    fchmodat(fd, name, KVC_BF_FILE_MODE, 0))
+				kvc_warn("chmod %s/%s: %s", where, name,
+					 strerror(errno));
+			continue;
+		}
+		if ((st.st_mode & 07777) != KVC_BF_DIR_MODE &&
+		    fchmodat(fd, name, KVC_BF_DIR_MODE, 0))
+			kvc_warn("chmod %s/%s: %s", where, name,
+				 strerror(errno));
+		if (depth <= 0)
+			continue;
+		sub = kvc_open_beneath(fd, name, O_RDONLY | O_DIRECTORY |
+				       O_CLOEXEC, 0);
+		if (sub >= 0) {
+			char path[PATH_MAX];
+
+			snprintf(path, sizeof(path), "%s/%s", where, name);
+			ns_dir_repair(sub, path, depth - 1);
+			close(sub);
+		}
+	}
+	closedir(dp);
+}
+
+void kvcd_ns_dirs(const struct kvcd *d, uint32_t ns, bool repair)
 {
 	const char *dirs[2] = { d->cfg.g3.directory, d->cfg.g4.directory };
 	const struct kvcd_ns *n = &d->ns[ns];
-	char path[PATH_MAX];
-	mode_t mode = 0;
+	char name[16], path[PATH_MAX];
+	bool root = geteuid() == 0;
+	mode_t mode = 0700;
 
-	for (int shift = 0; shift <= 6; shift += 3)
+	for (int shift = 0; shift <= 3; shift += 3)
 		if ((n->mode >> shift) & 4)
 			mode |= (mode_t)5 << shift;
-	if (geteuid() != 0)
+	if (!root)
 		mode = 0700;
+	snprintf(name, sizeof(name), "ns%" PRIu32, ns);
 	for (int i = 0; i < 2; i++) {
+		int rootfd, fd;
+		struct stat st;
+
 		if (!dirs[i][0] || !kvcd_tier(d, i ? KVC_TIER_G4 : KVC_TIER_G3))
 			continue;
-		if (snprintf(path, sizeof(path), "%s/ns%" PRIu32, dirs[i],
-			     ns) >= (int)sizeof(path))
-			continue;
-		if (mkdir(path, 0700) && errno != EEXIST) {
-			kvc_err("%s: %s", path,
-				strerror(errno));
+		snprintf(path, sizeof(path), "%s/%s", dirs[i], name);
+		rootfd = open(dirs[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (rootfd < 0)
+			continue;	/* the tier says why */
+		if (mkdirat(rootfd, name, 0700) && errno != EEXIST)
+			kvc_err("%s: %s", path, strerror(errno));
+		fd = kvc_open_beneath(rootfd, name, O_RDONLY | O_DIRECTORY |
+				      O_CLOEXEC, 0);
+		close(rootfd);
+		if (fd < 0) {
+			kvc_err("%s: %s: not a directory of kvcached's; its blocks are not stored there",
+				path, strerror(-fd));
 			continue;
 		}
-		if (geteuid() == 0 && chown(path, n->uid, n->gid))
-			kvc_warn("chown %s: %s", path,
-				 strerror(errno));
-		if (chmod(path, mode))
-			kvc_warn("chmod %s: %s", path,
-				 strerror(errno));
+		if (!fstat(fd, &st) && st.st_uid != geteuid()) {
+			if (repair)
+				kvc_warn("%s: owned by uid %u: made kvcached's (uid %u), the namespace's readers keep r-x",
+					 path, (unsigned int)st.st_uid,
+					 (unsigned int)geteuid());
+		}
+		if (root && fchown(fd, 0, n->gid))
+			kvc_warn("chown %s: %s", path, strerror(errno));
+		if (fchmod(fd, mode))
+			kvc_warn("chmod %s: %s", path, strerror(errno));
+		if (root && ((n->mode >> 6) & 4) && n->uid != 0) {
+			int err = ns_dir_acl(fd, n->uid, mode);
+
+			if (err)
+				kvc_info("%s: no ACL (%s): its owner uid %u reads it through the namespace's group or the pool",
+					 path, strerror(-err), n->uid);
+		}
+		if (repair)
+			ns_dir_repair(fd, path, 2);
+		close(fd);
 	}
 }
 

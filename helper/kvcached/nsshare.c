@@ -269,7 +269,7 @@ static int adopt(struct kvcd *d, uint32_t ns, const struct kvcd_ns *n,
 		 PRIu32 " gid %" PRIu32 " mode %03o", ns,
 		 old.used ? "takes the salt" : "learned", node, n->uid, n->gid,
 		 n->mode);
-	kvcd_ns_dirs(d, ns);
+	kvcd_ns_dirs(d, ns, false);
 	return 0;
 }
 

@@ -545,7 +545,7 @@ static int kvcd_ns_create(struct kvcd *d, struct kvc_peer *p,
 	}
 	kvc_info("namespace %" PRIu32 " created: uid %" PRIu32 " gid %" PRIu32
 		 " mode %03o", c->ns_id, c->uid, c->gid, c->mode);
-	kvcd_ns_dirs(d, c->ns_id);
+	kvcd_ns_dirs(d, c->ns_id, false);
 	/* Not described in g4 yet (a server away): the ticks try again. */
 	kvcd_nsshare_created(d, c->ns_id);
 	return kvc_proto_encode_ns_create_reply(reply, KVC_PROTO_MSG_MAX,
