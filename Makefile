@@ -449,13 +449,16 @@ FUZZ_FLAGS := $(CSTD) $(WARN) -O1 -g $(COMMON_INC) \
 	      -fno-omit-frame-pointer
 FUZZ_HARNESSES := proto blockfile manifest config journal nsdesc
 FUZZ_DEPS_proto := helper/common/proto.c
-FUZZ_DEPS_blockfile := helper/common/blockfile.c
+FUZZ_DEPS_blockfile := helper/common/blockfile.c helper/common/beneath.c
 # manifest.c's writes go through the fault injection points (fault.h).
 FUZZ_DEPS_manifest := helper/common/manifest.c helper/common/blockfile.c \
+		      helper/common/beneath.c \
 		      helper/common/fault.c
 FUZZ_DEPS_config := helper/common/config.c
-FUZZ_DEPS_journal := helper/common/journal.c helper/common/blockfile.c
-FUZZ_DEPS_nsdesc := helper/common/nsdesc.c helper/common/blockfile.c
+FUZZ_DEPS_journal := helper/common/journal.c helper/common/blockfile.c \
+		     helper/common/beneath.c
+FUZZ_DEPS_nsdesc := helper/common/nsdesc.c helper/common/blockfile.c \
+		    helper/common/beneath.c
 
 .PHONY: fuzz-parsers fuzz-parsers-build fuzz-parsers-replay fuzz-corpus
 

@@ -356,10 +356,11 @@ static int walk_one(const char *path, const struct stat *st, int type,
 			if (m != walk->ns_mode || st->st_uid != walk->ns_uid ||
 			    st->st_gid != walk->ns_gid)
 				walk_bad(path, m, "the namespace's owner and read bits");
-		} else if (!strcmp(name, ".gc")) {
+		} else if (!strcmp(name, ".gc") ||
+			   !strcmp(name, ".quarantine")) {
 			if (m != 0700)
 				walk_bad(path, m, "0700");
-		} else if (m != 0755) {	/* aa/bb fan-out, quarantine */
+		} else if (m != 0755) {	/* aa/bb fan-out, .nodes */
 			walk_bad(path, m, "0755");
 		}
 	} else if (!S_ISREG(st->st_mode)) {
@@ -423,7 +424,7 @@ TEST_F_TIMEOUT(kvcd, unit_sandbox_survives_reboot, 180)
 	char *argv[16];
 	uint8_t salt[KVC_PROTO_SALT_SIZE], salt2[KVC_PROTO_SALT_SIZE];
 	struct kvcache_handle h[CHAIN];
-	struct mode_walk w = { .ns_uid = TENANT_UID, .ns_gid = TENANT_GID };
+	struct mode_walk w = { .ns_uid = 0, .ns_gid = TENANT_GID };
 	kvc_key keys[CHAIN];
 	uint64_t mask, amask;
 	struct unit u;
@@ -567,8 +568,10 @@ TEST_F_TIMEOUT(kvcd, unit_sandbox_survives_reboot, 180)
 	EXPECT_EQ(CHAIN, load_ok(self, ns, keys, CHAIN));
 	EXPECT_EQ(0, kvcc_stat1(&self->c, "unknown_namespaces"));
 
-	/* What the reboot found on disk has the modes it must have. */
-	w.ns_mode = 0550;
+	/* What the reboot found on disk has the modes it must have: ns<id>/
+	 * kvcached's, r-x for the group of a 0750 namespace (and for its
+	 * owner, through an ACL). */
+	w.ns_mode = 0750;
 	check_modes(&w, state, 0700);
 	check_modes(&w, g3, 0755);
 	EXPECT_EQ(0, w.bad) TH_LOG("%s", w.first_bad);
@@ -591,7 +594,7 @@ TEST_F_TIMEOUT(kvcd, files_have_their_modes, 120)
 	char g3[PATH_MAX], g4[PATH_MAX], conf[2 * PATH_MAX + 256];
 	char why[512] = "";
 	struct kvcache_handle h[CHAIN];
-	struct mode_walk w = { .ns_uid = 0, .ns_gid = 0, .ns_mode = 0500 };
+	struct mode_walk w = { .ns_uid = 0, .ns_gid = 0, .ns_mode = 0700 };
 	kvc_key keys[CHAIN];
 	mode_t old = umask(022);
 

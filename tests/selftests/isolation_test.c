@@ -1470,6 +1470,29 @@ static int cannot_list(struct tenant *t, void *arg)
 }
 
 /*
+ * The namespace's owner may list its directory, but neither plant an
+ * entry in it nor take it back with chmod: the directory is kvcached's.
+ */
+static int owner_cannot_write(struct tenant *t, void *arg)
+{
+	char path[PATH_MAX];
+	DIR *d = opendir(arg);
+	int fd;
+
+	TCHK(d != NULL);
+	if (d)
+		closedir(d);
+	snprintf(path, sizeof(path), "%s/planted", (const char *)arg);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	if (fd >= 0)
+		close(fd);
+	TCHK(fd < 0 && errno == EACCES);
+	TCHK(symlink("..", path) == -1 && errno == EACCES);
+	TCHK(chmod(arg, 0755) == -1 && errno == EPERM);
+	return 0;
+}
+
+/*
  * A's blocks on g3 and g4: only its readers open them (which is what a
  * region load needs: KVCACHE_IOC_XFER takes a descriptor the caller
  * opened), B can neither open nor list them.
@@ -1504,14 +1527,18 @@ TEST_F_TIMEOUT(kvcd, tier_files_private, 180)
 	ASSERT_EQ(NBLK, wait_stat(&self->c, "g3_spills", NBLK, 30));
 	ASSERT_EQ(NBLK, wait_stat(&self->c, "g4_spills", NBLK, 30));
 
-	/* The namespace's directories: its owner, r-x where 0740 reads. */
+	/* The namespace's directories: kvcached's, with the namespace's
+	 * group, r-x where 0740 reads; the owner lists but cannot write. */
 	for (int i = 0; i < 2; i++) {
 		snprintf(nsdir, sizeof(nsdir), "%s/ns%u", i ? g4 : g3,
 			 ns_a(self));
 		ASSERT_EQ(0, stat(nsdir, &st)) TH_LOG("%s", nsdir);
-		EXPECT_EQ(UID_A, st.st_uid);
+		EXPECT_EQ(0, st.st_uid);
 		EXPECT_EQ(GID_A, st.st_gid);
-		EXPECT_EQ(0550, st.st_mode & 07777) TH_LOG("%s", nsdir);
+		EXPECT_EQ(0750, st.st_mode & 07777) TH_LOG("%s", nsdir);
+		ASSERT_EQ(0, as_user(self, UID_A, GID_A, NOGROUP, false, -1,
+				     owner_cannot_write, nsdir))
+			TH_LOG("A in %s: %s", nsdir, sh->why);
 		ASSERT_EQ(0, as_user(self, UID_B, GID_B, NOGROUP, false, -1,
 				     cannot_list, nsdir))
 			TH_LOG("B lists %s: %s", nsdir, sh->why);

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "log.h"
@@ -52,14 +53,16 @@ static int ensure_ns_dir(struct kvc_tier *t, uint32_t ns, char *d,
 			 size_t len)
 {
 	uint8_t bit = (uint8_t)(1u << (ns & 7));
+	char name[16];
 	int ret;
 
 	tier_ns_dir(t, ns, d, len);
 	/* Made or seen once: not a round trip to the server per spill. */
 	if (t->ns_made[ns / 8] & bit)
 		return 0;
-	if (mkdir(d, 0700) == 0)
-		ret = kvc_bf_fsync_dir(t->dir);
+	snprintf(name, sizeof(name), "ns%u", ns);
+	if (mkdirat(t->root_fd, name, 0700) == 0)
+		ret = fsync(t->root_fd) && errno != EINVAL ? -errno : 0;
 	else
 		ret = errno == EEXIST ? 0 : -errno;
 	if (!ret)
