@@ -100,12 +100,11 @@ static int loaded_ok(SELF *self, const struct kvc_load_result *res,
 /* Block files (not temp files, not quarantined) of namespace ns. */
 static int block_files(const char *dir, uint32_t ns)
 {
-	char p[PATH_MAX], q[PATH_MAX + 16];
+	char p[PATH_MAX];
 
+	/* Quarantined files are in the tier's .quarantine/, not here. */
 	snprintf(p, sizeof(p), "%s/ns%u", dir, ns);
-	snprintf(q, sizeof(q), "%s/quarantine", p);
-	return count_files(p, "") - count_files(p, ".tmp.") -
-	       count_files(q, "");
+	return count_files(p, "") - count_files(p, ".tmp.");
 }
 
 /* The daemon's open descriptors. */

@@ -111,14 +111,12 @@ static int block_files(const char *dir)
 
 	if (!dp)
 		return 0;
-	/* ns<id>/ only: .gc/ and quarantine/ do not count. */
+	/* ns<id>/ only: .gc/ and .quarantine/ do not count. */
 	while ((de = readdir(dp))) {
 		if (strncmp(de->d_name, "ns", 2))
 			continue;
 		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
 		n += count_files(p, "") - count_files(p, ".tmp.");
-		snprintf(p, sizeof(p), "%s/%s/quarantine", dir, de->d_name);
-		n -= count_files(p, "");
 		/* g4: the namespace's description (nsshare.c). */
 		snprintf(p, sizeof(p), "%s/%s/namespace", dir, de->d_name);
 		n -= access(p, F_OK) == 0;
@@ -386,7 +384,7 @@ TEST_F_TIMEOUT(kvcd, sigkill_during_spill, 600)
 /*
  * Truncated and bit-flipped files: a miss, never the bytes. A truncated
  * file is caught by the restart scan; a flipped payload bit by the read;
- * both end up in quarantine/ and are counted.
+ * both end up in the tier's .quarantine/ and are counted.
  */
 TEST_F_TIMEOUT(kvcd, corrupt_files_are_misses, 120)
 {
@@ -435,8 +433,12 @@ TEST_F_TIMEOUT(kvcd, corrupt_files_are_misses, 120)
 	}
 	EXPECT_EQ(1, kvcc_lookup(&self->c, self->ns, KVC_PROTO_TIERS_ALL,
 				 keys[0], 4, le));
+	/* The tier's own .quarantine/, never a directory of the tenant's. */
+	snprintf(q, sizeof(q), "%s/.quarantine", dir);
+	snprintf(path, sizeof(path), "ns%u.", self->ns);
+	EXPECT_EQ(2, count_files(q, path));
 	snprintf(q, sizeof(q), "%s/ns%u/quarantine", dir, self->ns);
-	EXPECT_EQ(2, count_files(q, ""));
+	EXPECT_EQ(-1, access(q, F_OK));
 	rm_rf(dir);
 }
 
