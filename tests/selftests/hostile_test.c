@@ -24,6 +24,14 @@
  * first round at the tenant's first mkdir; the second still needs every
  * path below the tier's root opened without following links.
  *
+ * The paths attacked: the rescan's walk and its quarantine
+ * (fanout_links_to_victim, quarantine_link_out_of_tier,
+ * fifos_and_forgeries), the recovery at start (every legacy round), the
+ * spill (leaf_link_out_of_tier), the promote's read of a corrupt file
+ * (quarantine_link_out_of_tier), GC (gc_through_links), descriptions
+ * (description_links) and node claims (nodes_dir_of_another_user,
+ * heartbeat_hardlink_swap).
+ *
  * The fixture's variants put the tier in g3 (write-through, scanned after
  * each start) or g4 (rescanned every 200 ms). The node claims of g4
  * (.nodes/) are the last tests. Root only: the test acts as the tenant by
@@ -970,6 +978,133 @@ TEST_F_TIMEOUT(kvcd, description_links, 120)
 	wait_scans(&h);
 	EXPECT_TRUE(bait_intact(bait)) TH_LOG("legacy: %s was written", bait);
 	check_all(_metadata, &h, "legacy");
+}
+
+/*
+ * GC: the tenant's fan-out directories swapped for links to a directory
+ * outside the tier that holds files under the names of the tenant's
+ * blocks (an operator's files, root's). When the tier's capacity makes
+ * kvcached collect the tenant's blocks, a collection that follows the
+ * links deletes (g3) or moves into .gc/ (g4) the operator's files. A
+ * recovery that follows them finds them "corrupt" and quarantines them.
+ */
+static int plant_gc_links(struct hctx *h, void *arg)
+{
+	const kvc_key *keys = arg;
+	int made = 0;
+
+	tenant_chmod(h->attdir);
+	for (int i = 0; i < NA; i++) {
+		char aa[PATH_MAX + 8], moved[PATH_MAX + 32];
+		char target[PATH_MAX + 8];
+		struct stat st;
+
+		snprintf(aa, sizeof(aa), "%s/%02x", h->attdir, keys[i][0]);
+		snprintf(target, sizeof(target), "%s/%02x", h->outside,
+			 keys[i][0]);
+		if (!lstat(aa, &st) && S_ISLNK(st.st_mode)) {
+			made++;
+			continue;
+		}
+		snprintf(moved, sizeof(moved), "%s.gc-moved", aa);
+		rename(aa, moved);
+		made += !symlink(target, aa);
+	}
+	return made == NA ? 0 : 1;
+}
+
+/* The operator's files, named as the tenant's blocks, outside the tier. */
+static void operator_files(struct hctx *h, const kvc_key *keys)
+{
+	for (int i = 0; i < NA; i++) {
+		char p[PATH_MAX + 128];
+		int fd;
+
+		snprintf(p, sizeof(p), "%s/%02x", h->outside, keys[i][0]);
+		mkdir(p, 0755);
+		snprintf(p, sizeof(p), "%s/%02x/%02x", h->outside, keys[i][0],
+			 keys[i][1]);
+		mkdir(p, 0755);
+		kvc_bf_path(h->outside, keys[i], p, sizeof(p));
+		fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd >= 0) {
+			if (write(fd, BAIT, sizeof(BAIT) - 1) < 0)
+				fprintf(stderr, "# %s: %s\n", p, strerror(errno));
+			close(fd);
+		}
+	}
+}
+
+static int operator_files_intact(struct hctx *h, const kvc_key *keys)
+{
+	int n = 0;
+
+	for (int i = 0; i < NA; i++) {
+		char p[PATH_MAX + 128];
+
+		kvc_bf_path(h->outside, keys[i], p, sizeof(p));
+		n += bait_intact(p);
+	}
+	return n;
+}
+
+/* Blocks of the fixture's own namespace, past the tier's capacity. */
+static void pressure(struct __test_metadata *_metadata, struct hctx *h,
+		     uint32_t salt)
+{
+	SELF *self = h->self;
+	uint64_t ev = kvcc_stat1(&self->c, tstat(h, "evictions"));
+	kvc_key keys[NV];
+
+	chain_keys(self, salt, NV, keys);
+	EXPECT_EQ(0, store_spilled(h, self->ns, keys, NV, 10));
+	if (wait_stat(&self->c, tstat(h, "evictions"), ev + 1, 15) < ev + 1)
+		TH_LOG("%s collected nothing", h->tier);
+	/* g4: the collection is a job of the worker; its trash a rename. */
+	msleep(300);
+}
+
+TEST_F_TIMEOUT(kvcd, gc_through_links, 120)
+{
+	struct hctx h = { .self = self, .tier = variant->tier,
+			  .shared = variant->shared };
+	char why[512] = "";
+	int planted, n;
+
+	dirs_up(&h);
+	h.att = self->ns + 1;
+	snprintf(h.attdir, sizeof(h.attdir), "%s/ns%u", h.dir, h.att);
+	/* Room for NV files: the pressure (NV more) collects the tenant's. */
+	snprintf(h.conf, sizeof(h.conf),
+		 "[%s]\ndirectory = %s\ncapacity = %u\nwrite = through\n%s"
+		 "[g4]\nscan_interval = 200ms\ngrace = 1s\n", h.tier, h.dir,
+		 NV * (KVC_BF_HEADER_SIZE + PAYLOAD),
+		 h.shared ? "node = " NODE "\n" : "");
+	ASSERT_EQ(0, restart(self, h.conf, why, sizeof(why))) TH_LOG("%s", why);
+	ASSERT_EQ(0, ns_create(self, &self->c, h.att, ATT_UID, ATT_UID, 0700))
+		TH_LOG("%s", self->c.why);
+	chain_keys(self, 2, NA, h.akeys);
+	ASSERT_EQ(0, store_spilled(&h, h.att, h.akeys, NA, 20));
+	operator_files(&h, h.akeys);
+	planted = as_uid(&h, ATT_UID, plant_gc_links, h.akeys);
+	TH_LOG("live: the tenant %s its links", planted ? "could not plant" :
+	       "planted");
+	pressure(_metadata, &h, 60);
+	ASSERT_TRUE(daemon_alive(self));
+	n = operator_files_intact(&h, h.akeys);
+	EXPECT_EQ(NA, n) TH_LOG("live: %d of the %d files in %s left", n, NA,
+				h.outside);
+
+	operator_files(&h, h.akeys);
+	ASSERT_EQ(0, legacy_start(&h, plant_gc_links, h.akeys, &planted));
+	TH_LOG("legacy: the tenant %s its links", planted ? "could not plant" :
+	       "planted");
+	wait_scans(&h);
+	pressure(_metadata, &h, 61);
+	ASSERT_TRUE(daemon_alive(self));
+	n = operator_files_intact(&h, h.akeys);
+	EXPECT_EQ(NA, n) TH_LOG("legacy: %d of the %d files in %s left", n, NA,
+				h.outside);
 }
 
 /* ---- node claims (g4) ------------------------------------------------------ */
