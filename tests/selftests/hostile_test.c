@@ -70,6 +70,12 @@
 #define NA		4		/* the attacker's blocks, per round */
 #define NODE		"hostile"
 
+/* The test plays the tenants by taking their uids: only root can. */
+#define NEED_ROOT() do {						\
+	if (geteuid())							\
+		SKIP(return, "acts as other uids: root only");		\
+} while (0)
+
 FIXTURE_VARIANT(kvcd) {
 	const char *tier;		/* "g3" or "g4" */
 	bool shared;			/* g4 */
@@ -534,6 +540,8 @@ TEST_F_TIMEOUT(kvcd, tenant_cannot_write_its_directory, 60)
 	struct stat st;
 	struct hctx h;
 
+	NEED_ROOT();
+
 	ASSERT_NE(MAP_FAILED, r);
 	hostile_up(_metadata, self, variant, &h);
 	ASSERT_EQ(0, as_uid(&h, ATT_UID, try_own_dir, r));
@@ -586,6 +594,8 @@ TEST_F_TIMEOUT(kvcd, fanout_links_to_victim, 120)
 {
 	struct hctx h;
 	int planted;
+
+	NEED_ROOT();
 
 	hostile_up(_metadata, self, variant, &h);
 	planted = as_uid(&h, ATT_UID, plant_fanout_links, NULL);
@@ -668,6 +678,8 @@ TEST_F_TIMEOUT(kvcd, leaf_link_out_of_tier, 120)
 	struct hctx h;
 	int planted;
 
+	NEED_ROOT();
+
 	hostile_up(_metadata, self, variant, &h);
 	next_keys(&h, keys);
 	planted = as_uid(&h, ATT_UID, plant_leaf_links, keys);
@@ -726,6 +738,8 @@ TEST_F_TIMEOUT(kvcd, quarantine_link_out_of_tier, 120)
 	kvc_key keys[NA];
 	struct hctx h;
 	int planted;
+
+	NEED_ROOT();
 
 	hostile_up(_metadata, self, variant, &h);
 	/* A key the manifest names: recovery and the scan both meet it. */
@@ -864,6 +878,8 @@ TEST_F_TIMEOUT(kvcd, fifos_and_forgeries, 120)
 	struct hctx h;
 	int planted;
 
+	NEED_ROOT();
+
 	hostile_up(_metadata, self, variant, &h);
 	next_keys(&h, keys);
 	planted = as_uid(&h, ATT_UID, plant_fifos, keys);
@@ -949,6 +965,8 @@ TEST_F_TIMEOUT(kvcd, description_links, 120)
 	char bait[PATH_MAX + 8], why[512];
 	struct hctx h;
 	int planted;
+
+	NEED_ROOT();
 
 	if (!variant->shared)
 		SKIP(return, "descriptions are g4's");
@@ -1070,6 +1088,8 @@ TEST_F_TIMEOUT(kvcd, gc_through_links, 120)
 			  .shared = variant->shared };
 	char why[512] = "";
 	int planted, n;
+
+	NEED_ROOT();
 
 	dirs_up(&h);
 	h.att = self->ns + 1;
@@ -1201,6 +1221,8 @@ TEST_F_TIMEOUT(kvcd, nodes_dir_of_another_user, 60)
 	char why[512] = "";
 	int ret;
 
+	NEED_ROOT();
+
 	if (!variant->shared)
 		SKIP(return, "node claims are g4's");
 	dirs_up(&h);
@@ -1274,6 +1296,8 @@ TEST_F_TIMEOUT(kvcd, heartbeat_hardlink_swap, 120)
 	char bait[PATH_MAX + 8], why[512];
 	int held = 0, tries = 0, ret = 0;
 	struct stat bst;
+
+	NEED_ROOT();
 
 	if (!variant->shared)
 		SKIP(return, "node claims are g4's");
