@@ -1311,9 +1311,20 @@ TEST_F_TIMEOUT(kvcd, heartbeat_hardlink_swap, 120)
 		daemon_stop(self);
 		pid = fork();
 		ASSERT_LE(0, pid);
+		/*
+		 * The loop in this very child (not a grandchild), so that
+		 * once it is reaped nothing of the tenant's is left to race
+		 * the teardown's removal of .nodes/.
+		 */
 		if (!pid) {
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			_exit(as_uid(&h, ATT_UID, swap_loop, bait));
+			if (self->c.fd >= 0)
+				close(self->c.fd);
+			if (setgroups(0, NULL) ||
+			    setresgid(ATT_UID, ATT_UID, ATT_UID) ||
+			    setresuid(ATT_UID, ATT_UID, ATT_UID))
+				_exit(255);
+			_exit(swap_loop(&h, bait));
 		}
 		msleep(20);
 		ret = restart(self, h.conf, why, sizeof(why));
