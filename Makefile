@@ -354,7 +354,7 @@ ST_SUPPORT := $(patsubst tests/selftests/%.c,$(ST_OBJ)/%.o, \
 ST_DAEMON := $(BUILD)/helper/kvcached $(BUILD)/engine/kvc-engine
 ST_WITH_LIB := libkvcache_test isolation_test soak_test
 $(foreach t,$(ST_WITH_LIB),$(eval ST_LINK_$(t) := $(BUILD)/lib/libkvcache.a))
-$(foreach t,kvcached_test tiers_test crash_test faults_test engine_test \
+$(foreach t,kvcached_test tiers_test hostile_test crash_test faults_test engine_test \
 	deploy_test $(ST_WITH_LIB),$(eval ST_NEEDS_$(t) := $(ST_DAEMON)))
 
 selftests: $(addprefix $(BUILD)/selftests/,$(SELFTESTS))
