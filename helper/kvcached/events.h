@@ -31,5 +31,7 @@ void kvcd_events_close(struct kvcd *d);
 /* Messages sent, and events lost to a full socket or memory. */
 uint64_t kvcd_events_sent(const struct kvcd *d);
 uint64_t kvcd_events_dropped(const struct kvcd *d);
+/* CURVE subscribers the ZAP handler turned away. */
+uint64_t kvcd_events_denied(const struct kvcd *d);
 
 #endif /* KVCD_EVENTS_H */
