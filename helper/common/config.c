@@ -1173,8 +1173,8 @@ static void format_value(const struct key *key, const struct kvc_config *cfg,
 			const struct kvc_config_ns_range *r = &cfg->events.ns[i];
 
 			if (r->lo == r->hi)
-				snprintf(out + at, len - at, "%s%u", i ? " " : "",
-					 (unsigned int)r->lo);
+				snprintf(out + at, len - at, "%s%u",
+					 i ? " " : "", (unsigned int)r->lo);
 			else
 				snprintf(out + at, len - at, "%s%u-%u",
 					 i ? " " : "", (unsigned int)r->lo,

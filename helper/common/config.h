@@ -160,7 +160,7 @@ struct kvc_config {
 		/* CURVE: Z85 secret key file, Z85 public keys allowed. */
 		char curve_secret_key[KVC_CONFIG_DIR_MAX];
 		char curve_clients[KVC_CONFIG_DIR_MAX];
-		unsigned int hwm;		/* messages queued per subscriber */
+		unsigned int hwm;		/* messages per subscriber */
 	} events;
 };
 

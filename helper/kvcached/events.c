@@ -45,6 +45,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -493,6 +494,17 @@ static int zap_frame(void *s, char *buf, size_t len, bool *more)
 	return n;
 }
 
+/* One frame of a ZAP reply: 0, or -1 (zmq_errno()). */
+static int zap_send(void *s, const void *buf, size_t len, bool more)
+{
+	int ret;
+
+	do
+		ret = zmq_send(s, buf, len, more ? ZMQ_SNDMORE : 0);
+	while (ret < 0 && zmq_errno() == EINTR);
+	return ret < 0 ? -1 : 0;
+}
+
 /*
  * The ZAP handler (RFC 27): a request is version, request id, domain,
  * address, identity, mechanism and, for CURVE, the client's 32-byte
@@ -521,7 +533,10 @@ static void *zap_main(void *arg)
 					return NULL;
 				if (zmq_errno() == EINTR)
 					continue;
-				break;	/* REP starts over with the next one */
+				/* Never seen; not a hot loop should it be. */
+				nanosleep(&(struct timespec){ 0, 10000000 },
+					  NULL);
+				break;
 			}
 			if (n < 7)
 				len[n] = r;
@@ -545,17 +560,16 @@ static void *zap_main(void *arg)
 			}
 		}
 		/* The request id echoed back (up to 63 bytes: libzmq's is 1). */
-		if (zmq_send(ev->zap, "1.0", 3, ZMQ_SNDMORE) < 0 ||
-		    zmq_send(ev->zap, frame[1], n > 1 && len[1] < 64 ?
-			     (size_t)len[1] : 0, ZMQ_SNDMORE) < 0 ||
-		    zmq_send(ev->zap, ok ? "200" : "400", 3, ZMQ_SNDMORE) < 0 ||
-		    zmq_send(ev->zap, ok ? "OK" : "not allowed",
-			     ok ? 2 : 11, ZMQ_SNDMORE) < 0 ||
-		    zmq_send(ev->zap, "", 0, ZMQ_SNDMORE) < 0 ||
-		    zmq_send(ev->zap, "", 0, 0) < 0) {
-			if (zmq_errno() == ETERM)
-				return NULL;
-		}
+		if ((zap_send(ev->zap, "1.0", 3, true) ||
+		     zap_send(ev->zap, frame[1], n > 1 && len[1] < 64 ?
+			      (size_t)len[1] : 0, true) ||
+		     zap_send(ev->zap, ok ? "200" : "400", 3, true) ||
+		     zap_send(ev->zap, ok ? "OK" : "not allowed",
+			      ok ? 2 : 11, true) ||
+		     zap_send(ev->zap, "", 0, true) ||
+		     zap_send(ev->zap, "", 0, false)) &&
+		    zmq_errno() == ETERM)
+			return NULL;
 	}
 }
 
@@ -566,6 +580,7 @@ static void *zap_main(void *arg)
 static int setup_curve(struct kvcd_events *ev, const struct kvc_config *cfg)
 {
 	struct secret sk = { 0 };
+	sigset_t all, old;
 	int one = 1, ret;
 
 	if (!zmq_has("curve")) {
@@ -608,7 +623,12 @@ static int setup_curve(struct kvcd_events *ev, const struct kvc_config *cfg)
 	}
 	/* Refuse, rather than admit, should the handler be gone. */
 	zmq_setsockopt(ev->sock, EVENTS_ZAP_ENFORCE, &one, sizeof(one));
+	/* Signals are the loop's (a SIGTERM must interrupt its wait): the
+	 * handler starts with all of them blocked, as the tier workers. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	ret = -pthread_create(&ev->zap_thread, NULL, zap_main, ev);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (ret) {
 		kvc_err("[events] ZAP thread: %s", strerror(-ret));
 		goto out;
