@@ -392,7 +392,7 @@ static int read_keys(const char *path, bool secret,
 	FILE *f;
 	int fd, ret = 0;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st)) {
 		ret = -errno;
 		kvc_err("[events] %s: %s", path, strerror(-ret));
