@@ -725,10 +725,11 @@ int kvcd_events_open(struct kvcd *d)
 	d->events = ev;
 	if (kvc_index_observe(d->index, observed, d))
 		kvc_warn("[events] no observer slot left in the index");
-	kvc_info("KV events on %s (topic '%s', hwm %u, %s)", ep, ev->topic,
-		 cfg->events.hwm, cfg->events.nr_ns ?
-		 "the namespaces of [events] namespaces" :
-		 "no namespace listed: no block is published");
+	kvc_info("KV events on %s (topic '%s', hwm %u)", ep, ev->topic,
+		 cfg->events.hwm);
+	/* An endpoint set before namespaces existed published everything. */
+	if (!cfg->events.nr_ns)
+		kvc_warn("[events] namespaces lists none: no block is published");
 	return 0;
 fail:
 	teardown(ev);
