@@ -47,6 +47,7 @@ enum vtype {
 	V_BOOL,		/* bool */
 	V_ENUM,		/* int, index into names[] */
 	V_LISTEN,	/* struct kvc_config_listen */
+	V_NSLIST,	/* [events] namespaces: ns[] and nr_ns */
 };
 
 /* Keys, in file and dump order; indices into keys[]. */
@@ -93,6 +94,12 @@ enum {
 	K_G4_GRACE,
 	K_EVENTS_ENDPOINT,
 	K_EVENTS_TOPIC,
+	K_EVENTS_NAMESPACES,
+	K_EVENTS_HWM,
+	K_EVENTS_IPC_MODE,
+	K_EVENTS_IPC_GROUP,
+	K_EVENTS_CURVE_SECRET_KEY,
+	K_EVENTS_CURVE_CLIENTS,
 	NKEYS
 };
 
@@ -178,6 +185,21 @@ static const char *check_endpoint(const char *v)
 	    atol(colon + 1) < 1 || atol(colon + 1) > 65535)
 		return "tcp:// needs ADDRESS:PORT, a port from 1 to 65535";
 	return NULL;
+}
+
+/*
+ * A group for the events' ipc:// socket: a name as useradd allows it, or a
+ * number. Whether it exists is known only where kvcached starts.
+ */
+static const char *check_group(const char *v)
+{
+	size_t i;
+
+	for (i = 0; v[i]; i++) {
+		if (!isalnum((unsigned char)v[i]) && !strchr("._-", v[i]))
+			return "may only hold letters, digits, '.', '_' and '-'";
+	}
+	return v[0] == '-' ? "must not start with '-'" : NULL;
 }
 
 /* Durations are in milliseconds: 1ms to 1m, 100ms to 60m. */
@@ -387,6 +409,37 @@ static const struct key keys[NKEYS] = {
 		.offset = offsetof(struct kvc_config, events.topic),
 		.size = KVC_CONFIG_TOPIC_MAX,
 	},
+	[K_EVENTS_NAMESPACES] = {
+		.section = "events", .name = "namespaces", .type = V_NSLIST,
+		.offset = offsetof(struct kvc_config, events.ns),
+	},
+	/* A message is about 70 KB at most: 32 of them 2.2 MB. */
+	[K_EVENTS_HWM] = {
+		.section = "events", .name = "hwm", .type = V_UINT,
+		.offset = offsetof(struct kvc_config, events.hwm),
+		.min = 1, .max = 1024,
+	},
+	[K_EVENTS_IPC_MODE] = {
+		.section = "events", .name = "ipc_mode", .type = V_OCTAL,
+		.offset = offsetof(struct kvc_config, events.ipc_mode),
+		.min = 0, .max = 0777,
+	},
+	[K_EVENTS_IPC_GROUP] = {
+		.section = "events", .name = "ipc_group", .type = V_STRING,
+		.offset = offsetof(struct kvc_config, events.ipc_group),
+		.size = KVC_CONFIG_GROUP_MAX, .check = check_group,
+	},
+	[K_EVENTS_CURVE_SECRET_KEY] = {
+		.section = "events", .name = "curve_secret_key",
+		.type = V_STRING,
+		.offset = offsetof(struct kvc_config, events.curve_secret_key),
+		.size = KVC_CONFIG_DIR_MAX, .check = check_dir,
+	},
+	[K_EVENTS_CURVE_CLIENTS] = {
+		.section = "events", .name = "curve_clients", .type = V_STRING,
+		.offset = offsetof(struct kvc_config, events.curve_clients),
+		.size = KVC_CONFIG_DIR_MAX, .check = check_dir,
+	},
 };
 
 static const char *const sections[] = {
@@ -436,6 +489,10 @@ void kvc_config_defaults(struct kvc_config *cfg)
 	cfg->g4.io_priority = true;
 	cfg->g4.scan_interval_ms = 10000;
 	cfg->g4.grace_ms = 60000;
+
+	/* Events stay off (no endpoint) and publish no namespace. */
+	cfg->events.hwm = 32;
+	cfg->events.ipc_mode = 0600;
 }
 
 static const char *enum_name(const char *const *names, int v)
@@ -643,6 +700,48 @@ static const char *parse_listen(const char *s, struct kvc_config_listen *out)
 	return NULL;
 }
 
+/*
+ * Namespace ids and ranges, "1 4-7, 9": blanks or commas between them.
+ * Empty: none. Zeroes the entries after the last, so that equal lists
+ * compare equal byte for byte.
+ */
+static const char *parse_nslist(const char *s, struct kvc_config_ns_range *ns,
+				unsigned int *nr)
+{
+	uint64_t lo, hi;
+	const char *end, *why;
+	unsigned int n = 0;
+
+	memset(ns, 0, KVC_CONFIG_EVENTS_NS_MAX * sizeof(*ns));
+	for (;;) {
+		while (*s == ' ' || *s == '\t' || *s == ',')
+			s++;
+		if (!*s)
+			break;
+		why = parse_digits(s, &lo, &end);
+		if (why)
+			return "not a list of namespace ids and ranges (1 4-7)";
+		hi = lo;
+		if (*end == '-') {
+			why = parse_digits(end + 1, &hi, &end);
+			if (why)
+				return "not a list of namespace ids and ranges (1 4-7)";
+		}
+		if (*end && !strchr(" \t,", *end))
+			return "not a list of namespace ids and ranges (1 4-7)";
+		if (lo < 1 || hi > 65535 || lo > hi)
+			return "has a namespace out of range (1 to 65535, low-high)";
+		if (n == KVC_CONFIG_EVENTS_NS_MAX)
+			return "has more than 64 ids and ranges";
+		ns[n].lo = (uint16_t)lo;
+		ns[n].hi = (uint16_t)hi;
+		n++;
+		s = end;
+	}
+	*nr = n;
+	return NULL;
+}
+
 /* ---- the parser --------------------------------------------------------- */
 
 struct parser {
@@ -723,7 +822,7 @@ static int set_value(struct parser *p, struct kvc_config *cfg, int k,
 	uint64_t v = 0;
 	size_t i;
 
-	if (key->type != V_STRING && !value[0])
+	if (key->type != V_STRING && key->type != V_NSLIST && !value[0])
 		return fail(p, p->line, "%s: missing value", key->name);
 
 	switch (key->type) {
@@ -771,6 +870,9 @@ static int set_value(struct parser *p, struct kvc_config *cfg, int k,
 	case V_LISTEN:
 		why = parse_listen(value, (struct kvc_config_listen *)field);
 		break;
+	case V_NSLIST:
+		why = parse_nslist(value, cfg->events.ns, &cfg->events.nr_ns);
+		break;
 	case V_OCTAL:
 		why = parse_octal(value, &v);
 		break;
@@ -784,7 +886,8 @@ static int set_value(struct parser *p, struct kvc_config *cfg, int k,
 	}
 	if (why)
 		return fail(p, p->line, "%s: \"%s\" %s", key->name, value, why);
-	if (key->type == V_BOOL || key->type == V_LISTEN)
+	if (key->type == V_BOOL || key->type == V_LISTEN ||
+	    key->type == V_NSLIST)
 		return 0;
 
 	if (v < key->min || v > key->max) {
@@ -838,6 +941,25 @@ static int check_tier(struct parser *p, const char *tier, const char *dir,
 	return 0;
 }
 
+/*
+ * The feed is read access to every namespace it publishes: over TCP only
+ * to the CURVE clients listed, so TCP without both CURVE files is refused.
+ */
+static int check_events(struct parser *p, const struct kvc_config *c)
+{
+	const char *sk = c->events.curve_secret_key;
+	const char *cl = c->events.curve_clients;
+
+	if (!sk[0] != !cl[0])
+		return fail(p, later(p, K_EVENTS_CURVE_SECRET_KEY,
+				     K_EVENTS_CURVE_CLIENTS),
+			    "[events] curve_secret_key and curve_clients go together");
+	if (!strncmp(c->events.endpoint, "tcp://", 6) && !sk[0])
+		return fail(p, p->key_line[K_EVENTS_ENDPOINT],
+			    "[events] a tcp:// endpoint needs curve_secret_key and curve_clients");
+	return 0;
+}
+
 static int check_combined(struct parser *p, const struct kvc_config *c)
 {
 	int ret;
@@ -864,6 +986,9 @@ static int check_combined(struct parser *p, const struct kvc_config *c)
 	if (c->g3.directory[0] && !strcmp(c->g3.directory, c->g4.directory))
 		return fail(p, later(p, K_G3_DIRECTORY, K_G4_DIRECTORY),
 			    "g3 and g4 use the same directory");
+	ret = check_events(p, c);
+	if (ret)
+		return ret;
 	if (c->daemon.metrics.kind == KVC_CONFIG_LISTEN_UNIX &&
 	    !strcmp(c->daemon.metrics.path, c->daemon.socket))
 		return fail(p, later(p, K_SOCKET, K_METRICS),
@@ -1006,6 +1131,7 @@ static void format_value(const struct key *key, const struct kvc_config *cfg,
 {
 	const void *field = (const char *)cfg + key->offset;
 	const struct kvc_config_listen *l;
+	size_t at;
 
 	switch (key->type) {
 	case V_STRING:
@@ -1038,6 +1164,23 @@ static void format_value(const struct key *key, const struct kvc_config *cfg,
 			snprintf(out, len, "%u", (unsigned int)l->port);
 		else
 			snprintf(out, len, "off");
+		break;
+	case V_NSLIST:
+		/* At most 64 entries of 11 characters: VALUE_MAX holds them. */
+		out[0] = '\0';
+		at = 0;
+		for (unsigned int i = 0; i < cfg->events.nr_ns; i++) {
+			const struct kvc_config_ns_range *r = &cfg->events.ns[i];
+
+			if (r->lo == r->hi)
+				snprintf(out + at, len - at, "%s%u",
+					 i ? " " : "", (unsigned int)r->lo);
+			else
+				snprintf(out + at, len - at, "%s%u-%u",
+					 i ? " " : "", (unsigned int)r->lo,
+					 (unsigned int)r->hi);
+			at += strlen(out + at);
+		}
 		break;
 	}
 }

@@ -30,6 +30,8 @@
 #define KVC_CONFIG_ADDR_MAX		46	/* INET6_ADDRSTRLEN */
 #define KVC_CONFIG_EVENTS_MAX		128	/* a ZeroMQ endpoint */
 #define KVC_CONFIG_TOPIC_MAX		64
+#define KVC_CONFIG_GROUP_MAX		33	/* a group name (32) or a gid */
+#define KVC_CONFIG_EVENTS_NS_MAX	64	/* [events] namespaces: ranges */
 
 /* The largest file kvc_config_load() reads; a config is a few kB. */
 #define KVC_CONFIG_FILE_MAX		(1024 * 1024)
@@ -83,6 +85,11 @@ struct kvc_config_listen {
 	int kind;			/* enum kvc_config_listen_kind */
 	char path[KVC_CONFIG_SOCK_PATH_MAX];	/* KVC_CONFIG_LISTEN_UNIX */
 	uint16_t port;			/* KVC_CONFIG_LISTEN_TCP */
+};
+
+/* Namespaces lo..hi (lo == hi: one), 1..KVCACHE_NS_MAX. */
+struct kvc_config_ns_range {
+	uint16_t lo, hi;
 };
 
 /*
@@ -145,6 +152,15 @@ struct kvc_config {
 	struct {
 		char endpoint[KVC_CONFIG_EVENTS_MAX];	/* "" = no events */
 		char topic[KVC_CONFIG_TOPIC_MAX];
+		/* Published namespaces; none listed: nothing is published. */
+		struct kvc_config_ns_range ns[KVC_CONFIG_EVENTS_NS_MAX];
+		unsigned int nr_ns;
+		unsigned int ipc_mode;		/* ipc:// socket file mode */
+		char ipc_group[KVC_CONFIG_GROUP_MAX];	/* "" = kvcached's */
+		/* CURVE: Z85 secret key file, Z85 public keys allowed. */
+		char curve_secret_key[KVC_CONFIG_DIR_MAX];
+		char curve_clients[KVC_CONFIG_DIR_MAX];
+		unsigned int hwm;		/* messages per subscriber */
 	} events;
 };
 

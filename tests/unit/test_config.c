@@ -63,7 +63,17 @@ static int cfg_equal(const struct kvc_config *a, const struct kvc_config *b)
 	       !strcmp(a->g4.directory, b->g4.directory) &&
 	       a->g4.capacity == b->g4.capacity &&
 	       !strcmp(a->g4.node, b->g4.node) &&
-	       a->g4.scan_interval_ms == b->g4.scan_interval_ms;
+	       a->g4.scan_interval_ms == b->g4.scan_interval_ms &&
+	       !strcmp(a->events.endpoint, b->events.endpoint) &&
+	       !strcmp(a->events.topic, b->events.topic) &&
+	       a->events.nr_ns == b->events.nr_ns &&
+	       !memcmp(a->events.ns, b->events.ns, sizeof(a->events.ns)) &&
+	       a->events.hwm == b->events.hwm &&
+	       a->events.ipc_mode == b->events.ipc_mode &&
+	       !strcmp(a->events.ipc_group, b->events.ipc_group) &&
+	       !strcmp(a->events.curve_secret_key,
+		       b->events.curve_secret_key) &&
+	       !strcmp(a->events.curve_clients, b->events.curve_clients);
 }
 
 /* kvc_config_dump() into a malloc'ed string. */
@@ -275,6 +285,33 @@ static void test_strings_and_listen(void)
 	TAP_CHECK(c.g4.node[0] == '\0');
 }
 
+/* [events]: the namespaces published, and what a tcp:// endpoint needs. */
+static void test_events_keys(void)
+{
+	struct kvc_config c;
+
+	kvc_config_defaults(&c);
+	TAP_EXPECT_EQ(c.events.nr_ns, 0);	/* nothing published */
+	TAP_EXPECT_EQ(c.events.hwm, 32);
+	TAP_EXPECT_EQ(c.events.ipc_mode, 0600);
+	TAP_ASSERT_EQ(parse(&c, "[events]\nnamespaces = 3, 10-12\t65535\n"),
+		      0);
+	TAP_ASSERT_EQ(c.events.nr_ns, 3);
+	TAP_EXPECT_TRUE(c.events.ns[0].lo == 3 && c.events.ns[0].hi == 3);
+	TAP_EXPECT_TRUE(c.events.ns[1].lo == 10 && c.events.ns[1].hi == 12);
+	TAP_EXPECT_TRUE(c.events.ns[2].lo == 65535 &&
+			c.events.ns[2].hi == 65535);
+	TAP_EXPECT_EQ(c.events.ns[3].lo, 0);
+	TAP_ASSERT_EQ(parse(&c, "[events]\nnamespaces =\n"), 0);
+	TAP_EXPECT_EQ(c.events.nr_ns, 0);
+	/* ipc:// without CURVE; tcp:// with both files. */
+	TAP_EXPECT_EQ(parse(&c, "[events]\nendpoint = ipc:///run/e.sock\n"
+			    "ipc_group = kvcache-routers\n"), 0);
+	TAP_EXPECT_EQ(parse(&c, "[events]\nendpoint = tcp://0.0.0.0:5557\n"
+			    "curve_secret_key = /k\ncurve_clients = /c\n"),
+		      0);
+}
+
 /*
  * Every error: the text, and the message it must produce. The messages
  * are checked whole, so the file name and line number are checked too.
@@ -348,6 +385,24 @@ static const struct {
 	  "test.conf:2: endpoint: \"tcp://:5557\" tcp:// needs ADDRESS:PORT, a port from 1 to 65535" },
 	{ "[events]\nendpoint = ipc://run/e.sock\n",
 	  "test.conf:2: endpoint: \"ipc://run/e.sock\" ipc:// needs an absolute path" },
+	{ "[events]\nnamespaces = 0\n",
+	  "test.conf:2: namespaces: \"0\" has a namespace out of range (1 to 65535, low-high)" },
+	{ "[events]\nnamespaces = 7-3\n",
+	  "test.conf:2: namespaces: \"7-3\" has a namespace out of range (1 to 65535, low-high)" },
+	{ "[events]\nnamespaces = 65536\n",
+	  "test.conf:2: namespaces: \"65536\" has a namespace out of range (1 to 65535, low-high)" },
+	{ "[events]\nnamespaces = 1;2\n",
+	  "test.conf:2: namespaces: \"1;2\" not a list of namespace ids and ranges (1 4-7)" },
+	{ "[events]\nnamespaces = all\n",
+	  "test.conf:2: namespaces: \"all\" not a list of namespace ids and ranges (1 4-7)" },
+	{ "[events]\nhwm = 0\n",
+	  "test.conf:2: hwm: \"0\" out of range (1 to 1K)" },
+	{ "[events]\nipc_group = a/b\n",
+	  "test.conf:2: ipc_group: \"a/b\" may only hold letters, digits, '.', '_' and '-'" },
+	{ "[events]\nendpoint = tcp://0.0.0.0:5557\n",
+	  "test.conf:2: [events] a tcp:// endpoint needs curve_secret_key and curve_clients" },
+	{ "[events]\ncurve_secret_key = /k\n",
+	  "test.conf:2: [events] curve_secret_key and curve_clients go together" },
 	{ "[g3]\ndirectory = var/g3\n",
 	  "test.conf:2: directory: \"var/g3\" must be empty or an absolute path" },
 	{ "[g4]\nnode = ..\n",
@@ -487,7 +542,16 @@ static const char all_keys[] =
 	"directory = /mnt/shared/kvcache\n"
 	"capacity = 2T\n"
 	"node = node-1\n"
-	"scan_interval = 2m\n";
+	"scan_interval = 2m\n"
+	"[events]\n"
+	"endpoint = tcp://10.0.0.1:5557\n"
+	"topic = node-1\n"
+	"namespaces = 1,4-7 65535\n"
+	"hwm = 8\n"
+	"ipc_mode = 0660\n"
+	"ipc_group = routers\n"
+	"curve_secret_key = /etc/kvcache/events.key\n"
+	"curve_clients = /etc/kvcache/routers\n";
 
 static void test_dump_round_trip(void)
 {
@@ -514,6 +578,7 @@ static void test_dump_round_trip(void)
 	TAP_CHECK(strstr(t1, "\nsocket_mode = 0600\n") != NULL);
 	TAP_CHECK(strstr(t1, "\nmetrics = 9100\n") != NULL);
 	TAP_CHECK(strstr(t1, "\nmlock = no\n") != NULL);
+	TAP_CHECK(strstr(t1, "\nnamespaces = 1 4-7 65535\n") != NULL);
 	memset(&b, 0, sizeof(b));
 	TAP_CHECK(kvc_config_parse(&b, t1, strlen(t1), "dump", err,
 				   sizeof(err)) == 0);
@@ -713,6 +778,7 @@ int main(void)
 	TAP_RUN(test_booleans);
 	TAP_RUN(test_enums);
 	TAP_RUN(test_strings_and_listen);
+	TAP_RUN(test_events_keys);
 	TAP_RUN(test_errors);
 	TAP_RUN(test_error_edge_cases);
 	TAP_RUN(test_dump_round_trip);

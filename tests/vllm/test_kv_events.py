@@ -5,7 +5,9 @@ KVEventBatch (vllm.distributed.kv_events). Every block stored is a
 BlockStored in "CPU" (the pool) and, written through, in "STORAGE" (g3,
 locality LOCAL), with its key as the hash and its parent's key as the
 parent; a flush of the pool is a BlockRemoved in "CPU" for each, the g3
-copies stay; the sequence numbers count up by one. Off by default."""
+copies stay; the sequence numbers count up by one. Off by default; only
+the namespaces [events] namespaces lists are published; tcp:// takes only
+the CURVE keys of curve_clients."""
 
 from __future__ import annotations
 
@@ -81,13 +83,15 @@ def of(events: list[Any], cls: type, medium: str) -> list[Any]:
 
 @pytest.fixture
 def published() -> Any:
-    port = free_port()
-    endpoint = f"tcp://127.0.0.1:{port}"
+    # Namespace 1 (the first new_ns()) is published, 2 is not.
+    d = Daemon(g3=True)
+    endpoint = f"ipc://{d.dir / 'events.sock'}"
+    with open(d.conf, "a") as f:
+        f.write(f"[events]\nendpoint = {endpoint}\ntopic = node-a\n"
+                "namespaces = 1\n")
     # The router is there first: a SUB connects (and reconnects) to an
     # endpoint before its PUB binds.
     r = Router(endpoint)
-    d = Daemon(g3=True, extra_conf="[events]\n"
-               f"endpoint = {endpoint}\ntopic = node-a\n")
     try:
         d.start()
         yield d, r
@@ -137,6 +141,70 @@ def test_stored_and_removed_in_vllm_format(published) -> None:
     assert stats["events_dropped"] == 0
 
 
+def test_unlisted_namespace_not_published(published) -> None:
+    d, r = published
+    listed, unlisted = d.new_ns(), d.new_ns()
+    time.sleep(0.5)         # the subscription reaches the PUB socket
+    with kvcache.Client(socket=d.sock) as c:
+        hidden = c.namespace(unlisted, **IDENTITY, block_bytes=4096)
+        shown = c.namespace(listed, **IDENTITY, block_bytes=4096)
+        hkeys = hidden.keys(list(range(1, 16 * 3 + 1)))
+        skeys = shown.keys(list(range(1, 16 * 3 + 1)))
+        assert hidden.store(hkeys, [b"h" * 4096] * 3) == 3
+        assert shown.store(skeys, [b"s" * 4096] * 3) == 3
+        r.drain(lambda ev: len(of(ev, BlockStored, "CPU")) >= 3)
+        time.sleep(0.3)
+        r.drain(lambda ev: True)
+    seen = {h for e in r.events if isinstance(e, BlockStored)
+            for h in e.block_hashes}
+    assert set(skeys) <= seen
+    assert not set(hkeys) & seen
+
+
+def test_tcp_admits_listed_curve_keys_only(tmp_path) -> None:
+    if not zmq.has("curve"):
+        pytest.skip("pyzmq without CURVE")
+    spub, ssec = zmq.curve_keypair()
+    apub, asec = zmq.curve_keypair()
+    bpub, bsec = zmq.curve_keypair()
+    (tmp_path / "server.key").write_bytes(ssec + b"\n")
+    (tmp_path / "server.key").chmod(0o600)
+    (tmp_path / "clients").write_bytes(b"# router a\n" + apub + b"\n")
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    routers = []
+    for pub, sec in ((apub, asec), (bpub, bsec)):
+        r = Router.__new__(Router)
+        r.ctx = zmq.Context()
+        r.sub = r.ctx.socket(zmq.SUB)
+        r.sub.curve_serverkey = spub
+        r.sub.curve_publickey, r.sub.curve_secretkey = pub, sec
+        r.sub.setsockopt(zmq.SUBSCRIBE, b"")
+        r.sub.connect(endpoint)
+        r.decoder = msgspec.msgpack.Decoder(type=KVEventBatch)
+        r.seqs, r.topics, r.events = [], set(), []
+        routers.append(r)
+    d = Daemon(extra_conf="[events]\n"
+               f"endpoint = {endpoint}\nnamespaces = 1\n"
+               f"curve_secret_key = {tmp_path / 'server.key'}\n"
+               f"curve_clients = {tmp_path / 'clients'}\n")
+    try:
+        d.start()
+        ns_id = d.new_ns()
+        time.sleep(0.5)
+        with kvcache.Client(socket=d.sock) as c:
+            ns = c.namespace(ns_id, **IDENTITY, block_bytes=4096)
+            keys = ns.keys(list(range(1, 16 * 2 + 1)))
+            assert ns.store(keys, [b"k" * 4096] * 2) == 2
+        a, b = routers
+        a.drain(lambda ev: len(of(ev, BlockStored, "CPU")) >= 2)
+        assert not b.sub.poll(500)
+        assert "not in curve_clients" in d.log()
+    finally:
+        d.cleanup()
+        for r in routers:
+            r.close()
+
+
 def test_off_by_default() -> None:
     d = Daemon()
     try:
@@ -148,7 +216,9 @@ def test_off_by_default() -> None:
 
 
 @pytest.mark.parametrize("endpoint", ["udp://1.2.3.4:5", "tcp://127.0.0.1",
-                                      "tcp://127.0.0.1:0", "ipc://rel"])
+                                      "tcp://127.0.0.1:0", "ipc://rel",
+                                      # no CURVE: anyone could subscribe
+                                      "tcp://127.0.0.1:5557"])
 def test_bad_endpoint_refused(endpoint: str) -> None:
     d = Daemon(extra_conf=f"[events]\nendpoint = {endpoint}\n")
     try:
