@@ -464,9 +464,9 @@ static bool kvcd_touch_budget(struct kvcd *d, const struct kvc_peer *p,
 	return true;
 }
 
-static int kvcd_cmp_u32(const void *a, const void *b)
+static int kvcd_cmp_u64(const void *a, const void *b)
 {
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
 	return (x > y) - (x < y);
 }
@@ -495,6 +495,8 @@ static int kvcd_touch(struct kvcd *d, struct kvc_peer *p,
 		      const struct kvc_msg *m)
 {
 	static uint32_t ids[KVC_PROTO_MAX_BATCH];
+	static uint64_t order[KVC_PROTO_MAX_BATCH];
+	static bool first[KVC_PROTO_MAX_BATCH];
 	const struct kvc_touch *t = &m->touch;
 	uint32_t keys, hits, lookups, cost, n = 0;
 	struct kvcache_handle h;
@@ -528,12 +530,22 @@ static int kvcd_touch(struct kvcd *d, struct kvc_peer *p,
 		    e->loc[KVC_TIER_POOL].pool.gen != h.gen ||
 		    !kvcd_may(d, p, e->ns, 4))
 			continue;
+		order[n] = (uint64_t)id << 32 | n;
 		ids[n++] = id;
 	}
-	/* Each block once, however many times the message names it. */
-	qsort(ids, n, sizeof(ids[0]), kvcd_cmp_u32);
+	/*
+	 * Each block once, however many times the message names it, at its
+	 * first mention: sorted by (id, position), the first of each id
+	 * run is kept, and the accesses go in the message's order (the
+	 * policy's recency follows the client's). O(n log n), whatever ids
+	 * the peer picks.
+	 */
+	qsort(order, n, sizeof(order[0]), kvcd_cmp_u64);
+	for (uint32_t i = 0; i < n; i++)
+		first[(uint32_t)order[i]] = !i ||
+			(order[i] >> 32) != (order[i - 1] >> 32);
 	for (uint32_t i = 0; i < n; i++) {
-		if (i && ids[i] == ids[i - 1])
+		if (!first[i])
 			continue;
 		kvc_policy_on_access(d->policy, ids[i]);
 		d->fast_hits++;

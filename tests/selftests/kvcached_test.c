@@ -530,9 +530,13 @@ TEST_F_TIMEOUT(kvcd, fast_map_hands_out_a_read_only_index, 60)
 	EXPECT_EQ(fast, kvcc_stat1(c, "fast_hits"));
 }
 
-/* TOUCH n copies of h, reporting these lookups: sent, never answered. */
-static int send_touch(struct kvcc *c, struct kvcache_handle h, uint32_t n,
-		      uint32_t lookups, uint32_t keys)
+/*
+ * TOUCH n handles, h[0..nh-1] over and over, reporting these lookups:
+ * sent, never answered.
+ */
+static int send_touches(struct kvcc *c, const struct kvcache_handle *h,
+			uint32_t nh, uint32_t n, uint32_t lookups,
+			uint32_t keys)
 {
 	static struct kvcache_handle hs[KVC_PROTO_MAX_BATCH];
 	const struct kvc_touch t = {
@@ -542,9 +546,15 @@ static int send_touch(struct kvcc *c, struct kvcache_handle h, uint32_t n,
 	int len;
 
 	for (uint32_t i = 0; i < n; i++)
-		hs[i] = h;
+		hs[i] = h[i % nh];
 	len = kvc_proto_encode_touch(KVCC_TX(c), &t, hs);
 	return len < 0 ? len : kvcc_send_raw(c, c->tx, (size_t)len);
+}
+
+static int send_touch(struct kvcc *c, struct kvcache_handle h, uint32_t n,
+		      uint32_t lookups, uint32_t keys)
+{
+	return send_touches(c, &h, 1, n, lookups, keys);
 }
 
 /*
@@ -557,12 +567,12 @@ static int send_touch(struct kvcc *c, struct kvcache_handle h, uint32_t n,
 TEST_F_TIMEOUT(kvcd, touch_counts_each_block_once_per_message, 60)
 {
 	struct kvcc *c = &self->c;
-	struct kvcache_handle h[1];
-	kvc_key a[1];
+	struct kvcache_handle h[2];
+	kvc_key a[2];
 	uint64_t fast, touches, lookups, keys, hits, cl, ck, ch;
 
-	chain_keys(self, 41, 1, a);
-	ASSERT_EQ(0, store_chain(self, self->ns, a, 1, false, h))
+	chain_keys(self, 41, 2, a);
+	ASSERT_EQ(0, store_chain(self, self->ns, a, 2, false, h))
 		TH_LOG("%s", c->why);
 	fast = kvcc_stat1(c, "fast_hits");
 	touches = kvcc_stat1(c, "touches");
@@ -592,6 +602,9 @@ TEST_F_TIMEOUT(kvcd, touch_counts_each_block_once_per_message, 60)
 	EXPECT_EQ(fast + 2, kvcc_stat1(c, "fast_hits"));
 	EXPECT_EQ(ck + KVC_PROTO_MAX_BATCH,
 		  kvcc_stat1(c, "client_lookup_keys"));
+	/* Two blocks, interleaved 512 times each: two hits. */
+	ASSERT_EQ(0, send_touches(c, h, 2, KVC_PROTO_MAX_BATCH, 0, 0));
+	EXPECT_EQ(fast + 4, kvcc_stat1(c, "fast_hits"));
 }
 
 /*
