@@ -485,7 +485,13 @@ int kvc_ioctl_batch(struct kvc_file *kf, void __user *uarg, unsigned int nr)
 	return ret ? ret : out;
 }
 
-/* KVCACHE_IOC_QUERY */
+/*
+ * KVCACHE_IOC_QUERY. Without flags it walks from start to the next sealed
+ * blocks, as far as the pool goes: a caller who asks about one index
+ * (kvcached checking a client's handle) would pay for, and could time,
+ * the distance to the next sealed block of any namespace. With
+ * KVCACHE_QUERY_EXACT it looks at count indexes from start and no others.
+ */
 int kvc_ioctl_query(struct kvc_file *kf, void __user *uarg)
 {
 	struct kvc_dev *dev = kf->dev;
@@ -493,25 +499,31 @@ int kvc_ioctl_query(struct kvc_file *kf, void __user *uarg)
 	struct kvcache_query arg;
 	struct kvc_pool *pool;
 	bool all = kvc_is_privileged(kf);
-	u32 i, n = 0;
+	bool exact;
+	u32 i, end, n = 0;
 	int ret;
 
 	ret = kvc_copy_in(&arg, sizeof(arg), KVCACHE_QUERY_SIZE_VER1, uarg);
 	if (ret)
 		return ret;
-	if (arg.next || kvc_check_unused(arg.flags, 0, arg.reserved,
-					 sizeof(arg.reserved)))
+	if (arg.next || kvc_check_unused(arg.flags, KVCACHE_QUERY_EXACT,
+					 arg.reserved, sizeof(arg.reserved)))
 		return -EINVAL;
 	if (!arg.count || arg.count > KVCACHE_MAX_BATCH ||
 	    arg.ns_id > KVCACHE_NS_MAX)
 		return -EINVAL;
+	exact = arg.flags & KVCACHE_QUERY_EXACT;
 	out = kvcalloc(arg.count, sizeof(*out), GFP_KERNEL);
 	if (!out)
 		return -ENOMEM;
 
 	percpu_down_read(&dev->pool_sem);
 	pool = dev->pool;
-	for (i = arg.start; i < pool->nr_blocks && n < arg.count; i++) {
+	end = pool->nr_blocks;
+	/* start + count fits a u64; the pool's size fits a u32. */
+	if (exact && (u64)arg.start + arg.count < end)
+		end = arg.start + arg.count;
+	for (i = arg.start; i < end && n < arg.count; i++) {
 		if (!(i & 1023))
 			cond_resched();
 		if (!kvc_block_info(pool, i, &out[n]))

@@ -61,6 +61,7 @@ enum {
 	K_STATE_DIR,
 	K_ALLOW_MISSING_STATE,
 	K_LOAD_TIMEOUT,
+	K_TOUCH_RATE,
 	K_MEMFD_SIZE,
 	K_BLOCK_SIZE,
 	K_HUGETLB,
@@ -247,6 +248,11 @@ static const struct key keys[NKEYS] = {
 		.section = "daemon", .name = "load_timeout", .type = V_DURATION,
 		.offset = offsetof(struct kvc_config, daemon.load_timeout_ms),
 		.min = 10, .max = 600000,
+	},
+	[K_TOUCH_RATE] = {
+		.section = "daemon", .name = "touch_rate", .type = V_UINT,
+		.offset = offsetof(struct kvc_config, daemon.touch_rate),
+		.min = 0, .max = 1u << 30,
 	},
 	[K_MEMFD_SIZE] = {
 		.section = "pool", .name = "memfd_size", .type = V_SIZE,
@@ -460,6 +466,7 @@ void kvc_config_defaults(struct kvc_config *cfg)
 	strcpy(cfg->daemon.state_dir, DEF_STATE_DIR);
 	cfg->daemon.allow_missing_state = false;
 	cfg->daemon.load_timeout_ms = 2000;
+	cfg->daemon.touch_rate = KVC_CONFIG_TOUCH_RATE;
 
 	cfg->pool.memfd_size = 256ULL << 20;
 	cfg->pool.block_size = 2ULL << 20;

@@ -32,6 +32,11 @@
 #define KVC_CONFIG_TOPIC_MAX		64
 #define KVC_CONFIG_GROUP_MAX		33	/* a group name (32) or a gid */
 #define KVC_CONFIG_EVENTS_NS_MAX	64	/* [events] namespaces: ranges */
+/*
+ * [daemon] touch_rate's default: blocks a second one connection may
+ * report in TOUCH (256 Ki: 512 GiB/s of 2 MiB blocks, 16 GiB/s of 64 KiB).
+ */
+#define KVC_CONFIG_TOUCH_RATE		262144
 
 /* The largest file kvc_config_load() reads; a config is a few kB. */
 #define KVC_CONFIG_FILE_MAX		(1024 * 1024)
@@ -109,6 +114,8 @@ struct kvc_config {
 		/* Start although g3 holds blocks and the state is gone. */
 		bool allow_missing_state;
 		uint64_t load_timeout_ms;	/* a LOAD waits for g3/g4 so long */
+		/* Blocks a connection may TOUCH a second; 0: no limit. */
+		unsigned int touch_rate;
 	} daemon;
 	struct {
 		uint64_t memfd_size;		/* memfd mode only */

@@ -33,6 +33,7 @@ static const struct {
 	{ KVCACHE_FEAT_P2P, "p2p" },
 	{ KVCACHE_FEAT_VIEW, "view" },
 	{ KVCACHE_FEAT_DISCARD, "discard" },
+	{ KVCACHE_FEAT_QUERY_EXACT, "query_exact" },
 };
 
 size_t kvc_feature_names(uint64_t features, char *out, size_t len)

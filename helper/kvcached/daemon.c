@@ -39,6 +39,9 @@ static int kvcd_connected(void *ctx, struct kvc_peer *p)
 
 	d->clients[p->id].hello = false;
 	d->clients[p->id].version = 0;
+	/* No TOUCH yet: its first finds a full budget (kvcd_touch()). */
+	d->clients[p->id].touch_tokens = 0;
+	d->clients[p->id].touch_at = 0;
 	kvc_debug("client %" PRIu32 " connected: pid %d uid %u gid %u", p->id,
 		  (int)p->pid, (unsigned int)p->uid, (unsigned int)p->gid);
 	kvc_metric_add(d->dm.connections, 1);
@@ -388,6 +391,7 @@ unsigned int kvcd_reconfigure(struct kvcd *d, const struct kvc_config *cfg,
 	 */
 	next.daemon.log_level = cfg->daemon.log_level;
 	next.daemon.load_timeout_ms = cfg->daemon.load_timeout_ms;
+	next.daemon.touch_rate = cfg->daemon.touch_rate;
 	next.pool.low_watermark = cfg->pool.low_watermark;
 	next.pool.high_watermark = cfg->pool.high_watermark;
 	next.pool.prefetch = cfg->pool.prefetch;

@@ -41,6 +41,13 @@ struct kvcd_ns {
 struct kvcd_client {
 	bool hello;
 	uint16_t version;	/* negotiated by HELLO: replies carry it */
+	/*
+	 * TOUCH's budget ([daemon] touch_rate): blocks it may still report,
+	 * refilled at touch_rate a second up to one second's worth, as of
+	 * touch_at (kvc_now_ns(); 0: none yet, the budget is full).
+	 */
+	double touch_tokens;
+	uint64_t touch_at;
 };
 
 /* A LOAD result still coming up from g3/g4 (kvcd_tiers_want()). */
@@ -116,6 +123,14 @@ struct kvcd {
 	uint64_t lookups, lookup_keys, hit_keys, stores, evictions, errors;
 	/* Blocks clients loaded through the fast index; TOUCH messages. */
 	uint64_t fast_hits, touches;
+	/* TOUCHes dropped over their connection's touch_rate. */
+	uint64_t touches_dropped;
+	/*
+	 * What clients report in TOUCH of the lookups they answered from
+	 * the fast index, clamped (kvcd_touch()): their word, kept apart
+	 * from lookups, lookup_keys and hit_keys, which the daemon counted.
+	 */
+	uint64_t client_lookups, client_lookup_keys, client_hit_keys;
 };
 
 /* orphan_seen[]: a STORE refused the block (kvcd_drop_refused()). */

@@ -745,5 +745,20 @@ int kvc_metrics_register_daemon(struct kvc_metrics *reg,
 			     "kvcache_namespace_conflicts",
 			     "Namespaces that g4 describes with another owner, mode or salt than this node has: not shared.",
 			     NULL, 0, &dm->ns_conflicts);
+	if (!ret)
+		ret = single(reg, KVC_METRIC_COUNTER,
+			     "kvcache_touches_dropped_total",
+			     "TOUCH messages dropped for going over their connection's touch_rate.",
+			     NULL, 0, &dm->touches_dropped);
+	if (!ret)
+		ret = single(reg, KVC_METRIC_COUNTER,
+			     "kvcache_client_lookup_keys_total",
+			     "Keys clients report (TOUCH) their own fast-index lookups found in the pool; their word, not in kvcache_hits_total.",
+			     NULL, 0, &dm->client_lookup_keys);
+	if (!ret)
+		ret = single(reg, KVC_METRIC_COUNTER,
+			     "kvcache_client_hit_keys_total",
+			     "Of those keys, the hits clients report (TOUCH).",
+			     NULL, 0, &dm->client_hit_keys);
 	return ret;
 }

@@ -132,6 +132,10 @@ struct kvc_daemon_metrics {
 	/* Namespaces g4 describes otherwise than this node has them. */
 	struct kvc_metric *ns_conflicts;	/* gauge */
 	struct kvc_metric *ns_learned;		/* counter */
+	/* TOUCH: dropped over touch_rate; the lookups clients reported. */
+	struct kvc_metric *touches_dropped;	/* counter */
+	struct kvc_metric *client_lookup_keys;	/* counter */
+	struct kvc_metric *client_hit_keys;	/* counter */
 };
 
 /*

@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
@@ -436,46 +437,124 @@ static int kvcd_fast_ns(struct kvcd *d, struct kvc_peer *p,
 }
 
 /*
+ * TOUCH's budget: may peer p report @cost more blocks now? Tokens refill
+ * at [daemon] touch_rate a second, up to one second's worth (at least one
+ * full TOUCH, so that a slow rate still lets whole messages through).
+ */
+static bool kvcd_touch_budget(struct kvcd *d, const struct kvc_peer *p,
+			      uint32_t cost)
+{
+	struct kvcd_client *c = &d->clients[p->id];
+	double rate = d->cfg.daemon.touch_rate;
+	double cap = rate > KVC_PROTO_MAX_BATCH ? rate : KVC_PROTO_MAX_BATCH;
+	uint64_t now = kvc_now_ns();
+
+	if (!d->cfg.daemon.touch_rate)
+		return true;
+	if (!c->touch_at)
+		c->touch_tokens = cap;
+	else
+		c->touch_tokens += (double)(now - c->touch_at) * 1e-9 * rate;
+	if (c->touch_tokens > cap)
+		c->touch_tokens = cap;
+	c->touch_at = now;
+	if (c->touch_tokens < cost)
+		return false;
+	c->touch_tokens -= cost;
+	return true;
+}
+
+static int kvcd_cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/*
  * TOUCH: blocks a client found through the fast index (loaded, or found
  * by a lookup it answered itself), and the counts of those lookups. The
  * blocks count as accesses for the policy, as in a LOAD or LOOKUP. Never
  * answered (a reply would cost the round trip the fast path saves); a
  * block evicted or moved since, or of a namespace the peer may not read,
  * is skipped.
+ *
+ * Any peer may send it, as fast as it likes, with handles of its choice,
+ * so each handle costs O(1) and the same whatever the pool holds: the
+ * index's by_block[] and the entry's generation say whether it is a pool
+ * copy, never a pool query (which walked from the index to the next
+ * sealed block: a stall for everyone, and a clock telling where other
+ * tenants' blocks lie). A block counts once per message however often it
+ * is named, and a connection's TOUCHes are held to [daemon] touch_rate
+ * blocks a second (those over it are dropped whole, as a full socket
+ * would drop them). The lookup counts are the client's word: clamped
+ * (a TOUCH reports no more keys than a TOUCH carries handles) and kept
+ * in client_* counters, apart from the daemon's own.
  */
 static int kvcd_touch(struct kvcd *d, struct kvc_peer *p,
 		      const struct kvc_msg *m)
 {
-	struct kvcache_block_info bi;
+	static uint32_t ids[KVC_PROTO_MAX_BATCH];
+	static uint64_t order[KVC_PROTO_MAX_BATCH];
+	static bool first[KVC_PROTO_MAX_BATCH];
+	const struct kvc_touch *t = &m->touch;
+	uint32_t keys, hits, lookups, cost, n = 0;
 	struct kvcache_handle h;
+
+	keys = t->lookup_keys < KVC_PROTO_MAX_BATCH ? t->lookup_keys :
+	       KVC_PROTO_MAX_BATCH;
+	/* The decoder checked hit_keys and lookups <= lookup_keys. */
+	hits = t->hit_keys < keys ? t->hit_keys : keys;
+	lookups = t->lookups < keys ? t->lookups : keys;
+	cost = t->count > keys ? t->count : keys;
+	if (!kvcd_touch_budget(d, p, cost ? cost : 1)) {
+		d->touches_dropped++;
+		kvc_metric_add(d->dm.touches_dropped, 1);
+		return 0;
+	}
 
 	/*
 	 * Kernel mode's tenants share the daemon: a peer moves the policy
-	 * only for blocks it may read, as a LOAD of them would (below).
+	 * only for blocks it may read, as a LOAD of them would.
 	 */
-
-	for (uint32_t i = 0; i < m->touch.count; i++) {
+	for (uint32_t i = 0; i < t->count; i++) {
 		const struct kvc_entry *e;
 		uint32_t id;
 
-		kvc_proto_touch_handle(&m->touch, i, &h);
-		if (h.index >= d->nr_blocks || kvc_pool_block(d->pool, h, &bi))
+		kvc_proto_touch_handle(t, i, &h);
+		if (h.index >= d->nr_blocks)
 			continue;
 		id = d->by_block[h.index];
 		e = id == KVC_ID_NONE ? NULL : kvc_index_entry(d->index, id);
-		if (!e || e->loc[KVC_TIER_POOL].pool.gen != h.gen ||
-		    !(e->tiers & (1u << KVC_TIER_POOL)) ||
+		if (!e || !(e->tiers & (1u << KVC_TIER_POOL)) ||
+		    e->loc[KVC_TIER_POOL].pool.gen != h.gen ||
 		    !kvcd_may(d, p, e->ns, 4))
 			continue;
-		kvc_policy_on_access(d->policy, id);
+		order[n] = (uint64_t)id << 32 | n;
+		ids[n++] = id;
+	}
+	/*
+	 * Each block once, however many times the message names it, at its
+	 * first mention: sorted by (id, position), the first of each id
+	 * run is kept, and the accesses go in the message's order (the
+	 * policy's recency follows the client's). O(n log n), whatever ids
+	 * the peer picks.
+	 */
+	qsort(order, n, sizeof(order[0]), kvcd_cmp_u64);
+	for (uint32_t i = 0; i < n; i++)
+		first[(uint32_t)order[i]] = !i ||
+			(order[i] >> 32) != (order[i - 1] >> 32);
+	for (uint32_t i = 0; i < n; i++) {
+		if (!first[i])
+			continue;
+		kvc_policy_on_access(d->policy, ids[i]);
 		d->fast_hits++;
 	}
-	d->lookups += m->touch.lookups;
-	d->lookup_keys += m->touch.lookup_keys;
-	d->hit_keys += m->touch.hit_keys;
-	kvc_metric_add(d->dm.hits[KVC_TIER_POOL], m->touch.hit_keys);
-	kvc_metric_add(d->dm.misses[KVC_TIER_POOL],
-		       m->touch.lookup_keys - m->touch.hit_keys);
+	d->client_lookups += lookups;
+	d->client_lookup_keys += keys;
+	d->client_hit_keys += hits;
+	kvc_metric_add(d->dm.client_lookup_keys, keys);
+	kvc_metric_add(d->dm.client_hit_keys, hits);
 	d->touches++;
 	return 0;
 }
@@ -842,8 +921,12 @@ static int kvcd_stats(struct kvcd *d, const struct kvc_msg *m, uint8_t *reply)
 		{ "events_dropped", 0, kvcd_events_dropped(d) },
 		{ "fast_hits", 0, d->fast_hits },
 		{ "touches", 0, d->touches },
+		{ "touches_dropped", 0, d->touches_dropped },
+		{ "client_lookups", 0, d->client_lookups },
+		{ "client_lookup_keys", 0, d->client_lookup_keys },
+		{ "client_hit_keys", 0, d->client_hit_keys },
 	};
-	size_t n = 23;
+	size_t n = 27;
 
 	kvc_pool_nr_free(d->pool, &free_blocks);
 	st[9].value = free_blocks;

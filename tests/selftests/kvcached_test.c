@@ -478,7 +478,7 @@ TEST_F_TIMEOUT(kvcd, fast_map_hands_out_a_read_only_index, 60)
 			       .hit_keys = 2 };
 	struct kvcc *c = &self->c;
 	bool memfd = self->mode == KVC_PROTO_MODE_MEMFD;
-	uint64_t touches, lookups, fast;
+	uint64_t touches, lookups, clookups, fast;
 	struct kvcc c2;
 
 	ASSERT_EQ(0, kvcc_open(&c2, self->sock));
@@ -514,17 +514,311 @@ TEST_F_TIMEOUT(kvcd, fast_map_hands_out_a_read_only_index, 60)
 
 	/*
 	 * TOUCH: no reply, even for handles that name nothing; its counts
-	 * reach STATS, its bogus handles count no hit.
+	 * reach STATS as the client's (not the daemon's own lookups), its
+	 * bogus handles count no hit.
 	 */
 	touches = kvcc_stat1(c, "touches");
 	lookups = kvcc_stat1(c, "lookups");
+	clookups = kvcc_stat1(c, "client_lookups");
 	fast = kvcc_stat1(c, "fast_hits");
 	ASSERT_EQ(0, kvcc_send_raw(c, c->tx,
 				   (size_t)kvc_proto_encode_touch(KVCC_TX(c),
 								  &t, bogus)));
 	EXPECT_EQ(touches + 1, kvcc_stat1(c, "touches"));
-	EXPECT_EQ(lookups + 1, kvcc_stat1(c, "lookups"));
+	EXPECT_EQ(lookups, kvcc_stat1(c, "lookups"));
+	EXPECT_EQ(clookups + 1, kvcc_stat1(c, "client_lookups"));
 	EXPECT_EQ(fast, kvcc_stat1(c, "fast_hits"));
+}
+
+/*
+ * TOUCH n handles, h[0..nh-1] over and over, reporting these lookups:
+ * sent, never answered.
+ */
+static int send_touches(struct kvcc *c, const struct kvcache_handle *h,
+			uint32_t nh, uint32_t n, uint32_t lookups,
+			uint32_t keys)
+{
+	static struct kvcache_handle hs[KVC_PROTO_MAX_BATCH];
+	const struct kvc_touch t = {
+		.count = n, .lookups = lookups, .lookup_keys = keys,
+		.hit_keys = keys,
+	};
+	int len;
+
+	for (uint32_t i = 0; i < n; i++)
+		hs[i] = h[i % nh];
+	len = kvc_proto_encode_touch(KVCC_TX(c), &t, hs);
+	return len < 0 ? len : kvcc_send_raw(c, c->tx, (size_t)len);
+}
+
+static int send_touch(struct kvcc *c, struct kvcache_handle h, uint32_t n,
+		      uint32_t lookups, uint32_t keys)
+{
+	return send_touches(c, &h, 1, n, lookups, keys);
+}
+
+/*
+ * A TOUCH moves counters and policy at most once per block: one readable
+ * block named 1024 times is one hit (and one policy access, which goes
+ * with it), in each message; the lookup counts a client reports are
+ * clamped (no more keys than a TOUCH carries handles) and kept apart from
+ * the daemon's own.
+ */
+TEST_F_TIMEOUT(kvcd, touch_counts_each_block_once_per_message, 60)
+{
+	struct kvcc *c = &self->c;
+	struct kvcache_handle h[2];
+	kvc_key a[2];
+	uint64_t fast, touches, lookups, keys, hits, cl, ck, ch;
+
+	chain_keys(self, 41, 2, a);
+	ASSERT_EQ(0, store_chain(self, self->ns, a, 2, false, h))
+		TH_LOG("%s", c->why);
+	fast = kvcc_stat1(c, "fast_hits");
+	touches = kvcc_stat1(c, "touches");
+	lookups = kvcc_stat1(c, "lookups");
+	keys = kvcc_stat1(c, "lookup_keys");
+	hits = kvcc_stat1(c, "hit_keys");
+	cl = kvcc_stat1(c, "client_lookups");
+	ck = kvcc_stat1(c, "client_lookup_keys");
+	ch = kvcc_stat1(c, "client_hit_keys");
+	EXPECT_NE(UINT64_MAX, cl);
+
+	ASSERT_EQ(0, send_touch(c, h[0], KVC_PROTO_MAX_BATCH, UINT32_MAX,
+				UINT32_MAX));
+	/* STATS is answered after the TOUCH sent before it was read. */
+	EXPECT_EQ(touches + 1, kvcc_stat1(c, "touches"));
+	EXPECT_EQ(fast + 1, kvcc_stat1(c, "fast_hits"));
+	EXPECT_EQ(lookups, kvcc_stat1(c, "lookups"));
+	EXPECT_EQ(keys, kvcc_stat1(c, "lookup_keys"));
+	EXPECT_EQ(hits, kvcc_stat1(c, "hit_keys"));
+	EXPECT_EQ(cl + KVC_PROTO_MAX_BATCH, kvcc_stat1(c, "client_lookups"));
+	EXPECT_EQ(ck + KVC_PROTO_MAX_BATCH,
+		  kvcc_stat1(c, "client_lookup_keys"));
+	EXPECT_EQ(ch + KVC_PROTO_MAX_BATCH, kvcc_stat1(c, "client_hit_keys"));
+
+	/* Once per message: the next one counts it again, once. */
+	ASSERT_EQ(0, send_touch(c, h[0], 3, 0, 0));
+	EXPECT_EQ(fast + 2, kvcc_stat1(c, "fast_hits"));
+	EXPECT_EQ(ck + KVC_PROTO_MAX_BATCH,
+		  kvcc_stat1(c, "client_lookup_keys"));
+	/* Two blocks, interleaved 512 times each: two hits. */
+	ASSERT_EQ(0, send_touches(c, h, 2, KVC_PROTO_MAX_BATCH, 0, 0));
+	EXPECT_EQ(fast + 4, kvcc_stat1(c, "fast_hits"));
+}
+
+/*
+ * [daemon] touch_rate: a connection's TOUCHes beyond its budget (one
+ * second's worth, at least one full TOUCH) are dropped, and counted.
+ */
+TEST_F_TIMEOUT(kvcd, touch_rate_drops_a_flood, 60)
+{
+	struct kvcc *c = &self->c;
+	struct kvcache_handle h[1];
+	uint64_t fast, touches, dropped;
+	kvc_key a[1];
+	char why[256];
+
+	ASSERT_EQ(0, restart(self, "[daemon]\ntouch_rate = 1\n", why,
+			     sizeof(why))) TH_LOG("%s", why);
+	chain_keys(self, 43, 1, a);
+	ASSERT_EQ(0, store_chain(self, self->ns, a, 1, false, h))
+		TH_LOG("%s", c->why);
+	fast = kvcc_stat1(c, "fast_hits");
+	touches = kvcc_stat1(c, "touches");
+	dropped = kvcc_stat1(c, "touches_dropped");
+	ASSERT_NE(UINT64_MAX, dropped);
+	for (int i = 0; i < 6; i++)
+		ASSERT_EQ(0, send_touch(c, h[0], KVC_PROTO_MAX_BATCH, 0, 0));
+	/* 1024 tokens, 1 more a second: the first passes, no other. */
+	EXPECT_EQ(touches + 1, kvcc_stat1(c, "touches"));
+	EXPECT_EQ(dropped + 5, kvcc_stat1(c, "touches_dropped"));
+	EXPECT_EQ(fast + 1, kvcc_stat1(c, "fast_hits"));
+}
+
+/*
+ * Seconds for k TOUCHes of 1024 copies of h and the reply to a STATS
+ * sent after them: the daemon reads a connection's messages in order.
+ */
+static double touch_time(struct kvcc *c, struct kvcache_handle h, int k)
+{
+	double t0 = now_s();
+
+	for (int i = 0; i < k; i++)
+		if (send_touch(c, h, KVC_PROTO_MAX_BATCH, 0, 0))
+			return -1;
+	if (kvcc_stat1(c, "touches") == UINT64_MAX)
+		return -1;
+	return now_s() - t0;
+}
+
+/*
+ * Seconds for a STORE in ns of KVC_PROTO_MAX_STORE entries naming h (a
+ * free block: every entry is refused, after checking h twice).
+ */
+static double store_time(struct kvcc *c, struct kvcache_handle h, int k)
+{
+	static struct kvc_store_entry e[KVC_PROTO_MAX_STORE];
+	static int32_t st[KVC_PROTO_MAX_STORE];
+	uint32_t ns = (uint32_t)k;
+	double t0;
+
+	for (uint32_t i = 0; i < KVC_PROTO_MAX_STORE; i++) {
+		memset(&e[i], 0, sizeof(e[i]));
+		e[i].key[0] = (uint8_t)i;
+		e[i].key[1] = (uint8_t)(i >> 8);
+		e[i].handle = h;
+		e[i].flags = KVC_PROTO_STORE_FIRST;
+	}
+	t0 = now_s();
+	if (kvcc_store(c, ns, e, KVC_PROTO_MAX_STORE, st))
+		return -1;
+	for (uint32_t i = 0; i < KVC_PROTO_MAX_STORE; i++)
+		if (!st[i])
+			return -1;
+	return now_s() - t0;
+}
+
+/* The best of 7: TOUCH (ns 0) or STORE in ns. */
+static double best_time(struct kvcc *c, struct kvcache_handle h, uint32_t ns)
+{
+	double best = -1;
+
+	for (int i = 0; i < 7; i++) {
+		double t = ns ? store_time(c, h, (int)ns) : touch_time(c, h, 2);
+
+		if (t < 0)
+			return -1;
+		if (best < 0 || t < best)
+			best = t;
+	}
+	return best;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The median round trip of n STATS on c (n <= 63). */
+static double median_stats_rtt(struct kvcc *c, int n)
+{
+	double t[63];
+
+	for (int i = 0; i < n; i++) {
+		double t0 = now_s();
+
+		if (kvcc_stat1(c, "touches") == UINT64_MAX)
+			return -1;
+		t[i] = now_s() - t0;
+	}
+	qsort(t, (size_t)n, sizeof(t[0]), cmp_double);
+	return t[n / 2];
+}
+
+/*
+ * The time a TOUCH takes does not depend on other tenants' blocks: a
+ * handle of a free block costs the same whether another tenant's sealed
+ * block lies right after it or none does (checking it once walked the
+ * pool to the next sealed block: a stall, and a clock telling where
+ * other tenants' blocks are). STORE checks its handles the same way.
+ * And another client's round trip stays flat while a peer floods TOUCH.
+ * A pool of 256 Ki blocks makes a walk to its end stand out; compared
+ * as ratios, measured side by side.
+ */
+TEST_F_TIMEOUT(kvcd, touch_time_does_not_depend_on_other_blocks, 300)
+{
+	struct kvcc *c = &self->c, c2;
+	struct kvcache_handle h[2], lo, probe;
+	double with, without, swith, swithout, idle, busy;
+	uint32_t other, nr;
+	kvc_key a[1], b[1];
+	int32_t st[1];
+	char why[256];
+	pid_t pid;
+
+	if (self->mode != KVC_PROTO_MODE_MEMFD)
+		SKIP(return, "memfd mode sizes its own pool; the module's is what it is");
+	self->memfd_size = 1ull << 30;
+	self->memfd_bs = 4096;
+	ASSERT_EQ(0, restart(self, NULL, why, sizeof(why))) TH_LOG("%s", why);
+	nr = (uint32_t)c->hello.nr_blocks;
+	ASSERT_LE(1u << 18, nr);
+	other = self->ns;
+	if (geteuid() == 0) {
+		ASSERT_EQ(0, ns_extra(self, c, 1)) TH_LOG("%s", c->why);
+		other = self->ns + 1;
+	}
+	chain_keys(self, 61, 1, a);
+	chain_keys(self, 62, 1, b);
+	ASSERT_EQ(0, store_chain(self, other, a, 1, false, &h[0]))
+		TH_LOG("%s", c->why);
+	ASSERT_EQ(0, store_chain(self, other, b, 1, false, &h[1]))
+		TH_LOG("%s", c->why);
+	lo = h[0].index < h[1].index ? h[0] : h[1];
+	ASSERT_GT(nr / 2, lo.index);
+	ASSERT_GT(nr / 64, h[0].index > h[1].index ?
+		  h[0].index - h[1].index : h[1].index - h[0].index);
+	/* The lower one goes: its index is free, the other sealed after it. */
+	ASSERT_EQ(0, kvcc_evict(c, other, lo.index == h[0].index ? a[0] : b[0],
+				1, st)) TH_LOG("%s", c->why);
+	ASSERT_EQ(0, st[0]);
+	probe = lo;
+
+	with = best_time(c, probe, 0);
+	ASSERT_LT(0, with);
+	swith = best_time(c, probe, self->ns);
+	ASSERT_LT(0, swith);
+	/* Now nothing is sealed after it, to the end of the pool. */
+	ASSERT_EQ(0, kvcc_evict(c, other, lo.index == h[0].index ? b[0] : a[0],
+				1, st)) TH_LOG("%s", c->why);
+	ASSERT_EQ(0, st[0]);
+	without = best_time(c, probe, 0);
+	ASSERT_LT(0, without);
+	swithout = best_time(c, probe, self->ns);
+	ASSERT_LT(0, swithout);
+	EXPECT_GT(4 * with, without)
+		TH_LOG("TOUCH: %.6f s with another tenant's block after the handle, %.6f s without",
+		       with, without);
+	EXPECT_GT(4 * without, with)
+		TH_LOG("TOUCH: %.6f s with another tenant's block after the handle, %.6f s without",
+		       with, without);
+	EXPECT_GT(4 * swith, swithout)
+		TH_LOG("STORE: %.6f s with another tenant's block after the handle, %.6f s without",
+		       swith, swithout);
+	EXPECT_GT(4 * swithout, swith)
+		TH_LOG("STORE: %.6f s with another tenant's block after the handle, %.6f s without",
+		       swith, swithout);
+
+	/* Another client's STATS, alone and while a peer floods TOUCH. */
+	ASSERT_EQ(0, kvcc_open(&c2, self->sock));
+	ASSERT_EQ(0, kvcc_hello(&c2)) TH_LOG("%s", c2.why);
+	idle = median_stats_rtt(&c2, 31);
+	ASSERT_LT(0, idle);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		struct kvcc f;
+
+		if (kvcc_open(&f, self->sock) || kvcc_hello(&f))
+			_exit(1);
+		while (!send_touch(&f, probe, KVC_PROTO_MAX_BATCH, 0, 0))
+			;
+		_exit(0);
+	}
+	msleep(100);
+	busy = median_stats_rtt(&c2, 31);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	kvcc_close(&c2);
+	ASSERT_LT(0, busy);
+	TH_LOG("TOUCH %.6f/%.6f s, STORE %.6f/%.6f s (with/without); STATS %.6f s alone, %.6f s in a flood",
+	       with, without, swith, swithout, idle, busy);
+	EXPECT_GT(50 * idle, busy)
+		TH_LOG("STATS round trip: %.6f s alone, %.6f s during a TOUCH flood",
+		       idle, busy);
 }
 
 /* LOOKUP in ns from a child running as nobody with these extra groups. */

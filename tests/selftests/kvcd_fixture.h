@@ -64,6 +64,8 @@ FIXTURE(kvcd) {
 	const char *extra_conf;		/* appended to the configuration */
 	const char *policy;		/* [eviction] policy; NULL: lru */
 	int low_pct, high_pct;		/* [pool] watermarks; 0: LOW_PCT, HIGH_PCT */
+	/* memfd mode's pool and block size; 0: MEMFD_POOL, MEMFD_BS. */
+	uint64_t memfd_size, memfd_bs;
 	/* Run the daemon through this command (argv, NULL-terminated). */
 	char *const *wrap;
 	/* A directory of the test's own, removed by the teardown ("": none). */
@@ -93,8 +95,8 @@ static inline int write_config(SELF *self)
 		"socket_mode = 0666\n"
 		"metrics = off\n"
 		"[pool]\n"
-		"memfd_size = %lluM\n"
-		"block_size = %lluM\n"
+		"memfd_size = %lluK\n"
+		"block_size = %lluK\n"
 		"hugetlb = no\n"
 		"mlock = no\n"
 		"low_watermark = %d\n"
@@ -105,7 +107,10 @@ static inline int write_config(SELF *self)
 		"g3_admit = 1\n"
 		"g4_admit = 1\n"
 		"%s",
-		MEMFD_POOL >> 20, MEMFD_BS >> 20,
+		(unsigned long long)(self->memfd_size ? self->memfd_size :
+				     MEMFD_POOL) >> 10,
+		(unsigned long long)(self->memfd_bs ? self->memfd_bs :
+				     MEMFD_BS) >> 10,
 		self->low_pct ? self->low_pct : LOW_PCT,
 		self->high_pct ? self->high_pct : HIGH_PCT,
 		self->policy ? self->policy : "lru",

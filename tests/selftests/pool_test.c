@@ -258,6 +258,79 @@ TEST_F(pool, discard_gives_back_one_unsealed_block)
 	ASSERT_EQ(0, kvc_discard(self->fd, again));
 }
 
+/* QUERY with flags: one call's answer, and its next. */
+static int query_at(int fd, uint32_t flags, uint32_t start, uint32_t room,
+		    struct kvcache_block_info *out, uint32_t *next)
+{
+	struct kvcache_query q = {
+		.size = sizeof(q), .flags = flags, .start = start,
+		.count = room, .entries = (uintptr_t)out,
+	};
+
+	if (ioctl(fd, KVCACHE_IOC_QUERY, &q))
+		return -errno;
+	if (next)
+		*next = q.next;
+	return (int)q.count;
+}
+
+/*
+ * QUERY_EXACT looks at the indexes it names and no others: a free index
+ * with a sealed block after it lists nothing (a plain QUERY walks on to
+ * that block), a sealed one lists itself. kvcached checks a client's
+ * handle this way, in time that does not depend on where other tenants'
+ * blocks lie.
+ */
+TEST_F(pool, query_exact_looks_at_its_indexes_only)
+{
+	struct kvcache_info info = { .size = sizeof(info) };
+	struct kvcache_block_info b[4];
+	struct kvcache_handle h[2], lo, hi;
+	uint32_t next = 0;
+
+	ASSERT_EQ(0, kvc_ioc(self->fd, KVCACHE_IOC_INFO, &info));
+	ASSERT_TRUE(info.features & KVCACHE_FEAT_QUERY_EXACT);
+	ASSERT_EQ(0, make_block(self->fd, self->ns, self->bs, 0x31, &h[0]));
+	ASSERT_EQ(0, make_block(self->fd, self->ns, self->bs, 0x32, &h[1]));
+	lo = h[0].index < h[1].index ? h[0] : h[1];
+	hi = h[0].index < h[1].index ? h[1] : h[0];
+
+	/* Sealed: itself, with its metadata. */
+	ASSERT_EQ(1, query_at(self->fd, KVCACHE_QUERY_EXACT, hi.index, 1, b,
+			      &next));
+	EXPECT_EQ(hi.index, b[0].handle.index);
+	EXPECT_EQ(hi.gen, b[0].handle.gen);
+	EXPECT_EQ(self->ns, b[0].ns_id);
+	EXPECT_EQ(hi.index + 1, next);
+
+	/* Freed: a plain QUERY walks on past it, an exact one does not. */
+	ASSERT_EQ(0, kvc_evict(self->fd, lo));
+	ASSERT_EQ(1, query_at(self->fd, 0, lo.index, 1, b, &next));
+	EXPECT_LT(lo.index, b[0].handle.index);
+	EXPECT_EQ(0, query_at(self->fd, KVCACHE_QUERY_EXACT, lo.index, 1, b,
+			      &next));
+	EXPECT_EQ(lo.index + 1, next);
+	/* A range of them: up to hi, and nothing past it. */
+	if (hi.index - lo.index < 4) {
+		int n = query_at(self->fd, KVCACHE_QUERY_EXACT, lo.index,
+				 hi.index - lo.index + 1, b, &next);
+
+		ASSERT_LE(1, n);
+		EXPECT_EQ(hi.index, b[n - 1].handle.index);
+		EXPECT_EQ(hi.index + 1, next);
+	}
+
+	/* Beyond the pool, and start + count past 2^32: nothing, done. */
+	EXPECT_EQ(0, query_at(self->fd, KVCACHE_QUERY_EXACT,
+			      (uint32_t)info.nr_blocks, 1, b, &next));
+	EXPECT_EQ(info.nr_blocks, next);
+	EXPECT_EQ(0, query_at(self->fd, KVCACHE_QUERY_EXACT, UINT32_MAX - 1,
+			      4, b, &next));
+	EXPECT_EQ(info.nr_blocks, next);
+	/* Unknown flags are refused. */
+	EXPECT_EQ(-EINVAL, query_at(self->fd, 2, 0, 1, b, &next));
+}
+
 TEST_F(pool, two_processes_share_a_block_that_outlives_its_writer)
 {
 	struct kvcache_handle h;

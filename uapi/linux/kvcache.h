@@ -40,9 +40,10 @@
 #define KVCACHE_FEAT_P2P	_BITULL(2)	/* GPU regions, P2P transfers */
 #define KVCACHE_FEAT_VIEW	_BITULL(3)	/* the pool view (mmap) */
 #define KVCACHE_FEAT_DISCARD	_BITULL(4)	/* KVCACHE_IOC_DISCARD */
+#define KVCACHE_FEAT_QUERY_EXACT _BITULL(5)	/* KVCACHE_QUERY_EXACT */
 #define KVCACHE_FEAT_ALL	(KVCACHE_FEAT_POOL | KVCACHE_FEAT_NETLINK | \
 				 KVCACHE_FEAT_P2P | KVCACHE_FEAT_VIEW | \
-				 KVCACHE_FEAT_DISCARD)
+				 KVCACHE_FEAT_DISCARD | KVCACHE_FEAT_QUERY_EXACT)
 
 /* Most entries one batched call accepts. */
 #define KVCACHE_MAX_BATCH	1024
@@ -176,7 +177,7 @@ struct kvcache_block_info {
 /**
  * struct kvcache_query - KVCACHE_IOC_QUERY: list sealed blocks
  * @size:     sizeof(struct kvcache_query)
- * @flags:    must be 0
+ * @flags:    in: KVCACHE_QUERY_* bits; others must be 0
  * @start:    in: first block index to look at
  * @count:    in: room in @entries (1..KVCACHE_MAX_BATCH); out: entries filled
  * @next:     out: where the next call should start; nr_blocks when done
@@ -185,7 +186,10 @@ struct kvcache_block_info {
  * @reserved: must be 0
  *
  * The helper and CAP_SYS_ADMIN see every sealed block; others only those
- * of namespaces they may read.
+ * of namespaces they may read. Without flags the call walks from @start
+ * to the next sealed blocks, however far; with KVCACHE_QUERY_EXACT it
+ * looks at the @count indexes @start..@start + @count - 1 and no others,
+ * so its cost never depends on where other blocks lie.
  */
 struct kvcache_query {
 	__u32 size;
@@ -199,6 +203,12 @@ struct kvcache_query {
 };
 
 #define KVCACHE_QUERY_SIZE_VER1	48
+
+/*
+ * kvcache_query.flags: look at @start..@start + @count - 1 only, listing
+ * those of them that are sealed (KVCACHE_FEAT_QUERY_EXACT).
+ */
+#define KVCACHE_QUERY_EXACT	_BITUL(0)
 
 /**
  * struct kvcache_ns - KVCACHE_IOC_NS_CREATE / KVCACHE_IOC_NS_DESTROY

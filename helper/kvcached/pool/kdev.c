@@ -82,15 +82,24 @@ int kvc_kdev_query(struct kvc_kdev *kd, uint32_t start, uint32_t ns,
 int kvc_kdev_block(struct kvc_kdev *kd, struct kvcache_handle h,
 		   struct kvcache_block_info *out)
 {
-	uint32_t count, next;
+	struct kvcache_query q = {
+		.size = sizeof(q), .start = h.index, .count = 1,
+		.ns_id = KVCACHE_NS_ANY, .entries = (uintptr_t)out,
+	};
 	int ret;
 
-	/* QUERY lists sealed blocks from an index on: ask for exactly one. */
-	ret = kvc_kdev_query(kd, h.index, KVCACHE_NS_ANY, out, 1, &count,
-			     &next);
+	/*
+	 * A plain QUERY walks from h.index to the next sealed block, however
+	 * far: the cost of checking a peer's handle would depend on (and
+	 * show) where every tenant's blocks lie. QUERY_EXACT looks at
+	 * h.index alone; a module older than it gets the walk.
+	 */
+	if (kd->info.features & KVCACHE_FEAT_QUERY_EXACT)
+		q.flags = KVCACHE_QUERY_EXACT;
+	ret = kvc_kdev_ioctl(kd, KVCACHE_IOC_QUERY, &q);
 	if (ret)
 		return ret;
-	if (!count || out->handle.index != h.index)
+	if (!q.count || out->handle.index != h.index)
 		return -ENOENT;
 	return out->handle.gen == h.gen ? 0 : -ESTALE;
 }

@@ -39,7 +39,9 @@ int kvc_kdev_query(struct kvc_kdev *kd, uint32_t start, uint32_t ns,
 /*
  * The sealed block @h, if it is still what the handle names: its info in
  * *out. -ESTALE when the block was evicted or reused, -ENOENT when it is
- * not sealed.
+ * not sealed. One index looked at (KVCACHE_QUERY_EXACT), whatever the
+ * pool holds; a module without KVCACHE_FEAT_QUERY_EXACT walks on to the
+ * next sealed block.
  */
 int kvc_kdev_block(struct kvc_kdev *kd, struct kvcache_handle h,
 		   struct kvcache_block_info *out);

@@ -413,6 +413,26 @@ void kvc_mpool_release_client(struct kvc_mpool *p, uint32_t client)
 	p->pins[client] = NULL;
 }
 
+bool kvc_mpool_block(const struct kvc_mpool *p, uint32_t index,
+		     struct kvcache_block_info *out)
+{
+	const struct kvc_mblock *b;
+
+	if (index >= p->nr_blocks)
+		return false;
+	b = &p->blocks[index];
+	if (b->state != KVC_MB_SEALED)
+		return false;
+	memset(out, 0, sizeof(*out));
+	out->handle.index = index;
+	out->handle.gen = b->gen;
+	out->ns_id = b->ns;
+	out->payload_len = b->payload_len;
+	out->pins = b->pins;
+	memcpy(out->key, b->key, KVCACHE_KEY_SIZE);
+	return true;
+}
+
 uint32_t kvc_mpool_query(const struct kvc_mpool *p, uint32_t start,
 			 uint32_t ns, struct kvcache_block_info *out,
 			 uint32_t max, uint32_t *next)
@@ -420,18 +440,9 @@ uint32_t kvc_mpool_query(const struct kvc_mpool *p, uint32_t start,
 	uint32_t n = 0, i;
 
 	for (i = start; i < p->nr_blocks && n < max; i++) {
-		const struct kvc_mblock *b = &p->blocks[i];
-
-		if (b->state != KVC_MB_SEALED ||
-		    (ns != KVCACHE_NS_ANY && b->ns != ns))
+		if (!kvc_mpool_block(p, i, &out[n]) ||
+		    (ns != KVCACHE_NS_ANY && out[n].ns_id != ns))
 			continue;
-		memset(&out[n], 0, sizeof(out[n]));
-		out[n].handle.index = i;
-		out[n].handle.gen = b->gen;
-		out[n].ns_id = b->ns;
-		out[n].payload_len = b->payload_len;
-		out[n].pins = b->pins;
-		memcpy(out[n].key, b->key, KVCACHE_KEY_SIZE);
 		n++;
 	}
 	*next = i;

@@ -101,5 +101,12 @@ void kvc_mpool_release_client(struct kvc_mpool *p, uint32_t client);
 uint32_t kvc_mpool_query(const struct kvc_mpool *p, uint32_t start,
 			 uint32_t ns, struct kvcache_block_info *out,
 			 uint32_t max, uint32_t *next);
+/*
+ * Block @index alone, if sealed: its info in *out, true. In time that
+ * does not depend on the other blocks (kvc_mpool_query() walks on to the
+ * next sealed one).
+ */
+bool kvc_mpool_block(const struct kvc_mpool *p, uint32_t index,
+		     struct kvcache_block_info *out);
 
 #endif /* KVC_MPOOL_H */

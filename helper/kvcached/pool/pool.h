@@ -63,7 +63,12 @@ struct kvc_pool_ops {
 	int (*query)(struct kvc_pool *p, uint32_t start,
 		     struct kvcache_block_info *out, uint32_t max,
 		     uint32_t *count, uint32_t *next);
-	/* Sealed block h: 0, -ENOENT (not sealed), -ESTALE (other gen). */
+	/*
+	 * Sealed block h: 0, -ENOENT (not sealed), -ESTALE (other gen). It
+	 * looks at h.index alone (kernel mode: unless the module lacks
+	 * KVCACHE_FEAT_QUERY_EXACT), so a peer's handle costs the same
+	 * wherever other blocks lie.
+	 */
 	int (*block)(struct kvc_pool *p, struct kvcache_handle h,
 		     struct kvcache_block_info *out);
 	/* Evict sealed block h: 0, -EBUSY (pinned, mapped), -ESTALE. */

@@ -71,11 +71,8 @@ static int memfd_query(struct kvc_pool *p, uint32_t start,
 static int memfd_block(struct kvc_pool *p, struct kvcache_handle h,
 		       struct kvcache_block_info *out)
 {
-	uint32_t count, next;
-
-	count = kvc_mpool_query(to_memfd(p)->mp, h.index, KVCACHE_NS_ANY, out,
-				1, &next);
-	if (!count || out->handle.index != h.index)
+	/* This index alone: never a walk to the next sealed block. */
+	if (!kvc_mpool_block(to_memfd(p)->mp, h.index, out))
 		return -ENOENT;
 	return out->handle.gen != h.gen ? -ESTALE : 0;
 }
