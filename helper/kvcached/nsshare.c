@@ -30,11 +30,26 @@
  * adopts the winner's salt when the two agree on owner and mode.
  *
  * A description is trusted only as a regular file (not a link), not
- * writable by group or others, owned by this daemon's user or by the
- * owner of the g4 directory (root squashing maps kvcached's root to
- * another uid on every node alike). Anything else, or a file that does
- * not parse or check, is logged and ignored: a tenant that may write in
- * g4 cannot make a node grant it a namespace.
+ * writable by group or others, owned by this daemon's user or by the one
+ * uid [g4] trusted_uid names (the id root_squash maps kvcached's root to
+ * on the g4 server, alike for every node: anonuid=, set to an id of its
+ * own). Never by a squash uid: nobody (65534), nfsnobody, -1 or this
+ * system's overflow uid, which every squashed or unmapped user of every
+ * node has, whatever the configuration says (config.c refuses them as
+ * trusted_uid; desc_trusted() refuses them again, the overflow uid being
+ * known only here). The g4 directory's owner is not trusted for being
+ * it: under root_squash it is commonly nobody. Anything else, or a file
+ * that does not parse or check, is logged and ignored: a tenant that may
+ * write in g4 cannot make a node grant it a namespace, nor give a salt to
+ * a namespace an administrator creates later (NS_CREATE learns only a
+ * trusted description; an untrusted one under the name blocks the
+ * publication, said at every retry, until it is removed).
+ *
+ * A pass (at start, then each KVCD_NSSHARE_RETRY_S) learns at most
+ * [g4] ns_learn_max namespaces; the others wait for the next passes, so
+ * thousands of descriptions cost bounded work per pass, and every
+ * namespace learned is logged with the node that made it and the owner
+ * of its description.
  *
  * A namespace that this node and g4 describe differently (two nodes
  * created it apart, or a salt was set on one node only) is a conflict:
@@ -66,6 +81,14 @@
 #define NSSHARE_NAME		"namespace"
 #define KVCD_NSSHARE_RETRY_S	5.0
 
+/*
+ * /proc/sys/fs/overflowuid, the uid this system shows for one it cannot
+ * map (NFSv4 ids without an idmap entry): read once by
+ * kvcd_nsshare_start(), before the first learning, on the daemon's
+ * thread; only read afterwards, also on g4's worker.
+ */
+static uint32_t overflow_uid = 65534;
+
 _Static_assert(KVC_NSDESC_SALT == KVC_PROTO_SALT_SIZE, "one salt size");
 
 static bool shared_on(const struct kvcd *d)
@@ -83,6 +106,18 @@ static const char *node_name(const struct kvcd *d, char *buf, size_t len)
 	return buf;
 }
 
+/* May a description owned by uid be believed? (the file's comment) */
+static bool desc_trusted(const struct kvcd *d, uint32_t uid)
+{
+	uint32_t trusted;
+
+	if (kvc_config_squash_uid(uid) || uid == overflow_uid)
+		return false;
+	if (uid == (uint32_t)geteuid())
+		return true;
+	return kvc_config_trusted_uid(&d->cfg, &trusted) && uid == trusted;
+}
+
 static int desc_path(const struct kvcd *d, uint32_t ns, const char *name,
 		     char *out, size_t len)
 {
@@ -93,17 +128,18 @@ static int desc_path(const struct kvcd *d, uint32_t ns, const char *name,
 }
 
 /*
- * Read namespace ns's description from g4. 0 with *n and node filled;
- * -ENOENT when there is none; -EPERM when it is not to be trusted,
- * -EBADMSG when it does not parse, with why set; another -errno when
- * g4 could not be read.
+ * Read namespace ns's description from g4. 0 with *n, node and *owner
+ * (the file's uid) filled; -ENOENT when there is none; -EPERM when it is
+ * not to be trusted, -EBADMSG when it does not parse, with why set;
+ * another -errno when g4 could not be read.
  */
 static int desc_read(const struct kvcd *d, uint32_t ns, struct kvcd_ns *n,
-		     char *node, size_t nlen, const char **why)
+		     char *node, size_t nlen, uint32_t *owner,
+		     const char **why)
 {
 	char path[PATH_MAX], buf[KVC_NSDESC_MAX + 1];
 	struct kvc_nsdesc nd;
-	struct stat st, top;
+	struct stat st;
 	ssize_t len;
 	size_t got;
 	int fd, ret;
@@ -118,17 +154,18 @@ static int desc_read(const struct kvcd *d, uint32_t ns, struct kvcd_ns *n,
 	if (fd < 0)
 		return errno == ELOOP ? (*why = "a symbolic link", -EPERM) :
 		       -errno;
-	if (fstat(fd, &st) || stat(d->cfg.g4.directory, &top)) {
+	if (fstat(fd, &st)) {
 		ret = -errno;
 		close(fd);
 		return ret;
 	}
+	*owner = (uint32_t)st.st_uid;
 	if (!S_ISREG(st.st_mode))
 		*why = "not a regular file";
 	else if (st.st_mode & (S_IWGRP | S_IWOTH))
 		*why = "writable by group or others";
-	else if (st.st_uid != geteuid() && st.st_uid != top.st_uid)
-		*why = "owned by neither kvcached's user nor g4's owner";
+	else if (!desc_trusted(d, (uint32_t)st.st_uid))
+		*why = "owned by neither kvcached's user nor [g4] trusted_uid";
 	if (**why) {
 		close(fd);
 		return -EPERM;
@@ -156,6 +193,23 @@ static int desc_read(const struct kvcd *d, uint32_t ns, struct kvcd_ns *n,
 	memcpy(n->salt, nd.salt, KVC_PROTO_SALT_SIZE);
 	strcpy(node, nd.node);
 	return 0;
+}
+
+/*
+ * What g4 makes of a file kvcached wrote: under root_squash its owner is
+ * the export's anonuid, not kvcached's uid, and unless trusted_uid names
+ * it no node (this one included) believes any description. Said once.
+ */
+static void check_own_owner(const struct kvcd *d, int fd)
+{
+	static bool said;
+	struct stat st;
+
+	if (said || fstat(fd, &st) || desc_trusted(d, (uint32_t)st.st_uid))
+		return;
+	said = true;
+	kvc_err("g4 %s: a file kvcached writes there is owned by uid %u, which no node trusts as the writer of namespace descriptions: namespaces are not shared. Under root_squash, give the export anonuid=/anongid= of their own and set [g4] trusted_uid to that uid (never nobody)",
+		d->cfg.g4.directory, (unsigned int)st.st_uid);
 }
 
 /*
@@ -199,6 +253,8 @@ static int desc_write(const struct kvcd *d, uint32_t ns, bool replace)
 	if (fchmod(fd, 0644) || write(fd, buf, (size_t)len) != len ||
 	    fsync(fd))
 		ret = errno ? -errno : -EIO;
+	if (!ret)
+		check_own_owner(d, fd);
 	if (close(fd) && !ret)
 		ret = -errno;	/* NFS reports a failed write here */
 	if (!ret && replace && rename(tmp, path))
@@ -238,9 +294,12 @@ static void conflict(struct kvcd *d, uint32_t ns, const struct kvcd_ns *g4,
 		salt_only ? ", another salt" : "", n->uid, n->gid, n->mode);
 }
 
-/* Make n (read from g4, written by node) namespace ns here. 0 or -errno. */
+/*
+ * Make n (read from g4, written by node, in a file owner owns) namespace
+ * ns here. 0 or -errno.
+ */
 static int adopt(struct kvcd *d, uint32_t ns, const struct kvcd_ns *n,
-		 const char *node)
+		 const char *node, uint32_t owner)
 {
 	struct kvcd_ns old = d->ns[ns];
 	int ret;
@@ -265,10 +324,10 @@ static int adopt(struct kvcd *d, uint32_t ns, const struct kvcd_ns *n,
 	}
 	d->ns_learned++;
 	kvc_metric_add(d->dm.ns_learned, 1);
-	kvc_info("namespace %" PRIu32 " %s from g4 (made by node %s): uid %"
-		 PRIu32 " gid %" PRIu32 " mode %03o", ns,
-		 old.used ? "takes the salt" : "learned", node, n->uid, n->gid,
-		 n->mode);
+	kvc_info("namespace %" PRIu32 " %s from g4 (made by node %s, description owned by uid %"
+		 PRIu32 "): uid %" PRIu32 " gid %" PRIu32 " mode %03o", ns,
+		 old.used ? "takes the salt" : "learned", node, owner, n->uid,
+		 n->gid, n->mode);
 	kvcd_ns_dirs(d, ns);
 	return 0;
 }
@@ -278,17 +337,18 @@ bool kvcd_nsshare_learn(struct kvcd *d, uint32_t ns)
 	struct kvcd_ns n;
 	char node[KVC_CONFIG_NODE_MAX];
 	const char *why;
+	uint32_t owner;
 	int ret;
 
 	if (!shared_on(d) || ns < 1 || ns > KVCACHE_NS_MAX)
 		return false;
 	if (d->ns[ns].used)
 		return true;
-	ret = desc_read(d, ns, &n, node, sizeof(node), &why);
+	ret = desc_read(d, ns, &n, node, sizeof(node), &owner, &why);
 	if (ret == -ENOENT)
 		return false;	/* blocks, no description (yet) */
 	if (!ret)
-		ret = adopt(d, ns, &n, node);
+		ret = adopt(d, ns, &n, node, owner);
 	if (ret)
 		kvc_log_ratelimited(KVC_LOG_WARN, "g4 %s/ns%" PRIu32 "/" NSSHARE_NAME ": %s%s%s: namespace %" PRIu32 " not learned",
 				    d->cfg.g4.directory, ns, strerror(-ret),
@@ -309,27 +369,31 @@ static int share_one(struct kvcd *d, uint32_t ns, bool fresh)
 	char node[KVC_CONFIG_NODE_MAX];
 	struct kvcd_ns n;
 	const char *why;
+	uint32_t owner;
 	int ret;
 
 	for (int tries = 0; tries < 2; tries++) {
-		ret = desc_read(d, ns, &n, node, sizeof(node), &why);
+		ret = desc_read(d, ns, &n, node, sizeof(node), &owner, &why);
 		if (!ret) {
 			const struct kvcd_ns *o = &d->ns[ns];
 
 			if (same_ns(&n, o))
 				d->ns[ns].share = KVCD_SHARE_OK;
 			else if (fresh && n.uid == o->uid && n.gid == o->gid &&
-				 n.mode == o->mode && !adopt(d, ns, &n, node))
+				 n.mode == o->mode &&
+				 !adopt(d, ns, &n, node, owner))
 				return 0;
 			else
 				conflict(d, ns, &n, node);
 			return 0;
 		}
 		if (ret != -ENOENT) {
-			kvc_log_ratelimited(KVC_LOG_WARN, "g4 %s/ns%" PRIu32 "/" NSSHARE_NAME ": %s%s%s",
+			kvc_log_ratelimited(KVC_LOG_WARN, "g4 %s/ns%" PRIu32 "/" NSSHARE_NAME ": %s%s%s%s",
 					    d->cfg.g4.directory, ns,
 					    strerror(-ret), *why ? ", " : "",
-					    why);
+					    why, ret == -EPERM ?
+					    ": namespace not shared, its own salt kept, until that file is removed" :
+					    "");
 			return ret;
 		}
 		ret = desc_write(d, ns, false);
@@ -357,10 +421,13 @@ struct learn_job {
 	bool ran;
 	uint8_t known[KVCACHE_NS_MAX / 8 + 1];	/* bit per namespace */
 	size_t n, cap;
+	unsigned int good;	/* trusted descriptions in found[] */
+	unsigned int more;	/* ns<id>/ not read: the cap was reached */
 	struct learned {
 		uint32_t ns;
 		int ret;
 		const char *why;
+		uint32_t owner;
 		struct kvcd_ns desc;
 		char node[KVC_CONFIG_NODE_MAX];
 	} *found;
@@ -388,6 +455,15 @@ static void learn_run(void *arg)
 		if (*end || ns < 1 || ns > KVCACHE_NS_MAX ||
 		    (j->known[ns / 8] & (1u << (ns & 7))))
 			continue;
+		/*
+		 * The cap: what one pass may learn, and so read and keep.
+		 * Past it, a description is only counted; the next passes
+		 * read it (what they learn is known then, and skipped).
+		 */
+		if (j->good >= j->d->cfg.g4.ns_learn_max) {
+			j->more++;
+			continue;
+		}
 		if (j->n == j->cap) {
 			size_t cap = j->cap ? j->cap * 2 : 16;
 
@@ -401,9 +477,17 @@ static void learn_run(void *arg)
 		l->ns = (uint32_t)ns;
 		/* desc_read reads the daemon's fixed configuration only. */
 		l->ret = desc_read(j->d, l->ns, &l->desc, l->node,
-				   sizeof(l->node), &l->why);
-		if (l->ret != -ENOENT)	/* blocks, no description (yet) */
-			j->n++;
+				   sizeof(l->node), &l->owner, &l->why);
+		if (l->ret == -ENOENT)	/* blocks, no description (yet) */
+			continue;
+		j->good += !l->ret;
+		/*
+		 * Untrusted or broken ones are kept for their log line up to
+		 * as many again: a g4 full of them costs no more memory.
+		 */
+		if (l->ret && j->n - j->good >= j->d->cfg.g4.ns_learn_max)
+			continue;
+		j->n++;
 	}
 	closedir(dp);
 }
@@ -420,13 +504,17 @@ static void learn_done(void *arg)
 		if (d->ns[l->ns].used)
 			continue;	/* created or learned meanwhile */
 		if (!ret)
-			ret = adopt(d, l->ns, &l->desc, l->node);
+			ret = adopt(d, l->ns, &l->desc, l->node, l->owner);
 		if (ret)
 			kvc_log_ratelimited(KVC_LOG_WARN, "g4 %s/ns%" PRIu32 "/" NSSHARE_NAME ": %s%s%s: namespace %" PRIu32 " not learned",
 					    d->cfg.g4.directory, l->ns,
 					    strerror(-ret), *l->why ? ", " : "",
 					    l->why, l->ns);
 	}
+	if (j->ran && j->more)
+		kvc_info("g4 %s: %u learned this pass ([g4] ns_learn_max); %u more ns<id> director%s left for the next passes",
+			 d->cfg.g4.directory, j->good, j->more,
+			 j->more == 1 ? "y" : "ies");
 	d->nsshare_job = false;
 	free(j->found);
 	free(j);
@@ -477,10 +565,31 @@ static void learn_all(struct kvcd *d)
 	learn_done(j);
 }
 
+/* The overflow uid (overflow_uid), 65534 when it cannot be read. */
+static void read_overflow_uid(void)
+{
+	FILE *f = fopen("/proc/sys/fs/overflowuid", "re");
+	unsigned int uid;
+
+	if (!f)
+		return;
+	if (fscanf(f, "%u", &uid) == 1)
+		overflow_uid = uid;
+	fclose(f);
+}
+
 void kvcd_nsshare_start(struct kvcd *d)
 {
-	if (shared_on(d))
-		learn_all(d);
+	uint32_t trusted;
+
+	if (!shared_on(d))
+		return;
+	read_overflow_uid();
+	if (kvc_config_trusted_uid(&d->cfg, &trusted) &&
+	    !desc_trusted(d, trusted))
+		kvc_err("g4: [g4] trusted_uid = %" PRIu32 " is this system's overflow uid, which every unmapped user has: not trusted",
+			trusted);
+	learn_all(d);
 }
 
 void kvcd_nsshare_tick(struct kvcd *d)
