@@ -112,6 +112,13 @@ def test_two_finetunes_of_one_base_have_different_keys(tmp_path):
     os.utime(w, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
     assert derive(*vllm_config(a), cfg).weights_revision != \
         ia.weights_revision
+    # A single-file checkpoint (GGUF) is fingerprinted by its content too.
+    (tmp_path / "a.gguf").write_bytes(b"\x01" * 64)
+    (tmp_path / "b.gguf").write_bytes(b"\x02" * 64)
+    ga = derive(*vllm_config(str(tmp_path / "a.gguf")), cfg)
+    gb = derive(*vllm_config(str(tmp_path / "b.gguf")), cfg)
+    assert ga.weights_revision.startswith("dir-sha256:")
+    assert ga.weights_revision != gb.weights_revision
     # The administrator's revision is taken as it is, with no reading.
     assert derive(*vllm_config(a), ConnectorConfig(revision="v7")
                   ).weights_revision == "v7"

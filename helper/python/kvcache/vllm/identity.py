@@ -107,16 +107,22 @@ def _file_sha256(path: str) -> bytes:
 
 
 def content_digest(path: str) -> str | None:
-    """A local model or adapter directory's fingerprint: the SHA-256 of
-    its configuration and weight files' names, sizes and content (two
+    """A local model or adapter directory's fingerprint (or a single
+    weight file's): the SHA-256 of its configuration and weight files'
+    names, sizes and content (two
     fine-tunes of one base have the same names and sizes, not the same
     bytes). Costs one read of the weights at start, which vLLM makes
     too; a configured revision skips it. None when it cannot be read."""
     try:
         files = []
-        for name in sorted(os.listdir(path)):
-            if not name.endswith(_CONTENT_SUFFIXES):
-                continue
+        if os.path.isfile(path):
+            # One file (a GGUF checkpoint): itself, under its own name.
+            path, names = os.path.split(os.path.abspath(path))
+            names = [names]
+        else:
+            names = [n for n in sorted(os.listdir(path))
+                     if n.endswith(_CONTENT_SUFFIXES)]
+        for name in names:
             st = os.stat(os.path.join(path, name))
             if stat.S_ISREG(st.st_mode):
                 files.append((name, st.st_size, st.st_mtime_ns,
@@ -194,8 +200,9 @@ def weights_revision(model: str, configured: str | None,
     trust."""
     if configured:
         return configured
-    if os.path.isdir(model):
-        rev = snapshot_commit(model) or content_digest(model)
+    if os.path.isdir(model) or os.path.isfile(model):
+        rev = (os.path.isdir(model) and snapshot_commit(model)) or \
+            content_digest(model)
         if not rev:
             raise ValueError(f"model directory {model!r}: no weight files "
                              f"to fingerprint (set the connector's "
