@@ -46,8 +46,10 @@
  * publication, said at every retry, until it is removed).
  *
  * A pass (at start, then each KVCD_NSSHARE_RETRY_S) learns at most
- * [g4] ns_learn_max namespaces; the others wait for the next passes, so
- * thousands of descriptions cost bounded work per pass, and every
+ * [g4] ns_learn_max namespaces and opens at most NSSHARE_READS_PER_LEARNED
+ * times as many descriptions, going on where the last pass stopped (in
+ * id order); the others wait for the next passes, so thousands of
+ * descriptions, trusted or not, cost bounded work per pass, and every
  * namespace learned is logged with the node that made it and the owner
  * of its description.
  *
@@ -420,9 +422,11 @@ struct learn_job {
 	struct kvcd *d;
 	bool ran;
 	uint8_t known[KVCACHE_NS_MAX / 8 + 1];	/* bit per namespace */
+	uint32_t after;		/* in: read from the first id past it */
+	uint32_t last;		/* out: the last id read; 0: none */
 	size_t n, cap;
 	unsigned int good;	/* trusted descriptions in found[] */
-	unsigned int more;	/* ns<id>/ not read: the cap was reached */
+	size_t more;		/* ns<id>/ left unread: a cap was reached */
 	struct learned {
 		uint32_t ns;
 		int ret;
@@ -433,18 +437,36 @@ struct learn_job {
 	} *found;
 };
 
-static void learn_run(void *arg)
+/*
+ * Descriptions a pass reads at most, for each it may learn: a g4 full
+ * of untrusted or broken ones (or of ns<id>/ with no description) costs
+ * a bounded number of opens a pass, not one per directory.
+ */
+#define NSSHARE_READS_PER_LEARNED	4
+
+static int cmp_u32(const void *a, const void *b)
 {
-	struct learn_job *j = arg;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The ns<id>/ of g4's top directory this node lacks, ascending into
+ * *ids (malloc'ed). Their count, or 0 with *ids NULL.
+ */
+static size_t unknown_ids(const struct learn_job *j, uint32_t **ids)
+{
+	size_t n = 0, cap = 0;
 	struct dirent *de;
+	uint32_t *v = NULL;
 	DIR *dp;
 
-	j->ran = true;
+	*ids = NULL;
 	dp = opendir(j->d->cfg.g4.directory);
 	if (!dp)
-		return;
+		return 0;
 	while ((de = readdir(dp))) {
-		struct learned *l;
 		unsigned long ns;
 		char *end;
 
@@ -455,15 +477,48 @@ static void learn_run(void *arg)
 		if (*end || ns < 1 || ns > KVCACHE_NS_MAX ||
 		    (j->known[ns / 8] & (1u << (ns & 7))))
 			continue;
-		/*
-		 * The cap: what one pass may learn, and so read and keep.
-		 * Past it, a description is only counted; the next passes
-		 * read it (what they learn is known then, and skipped).
-		 */
-		if (j->good >= j->d->cfg.g4.ns_learn_max) {
-			j->more++;
-			continue;
+		if (n == cap) {
+			uint32_t *w;
+
+			cap = cap ? cap * 2 : 64;
+			w = realloc(v, cap * sizeof(*v));
+			if (!w)
+				break;
+			v = w;
 		}
+		v[n++] = (uint32_t)ns;
+	}
+	closedir(dp);
+	if (v)
+		qsort(v, n, sizeof(*v), cmp_u32);
+	*ids = v;
+	return v ? n : 0;
+}
+
+/*
+ * One pass: the unknown ids in ascending order from the first past
+ * j->after, around, until ns_learn_max trusted descriptions were read
+ * or NSSHARE_READS_PER_LEARNED times as many files were opened. The next
+ * pass goes on after the last one read, so every id is reached however
+ * many come before it.
+ */
+static void learn_run(void *arg)
+{
+	struct learn_job *j = arg;
+	unsigned int learn_max = j->d->cfg.g4.ns_learn_max;
+	size_t read_max = (size_t)learn_max * NSSHARE_READS_PER_LEARNED;
+	size_t nids, first = 0, k;
+	uint32_t *ids;
+
+	j->ran = true;
+	nids = unknown_ids(j, &ids);
+	while (first < nids && ids[first] <= j->after)
+		first++;
+	for (k = 0; k < nids; k++) {
+		struct learned *l;
+
+		if (j->good >= learn_max || k >= read_max)
+			break;
 		if (j->n == j->cap) {
 			size_t cap = j->cap ? j->cap * 2 : 16;
 
@@ -474,22 +529,18 @@ static void learn_run(void *arg)
 			j->cap = cap;
 		}
 		l = &j->found[j->n];
-		l->ns = (uint32_t)ns;
+		l->ns = ids[(first + k) % nids];
+		j->last = l->ns;
 		/* desc_read reads the daemon's fixed configuration only. */
 		l->ret = desc_read(j->d, l->ns, &l->desc, l->node,
 				   sizeof(l->node), &l->owner, &l->why);
 		if (l->ret == -ENOENT)	/* blocks, no description (yet) */
 			continue;
 		j->good += !l->ret;
-		/*
-		 * Untrusted or broken ones are kept for their log line up to
-		 * as many again: a g4 full of them costs no more memory.
-		 */
-		if (l->ret && j->n - j->good >= j->d->cfg.g4.ns_learn_max)
-			continue;
 		j->n++;
 	}
-	closedir(dp);
+	j->more = nids - k;
+	free(ids);
 }
 
 static void learn_done(void *arg)
@@ -512,9 +563,12 @@ static void learn_done(void *arg)
 					    l->why, l->ns);
 	}
 	if (j->ran && j->more)
-		kvc_info("g4 %s: %u learned this pass ([g4] ns_learn_max); %u more ns<id> director%s left for the next passes",
-			 d->cfg.g4.directory, j->good, j->more,
+		kvc_info("g4 %s: %u namespace description%s taken this pass ([g4] ns_learn_max = %u); %zu more ns<id> director%s left for the next passes",
+			 d->cfg.g4.directory, j->good, j->good == 1 ? "" : "s",
+			 d->cfg.g4.ns_learn_max, j->more,
 			 j->more == 1 ? "y" : "ies");
+	if (j->ran && j->last)
+		d->nsshare_after = j->last;
 	d->nsshare_job = false;
 	free(j->found);
 	free(j);
@@ -528,6 +582,7 @@ static struct learn_job *learn_job_new(struct kvcd *d)
 	if (!j)
 		return NULL;
 	j->d = d;
+	j->after = d->nsshare_after;
 	for (uint32_t ns = 1; ns <= KVCACHE_NS_MAX; ns++)
 		if (d->ns[ns].used)
 			j->known[ns / 8] |= (uint8_t)(1u << (ns & 7));
