@@ -109,16 +109,16 @@ def _file_sha256(path: str) -> bytes:
 def content_digest(path: str) -> str | None:
     """A local model or adapter directory's fingerprint (or a single
     weight file's): the SHA-256 of its configuration and weight files'
-    names, sizes and content (two
-    fine-tunes of one base have the same names and sizes, not the same
-    bytes). Costs one read of the weights at start, which vLLM makes
-    too; a configured revision skips it. None when it cannot be read."""
+    names, sizes and content (two fine-tunes of one base have the same
+    names and sizes, not the same bytes). Costs one read of the weights
+    at start, which vLLM makes too; a configured revision skips it. None
+    when it cannot be read."""
     try:
         files = []
         if os.path.isfile(path):
             # One file (a GGUF checkpoint): itself, under its own name.
-            path, names = os.path.split(os.path.abspath(path))
-            names = [names]
+            path, one = os.path.split(os.path.abspath(path))
+            names = [one]
         else:
             names = [n for n in sorted(os.listdir(path))
                      if n.endswith(_CONTENT_SUFFIXES)]
