@@ -93,6 +93,8 @@ enum {
 	K_G4_IO_PRIORITY,
 	K_G4_QUEUE_DEPTH,
 	K_G4_GRACE,
+	K_G4_TRUSTED_UID,
+	K_G4_NS_LEARN_MAX,
 	K_EVENTS_ENDPOINT,
 	K_EVENTS_TOPIC,
 	K_EVENTS_NAMESPACES,
@@ -167,6 +169,43 @@ static const char *check_address(const char *v)
 	if (inet_pton(AF_INET, v, buf) == 1 || inet_pton(AF_INET6, v, buf) == 1)
 		return NULL;
 	return "not an IPv4 or IPv6 address";
+}
+
+bool kvc_config_squash_uid(uint32_t uid)
+{
+	return uid == 65534 || uid == UINT32_MAX - 1 || uid == UINT32_MAX;
+}
+
+/*
+ * [g4] trusted_uid: empty (none), or a decimal uid that is not one every
+ * squashed user of an NFS client becomes: trusting that one would trust
+ * any process on any node (Documentation/admin-guide/kvcached-config.md).
+ */
+static const char *check_trusted_uid(const char *v)
+{
+	unsigned long long uid;
+	char *end;
+
+	if (!v[0])
+		return NULL;
+	if (strspn(v, "0123456789") != strlen(v) || strlen(v) > 10)
+		return "is not a uid (a decimal number)";
+	errno = 0;
+	uid = strtoull(v, &end, 10);
+	if (errno || *end || uid > UINT32_MAX)
+		return "is not a uid (a decimal number)";
+	if (kvc_config_squash_uid((uint32_t)uid))
+		return "is a squash uid (nobody, nfsnobody, -1): every squashed user of every node has it; set anonuid= on the export to an id of its own";
+	return NULL;
+}
+
+bool kvc_config_trusted_uid(const struct kvc_config *cfg, uint32_t *uid)
+{
+	if (!cfg->g4.trusted_uid[0])
+		return false;
+	/* Checked by check_trusted_uid() when it was parsed. */
+	*uid = (uint32_t)strtoul(cfg->g4.trusted_uid, NULL, 10);
+	return true;
 }
 
 /* A ZeroMQ endpoint to bind: tcp://ADDRESS:PORT or ipc:///PATH. */
@@ -405,6 +444,16 @@ static const struct key keys[NKEYS] = {
 		.offset = offsetof(struct kvc_config, g4.grace_ms),
 		.min = 1000, .max = 86400000,
 	},
+	[K_G4_TRUSTED_UID] = {
+		.section = "g4", .name = "trusted_uid", .type = V_STRING,
+		.offset = offsetof(struct kvc_config, g4.trusted_uid),
+		.size = KVC_CONFIG_UID_MAX, .check = check_trusted_uid,
+	},
+	[K_G4_NS_LEARN_MAX] = {
+		.section = "g4", .name = "ns_learn_max", .type = V_UINT,
+		.offset = offsetof(struct kvc_config, g4.ns_learn_max),
+		.min = 1, .max = 65535,
+	},
 	[K_EVENTS_ENDPOINT] = {
 		.section = "events", .name = "endpoint", .type = V_STRING,
 		.offset = offsetof(struct kvc_config, events.endpoint),
@@ -500,6 +549,7 @@ void kvc_config_defaults(struct kvc_config *cfg)
 	/* Events stay off (no endpoint) and publish no namespace. */
 	cfg->events.hwm = 32;
 	cfg->events.ipc_mode = 0600;
+	cfg->g4.ns_learn_max = 64;
 }
 
 static const char *enum_name(const char *const *names, int v)

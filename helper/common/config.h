@@ -37,6 +37,7 @@
  * report in TOUCH (256 Ki: 512 GiB/s of 2 MiB blocks, 16 GiB/s of 64 KiB).
  */
 #define KVC_CONFIG_TOUCH_RATE		262144
+#define KVC_CONFIG_UID_MAX		11	/* "4294967295" and NUL */
 
 /* The largest file kvc_config_load() reads; a config is a few kB. */
 #define KVC_CONFIG_FILE_MAX		(1024 * 1024)
@@ -155,6 +156,13 @@ struct kvc_config {
 		unsigned int queue_depth;
 		uint64_t grace_ms;		/* GC lease and grace */
 		bool io_priority;
+		/*
+		 * Who else may write namespace descriptions (nsshare.c):
+		 * "" = kvcached's own uid only; else a decimal uid, never a
+		 * squash id (kvc_config_trusted_uid()).
+		 */
+		char trusted_uid[KVC_CONFIG_UID_MAX];
+		unsigned int ns_learn_max;	/* namespaces learned a pass */
 	} g4;
 	struct {
 		char endpoint[KVC_CONFIG_EVENTS_MAX];	/* "" = no events */
@@ -170,6 +178,16 @@ struct kvc_config {
 		unsigned int hwm;		/* messages per subscriber */
 	} events;
 };
+
+/*
+ * The uids no one can be trusted as: "nobody" (65534, also the default
+ * overflow uid and NFS anonuid, so every squashed user on every client),
+ * the old "nfsnobody" (4294967294) and the invalid -1.
+ */
+bool kvc_config_squash_uid(uint32_t uid);
+
+/* [g4] trusted_uid: true with *uid when one is set. */
+bool kvc_config_trusted_uid(const struct kvc_config *cfg, uint32_t *uid);
 
 /* Fill *cfg with the documented defaults. */
 void kvc_config_defaults(struct kvc_config *cfg);

@@ -5,7 +5,14 @@
  * The sequences and slots are read and written with the compiler's
  * __atomic builtins, as they are shared with other processes; the
  * descriptor's other fields are plain, guarded by the sequence as in a
- * seqlock.
+ * seqlock. One writer (the daemon's one thread), any number of readers in
+ * other processes. The writer's side is the kernel's write_seqcount_begin()
+ * and _end(): make the sequence odd, a release fence (its smp_wmb()), the
+ * fields, then the even sequence with a release store. A store to the
+ * sequence orders nothing after it, however strong its memory order: C11
+ * and ARMv8 let later plain stores become visible before it, so without
+ * the fence a reader could see new fields under the old even sequence.
+ * The readers' side is kvc_fastidx_find() and kvc_fastidx_still().
  */
 #include "fastidx.h"
 
@@ -210,6 +217,8 @@ void kvc_fastidx_publish(struct kvc_fastidx *f, struct kvcache_handle h,
 	/* Never published: odd (1) while the fields are written. */
 	if (!d->seq)
 		__atomic_store_n(&d->seq, 1, __ATOMIC_SEQ_CST);
+	/* The odd sequence visible before any field changes (smp_wmb()). */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
 	d->ns = ns;
 	d->gen = h.gen;
 	memcpy(d->key, key, KVCACHE_KEY_SIZE);
@@ -242,6 +251,8 @@ void kvc_fastidx_set_tiers(struct kvc_fastidx *f, uint32_t index,
 		return;
 	/* Odd while it changes: a reader that saw the old tiers retries. */
 	__atomic_store_n(&d->seq, d->seq + 1, __ATOMIC_SEQ_CST);
+	/* The odd sequence visible before the new tiers (smp_wmb()). */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
 	d->tiers = tiers;
 	__atomic_store_n(&d->seq, d->seq + 1, __ATOMIC_RELEASE);
 }

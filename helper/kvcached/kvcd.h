@@ -108,6 +108,7 @@ struct kvcd {
 	uint64_t ns_conflicts;		/* ... described otherwise there */
 	double nsshare_at;		/* the next look at unshared ones */
 	bool nsshare_job;		/* a learning on g4's worker */
+	uint32_t nsshare_after;		/* its next pass reads past this id */
 	int journal_fd;			/* parents (journal.h); -1: none */
 	uint64_t journal_bytes;		/* its size */
 	uint64_t journal_last;		/* its size after the last compaction */

@@ -30,11 +30,28 @@
  * adopts the winner's salt when the two agree on owner and mode.
  *
  * A description is trusted only as a regular file (not a link), not
- * writable by group or others, owned by this daemon's user or by the
- * owner of the g4 directory (root squashing maps kvcached's root to
- * another uid on every node alike). Anything else, or a file that does
- * not parse or check, is logged and ignored: a tenant that may write in
- * g4 cannot make a node grant it a namespace.
+ * writable by group or others, owned by this daemon's user or by the one
+ * uid [g4] trusted_uid names (the id root_squash maps kvcached's root to
+ * on the g4 server, alike for every node: anonuid=, set to an id of its
+ * own). Never by a squash uid: nobody (65534), nfsnobody, -1 or this
+ * system's overflow uid, which every squashed or unmapped user of every
+ * node has, whatever the configuration says (config.c refuses them as
+ * trusted_uid; desc_trusted() refuses them again, the overflow uid being
+ * known only here). The g4 directory's owner is not trusted for being
+ * it: under root_squash it is commonly nobody. Anything else, or a file
+ * that does not parse or check, is logged and ignored: a tenant that may
+ * write in g4 cannot make a node grant it a namespace, nor give a salt to
+ * a namespace an administrator creates later (NS_CREATE learns only a
+ * trusted description; an untrusted one under the name blocks the
+ * publication, said at every retry, until it is removed).
+ *
+ * A pass (at start, then each KVCD_NSSHARE_RETRY_S) learns at most
+ * [g4] ns_learn_max namespaces and opens at most NSSHARE_READS_PER_LEARNED
+ * times as many descriptions, going on where the last pass stopped (in
+ * id order); the others wait for the next passes, so thousands of
+ * descriptions, trusted or not, cost bounded work per pass, and every
+ * namespace learned is logged with the node that made it and the owner
+ * of its description.
  *
  * A namespace that this node and g4 describe differently (two nodes
  * created it apart, or a salt was set on one node only) is a conflict:
@@ -66,6 +83,14 @@
 #define NSSHARE_NAME		"namespace"
 #define KVCD_NSSHARE_RETRY_S	5.0
 
+/*
+ * /proc/sys/fs/overflowuid, the uid this system shows for one it cannot
+ * map (NFSv4 ids without an idmap entry): read once by
+ * kvcd_nsshare_start(), before the first learning, on the daemon's
+ * thread; only read afterwards, also on g4's worker.
+ */
+static uint32_t overflow_uid = 65534;
+
 _Static_assert(KVC_NSDESC_SALT == KVC_PROTO_SALT_SIZE, "one salt size");
 
 static bool shared_on(const struct kvcd *d)
@@ -83,6 +108,18 @@ static const char *node_name(const struct kvcd *d, char *buf, size_t len)
 	return buf;
 }
 
+/* May a description owned by uid be believed? (the file's comment) */
+static bool desc_trusted(const struct kvcd *d, uint32_t uid)
+{
+	uint32_t trusted;
+
+	if (kvc_config_squash_uid(uid) || uid == overflow_uid)
+		return false;
+	if (uid == (uint32_t)geteuid())
+		return true;
+	return kvc_config_trusted_uid(&d->cfg, &trusted) && uid == trusted;
+}
+
 static int desc_path(const struct kvcd *d, uint32_t ns, const char *name,
 		     char *out, size_t len)
 {
@@ -93,17 +130,18 @@ static int desc_path(const struct kvcd *d, uint32_t ns, const char *name,
 }
 
 /*
- * Read namespace ns's description from g4. 0 with *n and node filled;
- * -ENOENT when there is none; -EPERM when it is not to be trusted,
- * -EBADMSG when it does not parse, with why set; another -errno when
- * g4 could not be read.
+ * Read namespace ns's description from g4. 0 with *n, node and *owner
+ * (the file's uid) filled; -ENOENT when there is none; -EPERM when it is
+ * not to be trusted, -EBADMSG when it does not parse, with why set;
+ * another -errno when g4 could not be read.
  */
 static int desc_read(const struct kvcd *d, uint32_t ns, struct kvcd_ns *n,
-		     char *node, size_t nlen, const char **why)
+		     char *node, size_t nlen, uint32_t *owner,
+		     const char **why)
 {
 	char path[PATH_MAX], buf[KVC_NSDESC_MAX + 1];
 	struct kvc_nsdesc nd;
-	struct stat st, top;
+	struct stat st;
 	ssize_t len;
 	size_t got;
 	int fd, ret;
@@ -118,17 +156,18 @@ static int desc_read(const struct kvcd *d, uint32_t ns, struct kvcd_ns *n,
 	if (fd < 0)
 		return errno == ELOOP ? (*why = "a symbolic link", -EPERM) :
 		       -errno;
-	if (fstat(fd, &st) || stat(d->cfg.g4.directory, &top)) {
+	if (fstat(fd, &st)) {
 		ret = -errno;
 		close(fd);
 		return ret;
 	}
+	*owner = (uint32_t)st.st_uid;
 	if (!S_ISREG(st.st_mode))
 		*why = "not a regular file";
 	else if (st.st_mode & (S_IWGRP | S_IWOTH))
 		*why = "writable by group or others";
-	else if (st.st_uid != geteuid() && st.st_uid != top.st_uid)
-		*why = "owned by neither kvcached's user nor g4's owner";
+	else if (!desc_trusted(d, (uint32_t)st.st_uid))
+		*why = "owned by neither kvcached's user nor [g4] trusted_uid";
 	if (**why) {
 		close(fd);
 		return -EPERM;
@@ -156,6 +195,23 @@ static int desc_read(const struct kvcd *d, uint32_t ns, struct kvcd_ns *n,
 	memcpy(n->salt, nd.salt, KVC_PROTO_SALT_SIZE);
 	strcpy(node, nd.node);
 	return 0;
+}
+
+/*
+ * What g4 makes of a file kvcached wrote: under root_squash its owner is
+ * the export's anonuid, not kvcached's uid, and unless trusted_uid names
+ * it no node (this one included) believes any description. Said once.
+ */
+static void check_own_owner(const struct kvcd *d, int fd)
+{
+	static bool said;
+	struct stat st;
+
+	if (said || fstat(fd, &st) || desc_trusted(d, (uint32_t)st.st_uid))
+		return;
+	said = true;
+	kvc_err("g4 %s: a file kvcached writes there is owned by uid %u, which no node trusts as the writer of namespace descriptions: namespaces are not shared. Under root_squash, give the export anonuid=/anongid= of their own and set [g4] trusted_uid to that uid (never nobody)",
+		d->cfg.g4.directory, (unsigned int)st.st_uid);
 }
 
 /*
@@ -199,6 +255,8 @@ static int desc_write(const struct kvcd *d, uint32_t ns, bool replace)
 	if (fchmod(fd, 0644) || write(fd, buf, (size_t)len) != len ||
 	    fsync(fd))
 		ret = errno ? -errno : -EIO;
+	if (!ret)
+		check_own_owner(d, fd);
 	if (close(fd) && !ret)
 		ret = -errno;	/* NFS reports a failed write here */
 	if (!ret && replace && rename(tmp, path))
@@ -238,9 +296,12 @@ static void conflict(struct kvcd *d, uint32_t ns, const struct kvcd_ns *g4,
 		salt_only ? ", another salt" : "", n->uid, n->gid, n->mode);
 }
 
-/* Make n (read from g4, written by node) namespace ns here. 0 or -errno. */
+/*
+ * Make n (read from g4, written by node, in a file owner owns) namespace
+ * ns here. 0 or -errno.
+ */
 static int adopt(struct kvcd *d, uint32_t ns, const struct kvcd_ns *n,
-		 const char *node)
+		 const char *node, uint32_t owner)
 {
 	struct kvcd_ns old = d->ns[ns];
 	int ret;
@@ -265,10 +326,10 @@ static int adopt(struct kvcd *d, uint32_t ns, const struct kvcd_ns *n,
 	}
 	d->ns_learned++;
 	kvc_metric_add(d->dm.ns_learned, 1);
-	kvc_info("namespace %" PRIu32 " %s from g4 (made by node %s): uid %"
-		 PRIu32 " gid %" PRIu32 " mode %03o", ns,
-		 old.used ? "takes the salt" : "learned", node, n->uid, n->gid,
-		 n->mode);
+	kvc_info("namespace %" PRIu32 " %s from g4 (made by node %s, description owned by uid %"
+		 PRIu32 "): uid %" PRIu32 " gid %" PRIu32 " mode %03o", ns,
+		 old.used ? "takes the salt" : "learned", node, owner, n->uid,
+		 n->gid, n->mode);
 	kvcd_ns_dirs(d, ns, false);
 	return 0;
 }
@@ -278,17 +339,18 @@ bool kvcd_nsshare_learn(struct kvcd *d, uint32_t ns)
 	struct kvcd_ns n;
 	char node[KVC_CONFIG_NODE_MAX];
 	const char *why;
+	uint32_t owner;
 	int ret;
 
 	if (!shared_on(d) || ns < 1 || ns > KVCACHE_NS_MAX)
 		return false;
 	if (d->ns[ns].used)
 		return true;
-	ret = desc_read(d, ns, &n, node, sizeof(node), &why);
+	ret = desc_read(d, ns, &n, node, sizeof(node), &owner, &why);
 	if (ret == -ENOENT)
 		return false;	/* blocks, no description (yet) */
 	if (!ret)
-		ret = adopt(d, ns, &n, node);
+		ret = adopt(d, ns, &n, node, owner);
 	if (ret)
 		kvc_log_ratelimited(KVC_LOG_WARN, "g4 %s/ns%" PRIu32 "/" NSSHARE_NAME ": %s%s%s: namespace %" PRIu32 " not learned",
 				    d->cfg.g4.directory, ns, strerror(-ret),
@@ -309,27 +371,31 @@ static int share_one(struct kvcd *d, uint32_t ns, bool fresh)
 	char node[KVC_CONFIG_NODE_MAX];
 	struct kvcd_ns n;
 	const char *why;
+	uint32_t owner;
 	int ret;
 
 	for (int tries = 0; tries < 2; tries++) {
-		ret = desc_read(d, ns, &n, node, sizeof(node), &why);
+		ret = desc_read(d, ns, &n, node, sizeof(node), &owner, &why);
 		if (!ret) {
 			const struct kvcd_ns *o = &d->ns[ns];
 
 			if (same_ns(&n, o))
 				d->ns[ns].share = KVCD_SHARE_OK;
 			else if (fresh && n.uid == o->uid && n.gid == o->gid &&
-				 n.mode == o->mode && !adopt(d, ns, &n, node))
+				 n.mode == o->mode &&
+				 !adopt(d, ns, &n, node, owner))
 				return 0;
 			else
 				conflict(d, ns, &n, node);
 			return 0;
 		}
 		if (ret != -ENOENT) {
-			kvc_log_ratelimited(KVC_LOG_WARN, "g4 %s/ns%" PRIu32 "/" NSSHARE_NAME ": %s%s%s",
+			kvc_log_ratelimited(KVC_LOG_WARN, "g4 %s/ns%" PRIu32 "/" NSSHARE_NAME ": %s%s%s%s",
 					    d->cfg.g4.directory, ns,
 					    strerror(-ret), *why ? ", " : "",
-					    why);
+					    why, ret == -EPERM ?
+					    ": namespace not shared, its own salt kept, until that file is removed" :
+					    "");
 			return ret;
 		}
 		ret = desc_write(d, ns, false);
@@ -356,28 +422,51 @@ struct learn_job {
 	struct kvcd *d;
 	bool ran;
 	uint8_t known[KVCACHE_NS_MAX / 8 + 1];	/* bit per namespace */
+	uint32_t after;		/* in: read from the first id past it */
+	uint32_t last;		/* out: the last id read; 0: none */
 	size_t n, cap;
+	unsigned int good;	/* trusted descriptions in found[] */
+	size_t more;		/* ns<id>/ left unread: a cap was reached */
 	struct learned {
 		uint32_t ns;
 		int ret;
 		const char *why;
+		uint32_t owner;
 		struct kvcd_ns desc;
 		char node[KVC_CONFIG_NODE_MAX];
 	} *found;
 };
 
-static void learn_run(void *arg)
+/*
+ * Descriptions a pass reads at most, for each it may learn: a g4 full
+ * of untrusted or broken ones (or of ns<id>/ with no description) costs
+ * a bounded number of opens a pass, not one per directory.
+ */
+#define NSSHARE_READS_PER_LEARNED	4
+
+static int cmp_u32(const void *a, const void *b)
 {
-	struct learn_job *j = arg;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The ns<id>/ of g4's top directory this node lacks, ascending into
+ * *ids (malloc'ed). Their count, or 0 with *ids NULL.
+ */
+static size_t unknown_ids(const struct learn_job *j, uint32_t **ids)
+{
+	size_t n = 0, cap = 0;
 	struct dirent *de;
+	uint32_t *v = NULL;
 	DIR *dp;
 
-	j->ran = true;
+	*ids = NULL;
 	dp = opendir(j->d->cfg.g4.directory);
 	if (!dp)
-		return;
+		return 0;
 	while ((de = readdir(dp))) {
-		struct learned *l;
 		unsigned long ns;
 		char *end;
 
@@ -388,6 +477,48 @@ static void learn_run(void *arg)
 		if (*end || ns < 1 || ns > KVCACHE_NS_MAX ||
 		    (j->known[ns / 8] & (1u << (ns & 7))))
 			continue;
+		if (n == cap) {
+			uint32_t *w;
+
+			cap = cap ? cap * 2 : 64;
+			w = realloc(v, cap * sizeof(*v));
+			if (!w)
+				break;
+			v = w;
+		}
+		v[n++] = (uint32_t)ns;
+	}
+	closedir(dp);
+	if (v)
+		qsort(v, n, sizeof(*v), cmp_u32);
+	*ids = v;
+	return v ? n : 0;
+}
+
+/*
+ * One pass: the unknown ids in ascending order from the first past
+ * j->after, around, until ns_learn_max trusted descriptions were read
+ * or NSSHARE_READS_PER_LEARNED times as many files were opened. The next
+ * pass goes on after the last one read, so every id is reached however
+ * many come before it.
+ */
+static void learn_run(void *arg)
+{
+	struct learn_job *j = arg;
+	unsigned int learn_max = j->d->cfg.g4.ns_learn_max;
+	size_t read_max = (size_t)learn_max * NSSHARE_READS_PER_LEARNED;
+	size_t nids, first = 0, k;
+	uint32_t *ids;
+
+	j->ran = true;
+	nids = unknown_ids(j, &ids);
+	while (first < nids && ids[first] <= j->after)
+		first++;
+	for (k = 0; k < nids; k++) {
+		struct learned *l;
+
+		if (j->good >= learn_max || k >= read_max)
+			break;
 		if (j->n == j->cap) {
 			size_t cap = j->cap ? j->cap * 2 : 16;
 
@@ -398,14 +529,18 @@ static void learn_run(void *arg)
 			j->cap = cap;
 		}
 		l = &j->found[j->n];
-		l->ns = (uint32_t)ns;
+		l->ns = ids[(first + k) % nids];
+		j->last = l->ns;
 		/* desc_read reads the daemon's fixed configuration only. */
 		l->ret = desc_read(j->d, l->ns, &l->desc, l->node,
-				   sizeof(l->node), &l->why);
-		if (l->ret != -ENOENT)	/* blocks, no description (yet) */
-			j->n++;
+				   sizeof(l->node), &l->owner, &l->why);
+		if (l->ret == -ENOENT)	/* blocks, no description (yet) */
+			continue;
+		j->good += !l->ret;
+		j->n++;
 	}
-	closedir(dp);
+	j->more = nids - k;
+	free(ids);
 }
 
 static void learn_done(void *arg)
@@ -420,13 +555,20 @@ static void learn_done(void *arg)
 		if (d->ns[l->ns].used)
 			continue;	/* created or learned meanwhile */
 		if (!ret)
-			ret = adopt(d, l->ns, &l->desc, l->node);
+			ret = adopt(d, l->ns, &l->desc, l->node, l->owner);
 		if (ret)
 			kvc_log_ratelimited(KVC_LOG_WARN, "g4 %s/ns%" PRIu32 "/" NSSHARE_NAME ": %s%s%s: namespace %" PRIu32 " not learned",
 					    d->cfg.g4.directory, l->ns,
 					    strerror(-ret), *l->why ? ", " : "",
 					    l->why, l->ns);
 	}
+	if (j->ran && j->more)
+		kvc_info("g4 %s: %u namespace description%s taken this pass ([g4] ns_learn_max = %u); %zu more ns<id> director%s left for the next passes",
+			 d->cfg.g4.directory, j->good, j->good == 1 ? "" : "s",
+			 d->cfg.g4.ns_learn_max, j->more,
+			 j->more == 1 ? "y" : "ies");
+	if (j->ran && j->last)
+		d->nsshare_after = j->last;
 	d->nsshare_job = false;
 	free(j->found);
 	free(j);
@@ -440,6 +582,7 @@ static struct learn_job *learn_job_new(struct kvcd *d)
 	if (!j)
 		return NULL;
 	j->d = d;
+	j->after = d->nsshare_after;
 	for (uint32_t ns = 1; ns <= KVCACHE_NS_MAX; ns++)
 		if (d->ns[ns].used)
 			j->known[ns / 8] |= (uint8_t)(1u << (ns & 7));
@@ -477,10 +620,31 @@ static void learn_all(struct kvcd *d)
 	learn_done(j);
 }
 
+/* The overflow uid (overflow_uid), 65534 when it cannot be read. */
+static void read_overflow_uid(void)
+{
+	FILE *f = fopen("/proc/sys/fs/overflowuid", "re");
+	unsigned int uid;
+
+	if (!f)
+		return;
+	if (fscanf(f, "%u", &uid) == 1)
+		overflow_uid = uid;
+	fclose(f);
+}
+
 void kvcd_nsshare_start(struct kvcd *d)
 {
-	if (shared_on(d))
-		learn_all(d);
+	uint32_t trusted;
+
+	if (!shared_on(d))
+		return;
+	read_overflow_uid();
+	if (kvc_config_trusted_uid(&d->cfg, &trusted) &&
+	    !desc_trusted(d, trusted))
+		kvc_err("g4: [g4] trusted_uid = %" PRIu32 " is this system's overflow uid, which every unmapped user has: not trusted",
+			trusted);
+	learn_all(d);
 }
 
 void kvcd_nsshare_tick(struct kvcd *d)

@@ -853,6 +853,89 @@ TEST_F_TIMEOUT(kvcd, namespaces_shared_through_g4, 120)
 	rm_rf(dir);
 }
 
+/* plant_desc(), the file then given to uid (its directory stays ours). */
+static int plant_owned(const char *dir, uint32_t ns, uid_t uid)
+{
+	char p[PATH_MAX];
+	int ret = plant_desc(dir, ns, 0644, false, false);
+
+	snprintf(p, sizeof(p), "%s/ns%u/namespace", dir, ns);
+	if (!ret && chown(p, uid, uid))
+		ret = -errno;
+	return ret;
+}
+
+/*
+ * Who may write namespace descriptions (issue #36, finding 4). g4 is
+ * owned by nobody, as root_squash with the default anonuid leaves it: a
+ * description nobody owns is not learned, and an NS_CREATE of its id
+ * does not take its salt. Owned by kvcached's user or by [g4]
+ * trusted_uid, it is learned; ns_learn_max = 1 learns one a pass (one at
+ * start, then one every 5 s), each logged with its description's owner.
+ */
+TEST_F_TIMEOUT(kvcd, g4_descriptions_need_a_trusted_writer, 120)
+{
+	const char *fmt = "[g4]\ndirectory = %s\ncapacity = 64M\nnode = node-a\n"
+			  "scan_interval = 200ms\ntrusted_uid = 4321\n"
+			  "ns_learn_max = 1\n";
+	uint32_t planted = self->ns + 1, by_trusted = self->ns + 2;
+	uint32_t by_us[3] = { self->ns + 3, self->ns + 4, self->ns + 5 };
+	uint8_t zero[KVC_PROTO_SALT_SIZE] = { 0 }, salt[KVC_PROTO_SALT_SIZE];
+	char dir[PATH_MAX], conf[PATH_MAX + 256], why[512] = "", text[128];
+	uint64_t learned;
+	struct stat st;
+
+	if (geteuid() != 0)
+		SKIP(return, "needs root (files of other owners)");
+	ASSERT_GE(KVCACHE_NS_MAX, by_us[2]);
+	tier_dir(dir, sizeof(dir), "g4");
+	ASSERT_EQ(0, chown(dir, 65534, 65534));
+	ASSERT_EQ(0, plant_owned(dir, planted, 65534));
+	ASSERT_EQ(0, plant_owned(dir, by_trusted, 4321));
+	for (int i = 0; i < 3; i++)
+		ASSERT_EQ(0, plant_owned(dir, by_us[i], 0));
+	/* The kernel's namespaces (kernel mode) go at the cleanup. */
+	ASSERT_GE(8 - 5, self->nmade);
+	self->made[self->nmade++] = by_trusted;
+	for (int i = 0; i < 3; i++)
+		self->made[self->nmade++] = by_us[i];
+	snprintf(conf, sizeof(conf), fmt, dir);
+	ASSERT_EQ(0, restart(self, conf, why, sizeof(why))) TH_LOG("%s", why);
+
+	/* Four to learn, one a pass: one at start, one more at most since. */
+	learned = kvcc_stat1(&self->c, "ns_learned");
+	EXPECT_LE(1, learned);
+	EXPECT_GE(2, learned);
+	for (double end = now_s() + 60; learned < 4 && now_s() < end;
+	     msleep(100))
+		learned = kvcc_stat1(&self->c, "ns_learned");
+	EXPECT_EQ(4, learned);
+	ASSERT_EQ(0, kvcc_ns_salt(&self->c, by_trusted, NULL, salt));
+	EXPECT_EQ(0, memcmp(zero, salt, sizeof(salt)));
+	snprintf(text, sizeof(text), "namespace %u learned from g4 (made by node hand, description owned by uid 4321)",
+		 by_trusted);
+	EXPECT_TRUE(file_has(self->log, text)) TH_LOG("no \"%s\"", text);
+	for (int i = 0; i < 3; i++) {
+		EXPECT_EQ(0, kvcc_ns_salt(&self->c, by_us[i], NULL, salt));
+		snprintf(text, sizeof(text), "namespace %u learned from g4",
+			 by_us[i]);
+		EXPECT_TRUE(file_has(self->log, text)) TH_LOG("no \"%s\"", text);
+	}
+
+	/* nobody's description: not learned, then not the created one's. */
+	EXPECT_EQ(-ENOENT, kvcc_ns_salt(&self->c, planted, NULL, salt));
+	ASSERT_EQ(0, ns_create(self, &self->c, planted, 0, 0, 0777))
+		TH_LOG("%s", self->c.why);
+	ASSERT_EQ(0, kvcc_ns_salt(&self->c, planted, NULL, salt));
+	EXPECT_NE(0, memcmp(zero, salt, sizeof(salt)));
+	EXPECT_EQ(4, kvcc_stat1(&self->c, "ns_learned"));
+	/* The planted file is still nobody's: not replaced, not believed. */
+	snprintf(why, sizeof(why), "%s/ns%u/namespace", dir, planted);
+	ASSERT_EQ(0, stat(why, &st));
+	EXPECT_EQ(65534, st.st_uid);
+	rm_rf(dir);
+}
+
 /*
  * EVICT drops a block from every tier that holds it (deepest first), and
  * FLUSH of a namespace empties it on every tier: an admin purging a

@@ -313,6 +313,54 @@ static void test_events_keys(void)
 }
 
 /*
+ * [g4] trusted_uid (issue #36, finding 4): a uid of its own or none,
+ * never one that every squashed user of an NFS client has; and
+ * ns_learn_max, at least 1.
+ */
+static void test_g4_trust(void)
+{
+	static const char *const squash[] = {
+		"65534", "4294967294", "4294967295",
+	};
+	static const char *const junk[] = {
+		"-1", "nobody", "12a", "4294967296", " 1 2", "0x10",
+	};
+	struct kvc_config c;
+	char text[128];
+	uint32_t uid = 7;
+
+	TAP_CHECK(parse(&c, "") == 0);
+	TAP_CHECK(!kvc_config_trusted_uid(&c, &uid));
+	TAP_CHECK(uid == 7);
+	TAP_CHECK(c.g4.ns_learn_max == 64);
+	TAP_CHECK(parse(&c, "[g4]\ntrusted_uid = 4321\nns_learn_max = 2\n") == 0);
+	TAP_CHECK(kvc_config_trusted_uid(&c, &uid) && uid == 4321);
+	TAP_CHECK(c.g4.ns_learn_max == 2);
+	TAP_CHECK(parse(&c, "[g4]\ntrusted_uid = 0\n") == 0);
+	TAP_CHECK(kvc_config_trusted_uid(&c, &uid) && uid == 0);
+	TAP_CHECK(parse(&c, "[g4]\ntrusted_uid =\n") == 0);
+	TAP_CHECK(!kvc_config_trusted_uid(&c, &uid));
+	for (size_t i = 0; i < sizeof(squash) / sizeof(squash[0]); i++) {
+		snprintf(text, sizeof(text), "[g4]\ntrusted_uid = %s\n",
+			 squash[i]);
+		TAP_EXPECT_EQ(parse(&c, text), -EINVAL);
+		TAP_CHECK(strstr(err, "test.conf:2: trusted_uid: ") == err);
+		TAP_CHECK(strstr(err, "squash uid") != NULL);
+		TAP_CHECK(kvc_config_squash_uid((uint32_t)strtoul(squash[i],
+								  NULL, 10)));
+	}
+	for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
+		snprintf(text, sizeof(text), "[g4]\ntrusted_uid = %s\n",
+			 junk[i]);
+		TAP_EXPECT_EQ(parse(&c, text), -EINVAL);
+		TAP_CHECK(strstr(err, "is not a uid") != NULL);
+	}
+	TAP_CHECK(!kvc_config_squash_uid(0));
+	TAP_CHECK(!kvc_config_squash_uid(4321));
+	TAP_EXPECT_EQ(parse(&c, "[g4]\nns_learn_max = 0\n"), -EINVAL);
+}
+
+/*
  * Every error: the text, and the message it must produce. The messages
  * are checked whole, so the file name and line number are checked too.
  */
@@ -779,6 +827,7 @@ int main(void)
 	TAP_RUN(test_enums);
 	TAP_RUN(test_strings_and_listen);
 	TAP_RUN(test_events_keys);
+	TAP_RUN(test_g4_trust);
 	TAP_RUN(test_errors);
 	TAP_RUN(test_error_edge_cases);
 	TAP_RUN(test_dump_round_trip);

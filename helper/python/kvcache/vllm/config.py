@@ -31,8 +31,9 @@ class ConnectorConfig:
     library: str | None = None
     # the model's name in the identity; None: vLLM's model (path or name)
     model_id: str | None = None
-    # the weights' revision in the identity; None: vLLM's revision, else
-    # a digest of the model directory's config and weight index
+    # the weights' revision in the identity, as given; None: the commit
+    # of vLLM's revision or hub snapshot, else a content digest of the
+    # model directory (identity.py)
     revision: str | None = None
     # mixed into every key of this engine (a deployment-wide salt)
     salt: str = ""

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0
 """What makes a vLLM engine's KV reusable by another: the namespace
-identity (Documentation/userspace-api/keys.md) derived from the vLLM configuration.
+identity (Documentation/userspace-api/keys.md) derived from the vLLM
+configuration.
 
 Two engines share a block only when every field below is equal; any
 difference makes different keys, so a hit is never the KV of another
@@ -8,9 +9,14 @@ model, precision, layout or shard:
 
 - model: the configured model_id, else vLLM's model (a hub name or a
   local path);
-- weights_revision: the configured revision, else vLLM's revision, else
-  (a local directory without one) a digest of its config.json and of the
-  names and sizes of its weight files;
+- weights_revision: the configured revision (the administrator's word),
+  else the commit of the weights: vLLM's revision when it is a commit, else
+  the commit a Hugging Face cache snapshot of the model resolves to (a
+  branch or tag name, "main" by default, is followed to its commit: a
+  name alone would keep serving KV of weights that moved on), else (a
+  local directory that is no snapshot) a SHA-256 of its config and weight
+  files' content; a hub model with none of these disables the connector
+  (set its revision);
 - tokenizer: vLLM's tokenizer and its revision;
 - kv_layout: vLLM's version, the platform and attention backend, the KV
   cache spec (kind, layers, KV heads, head size, block size, bytes per
@@ -18,14 +24,22 @@ model, precision, layout or shard:
 - kv_dtype: the KV cache dtype, the model dtype and its quantization;
 - tokens_per_block: vLLM's block size;
 - tp/pp rank and size: each rank stores its own shard;
-- per request: the LoRA adapter (name and path) and cache_salt, with the
-  configured salt.
+- per request: the LoRA adapter (its name, path and a fingerprint of its
+  content, or its snapshot's commit) and cache_salt, with the configured
+  salt.
+
+A field made of several parts encodes each with its length first
+(pack_str(), pack_bytes()), so no two different tuples of parts give the
+same field: ("fin", "s3://b/fin") is not ("fin:s3", "//b/fin").
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
+import stat
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,23 +71,162 @@ class Identity:
                     pp_rank=pp_rank, pp_size=self.pp_size)
 
 
-def _dir_digest(path: str) -> str:
-    """A local model directory's fingerprint: config.json's bytes, then
-    each weight file's name and size (reading gigabytes of weights at
-    every start would cost more than the cache saves)."""
-    h = hashlib.sha256()
+def pack_str(*parts: str) -> str:
+    """Parts of a string field, each as its UTF-8 length in decimal, ':'
+    and itself: a netstring without the comma, unambiguous because the
+    length comes first."""
+    return "".join(f"{len(p.encode())}:{p}" for p in parts)
+
+
+def pack_bytes(*parts: bytes) -> bytes:
+    """Parts of a bytes field, each as a u32 little-endian length and
+    itself (the encoding of keys.md's fields)."""
+    return b"".join(struct.pack("<I", len(p)) + p for p in parts)
+
+
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+# The files whose content is the model or adapter: its configuration
+# (config.json, adapter_config.json, the index of a sharded checkpoint)
+# and its weights.
+_CONTENT_SUFFIXES = (".json", ".safetensors", ".bin", ".pt", ".pth",
+                     ".gguf")
+# A digest is reused while every file's name, size, mtime and inode stay
+# the same: an adapter's is asked for at every request.
+_digests: dict[tuple, str] = {}
+_DIGESTS_MAX = 256
+
+
+def _file_sha256(path: str) -> bytes:
+    with open(path, "rb") as f:
+        if hasattr(hashlib, "file_digest"):
+            return hashlib.file_digest(f, "sha256").digest()
+        h = hashlib.sha256()
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+        return h.digest()
+
+
+def content_digest(path: str) -> str | None:
+    """A local model or adapter directory's fingerprint (or a single
+    weight file's): the SHA-256 of its configuration and weight files'
+    names, sizes and content (two fine-tunes of one base have the same
+    names and sizes, not the same bytes). Costs one read of the weights
+    at start, which vLLM makes too; a configured revision skips it. None
+    when it cannot be read."""
     try:
-        names = sorted(os.listdir(path))
+        files = []
+        if os.path.isfile(path):
+            # One file (a GGUF checkpoint): itself, under its own name.
+            path, one = os.path.split(os.path.abspath(path))
+            names = [one]
+        else:
+            names = [n for n in sorted(os.listdir(path))
+                     if n.endswith(_CONTENT_SUFFIXES)]
+        for name in names:
+            st = os.stat(os.path.join(path, name))
+            if stat.S_ISREG(st.st_mode):
+                files.append((name, st.st_size, st.st_mtime_ns,
+                              st.st_ino, st.st_dev))
+        memo = (os.path.realpath(path), tuple(files))
+        if memo in _digests:
+            return _digests[memo]
+        h = hashlib.sha256(b"kvcache-weights-v2\0")
+        for name, size, *_ in files:
+            h.update(pack_bytes(name.encode(), struct.pack("<Q", size),
+                                _file_sha256(os.path.join(path, name))))
     except OSError:
-        return ""
-    for name in names:
-        full = os.path.join(path, name)
-        if name == "config.json":
-            with open(full, "rb") as f:
-                h.update(b"config\0" + f.read())
-        elif name.endswith((".safetensors", ".bin", ".pt", ".gguf")):
-            h.update(f"{name}\0{os.path.getsize(full)}\0".encode())
-    return "dir-sha256:" + h.hexdigest()[:32]
+        return None
+    if not files:
+        return None
+    digest = "dir-sha256:" + h.hexdigest()
+    if len(_digests) >= _DIGESTS_MAX:
+        _digests.clear()
+    _digests[memo] = digest
+    return digest
+
+
+def _hub_caches(download_dir: str | None) -> list[str]:
+    """Where a Hugging Face cache may be: vLLM's download_dir, then
+    huggingface_hub's own order ($HF_HUB_CACHE, $HF_HOME/hub, ~/.cache)."""
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+        "huggingface")
+    dirs = [download_dir, os.environ.get("HF_HUB_CACHE"),
+            os.environ.get("HUGGINGFACE_HUB_CACHE"), os.path.join(home, "hub")]
+    return [d for d in dirs if d]
+
+
+def snapshot_commit(path: str) -> str | None:
+    """The commit of a directory that is a Hugging Face cache snapshot
+    (<cache>/models--org--name/snapshots/<commit>), else None."""
+    real = os.path.realpath(path)
+    commit = os.path.basename(real)
+    parent = os.path.dirname(real)
+    if _COMMIT.fullmatch(commit) and os.path.basename(parent) == "snapshots" \
+            and os.path.basename(os.path.dirname(parent)).startswith(
+                ("models--", "lora--")):
+        return commit
+    return None
+
+
+def hub_commit(repo_id: str, revision: str | None,
+               caches: list[str]) -> str | None:
+    """The commit a hub name and revision stand for: the revision itself
+    when it is a commit, else what the cache's refs/<revision> (main by
+    default) names, as huggingface_hub resolved it when it downloaded."""
+    if revision and _COMMIT.fullmatch(revision):
+        return revision
+    ref = revision or "main"
+    if ref.startswith("/") or ".." in ref.split("/"):
+        return None
+    repo = "models--" + repo_id.replace("/", "--")
+    for cache in caches:
+        try:
+            with open(os.path.join(cache, repo, "refs", ref)) as f:
+                commit = f.read().strip()
+        except OSError:
+            continue
+        if _COMMIT.fullmatch(commit) and \
+                os.path.isdir(os.path.join(cache, repo, "snapshots", commit)):
+            return commit
+    return None
+
+
+def weights_revision(model: str, configured: str | None,
+                     vllm_revision: str | None,
+                     download_dir: str | None = None) -> str:
+    """The identity's weights_revision (the module's docstring);
+    ValueError when the weights have no revision the connector can
+    trust."""
+    if configured:
+        return configured
+    if os.path.isdir(model) or os.path.isfile(model):
+        rev = (os.path.isdir(model) and snapshot_commit(model)) or \
+            content_digest(model)
+        if not rev:
+            raise ValueError(f"model directory {model!r}: no weight files "
+                             f"to fingerprint (set the connector's "
+                             f"revision)")
+        return rev
+    rev = hub_commit(model, vllm_revision, _hub_caches(download_dir))
+    if not rev:
+        raise ValueError(f"model {model!r} (revision "
+                         f"{vllm_revision or 'main'!r}): no commit found "
+                         f"in the Hugging Face cache; set vLLM's revision "
+                         f"to a commit or the connector's revision")
+    return rev
+
+
+def lora_fingerprint(path: str, download_dir: str | None = None
+                     ) -> str | None:
+    """What an adapter's weights are: a local directory's snapshot commit
+    or content digest, a hub name's cached commit; None when neither can
+    be known (its requests are then neither loaded nor saved)."""
+    if not path:
+        return None
+    if os.path.isdir(path):
+        return snapshot_commit(path) or content_digest(path)
+    return hub_commit(path, None, _hub_caches(download_dir))
 
 
 def _one_group(kv_cache_config: Any) -> tuple[Any, int]:
@@ -105,9 +258,10 @@ def derive(vllm_config: Any, kv_cache_config: Any,
     spec, layers = _one_group(kv_cache_config)
 
     model = cfg.model_id or str(mc.model)
-    rev = cfg.revision or getattr(mc, "revision", None) or ""
-    if not rev and os.path.isdir(str(mc.model)):
-        rev = _dir_digest(str(mc.model))
+    load = getattr(vllm_config, "load_config", None)
+    rev = weights_revision(str(mc.model), cfg.revision,
+                           getattr(mc, "revision", None),
+                           getattr(load, "download_dir", None))
     tok = f"{getattr(mc, 'tokenizer', '') or ''}@" \
           f"{getattr(mc, 'tokenizer_revision', '') or ''}"
     attn = getattr(vllm_config, "attention_config", None)
@@ -136,15 +290,21 @@ def derive(vllm_config: Any, kv_cache_config: Any,
                     num_layers=layers)
 
 
-def request_fields(request: Any, cfg: ConnectorConfig) -> tuple[str, bytes]:
-    """A request's own identity fields: (lora, salt)."""
+def request_fields(request: Any, cfg: ConnectorConfig
+                   ) -> tuple[str, bytes] | None:
+    """A request's own identity fields: (lora, salt), each part with its
+    length first; None when the request's adapter cannot be fingerprinted
+    (neither loaded nor saved, like a multimodal prompt)."""
     lora = ""
     lr = getattr(request, "lora_request", None)
     if lr is not None:
-        lora = f"{lr.lora_name}:{getattr(lr, 'lora_path', '') or ''}"
-    salt = cfg.salt
+        path = getattr(lr, "lora_path", "") or ""
+        fp = lora_fingerprint(path)
+        if fp is None:
+            return None
+        lora = "lora-v2:" + pack_str(str(lr.lora_name), path, fp)
+    salt = pack_bytes(cfg.salt.encode())
     cs = getattr(request, "cache_salt", None)
     if cs:
-        salt = f"{salt}\0{cs}"
-    return lora, salt.encode()
-
+        salt += pack_bytes(str(cs).encode())
+    return lora, salt

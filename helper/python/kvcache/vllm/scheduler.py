@@ -86,7 +86,13 @@ class SchedulerSide:
             # not what its tokens say. Neither loaded nor saved.
             self._reqs.pop(request.request_id, None)
             return 0, False
-        lora, salt = request_fields(request, self.cfg)
+        fields = request_fields(request, self.cfg)
+        if fields is None:
+            # A LoRA adapter whose weights cannot be fingerprinted: its
+            # KV could be another adapter's. Neither loaded nor saved.
+            self._reqs.pop(request.request_id, None)
+            return 0, False
+        lora, salt = fields
         st = _Req(request=request, lora=lora, salt=salt,
                   local_blocks=num_computed_tokens // self.bs)
         self._reqs[request.request_id] = st
