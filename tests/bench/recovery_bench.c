@@ -377,6 +377,7 @@ static double by_tier(struct kvc_index *idx, bool recover)
 		.tier = KVC_TIER_G3, .dir = B.dir, .capacity = 1ULL << 62,
 		.depth = 1, .max_payload = 1, .node = TAG,
 		.grace_ms = 600000, .scan_interval_ms = 600000,
+		.trusted_uid = (uid_t)-1,
 	};
 	struct kvc_tier *t;
 	struct stat st;

@@ -662,6 +662,7 @@ static void g3_faults(void)
 		.tier = KVC_TIER_G3, .capacity = 1 << 20, .fsync = true,
 		.depth = 2, .max_payload = MAXP, .node = "node-f",
 		.grace_ms = 1000, .scan_interval_ms = 1000,
+		.trusted_uid = (uid_t)-1,
 	};
 
 	pathf(dir, sizeof(dir), "%s/g3", tmpdir);

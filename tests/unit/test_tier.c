@@ -884,7 +884,7 @@ static struct kvc_tier_config tier_cfg(unsigned int tier, const char *dir,
 		.tier = tier, .dir = dir, .capacity = capacity,
 		.shared = tier == KVC_TIER_G4, .fsync = true, .depth = 4,
 		.max_payload = TIER_MAX, .node = node, .grace_ms = grace_ms,
-		.scan_interval_ms = 1000,
+		.scan_interval_ms = 1000, .trusted_uid = (uid_t)-1,
 	};
 
 	return c;

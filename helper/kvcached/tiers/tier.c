@@ -246,11 +246,11 @@ int kvc_tier_open(struct kvc_tier **out, const struct kvc_tier_config *cfg,
 		free(t);
 		return ret;
 	}
-	t->owner = st.st_uid;
+	t->owner = cfg->trusted_uid;
 	/* Whoever may write the tier's directory may replace a namespace's
 	 * directory: only kvcached (or its squashed uid on a server) may. */
 	if (kvc_dir_foreign(t->root_fd, t->owner))
-		kvc_warn("%s: the tier's directory is writable by others than kvcached (owner %u, mode %04o): anyone who can write it can redirect kvcached; make it %u's and 0755",
+		kvc_warn("%s: the tier's directory is not kvcached's alone (owner %u, mode %04o): whoever can write it can redirect kvcached; make it uid %u's (or [g4] trusted_uid's) and 0755",
 			 cfg->dir, (unsigned int)st.st_uid,
 			 (unsigned int)(st.st_mode & 07777),
 			 (unsigned int)geteuid());

@@ -32,6 +32,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "index.h"
 #include "tierio.h"
@@ -49,6 +50,13 @@ struct kvc_tier_config {
 	uint64_t scan_interval_ms;	/* a full rescan (shared) */
 	const char *policy;		/* eviction, policy.h; NULL: "lru" */
 	bool io_priority;		/* tierio.h */
+	/*
+	 * Whose files, besides the effective uid's, are kvcached's own in
+	 * this directory: [g4] trusted_uid, the uid a root-squashing server
+	 * gives them; (uid_t)-1 for none. .nodes/, .gc/ and .quarantine/ of
+	 * another owner are not trusted.
+	 */
+	uid_t trusted_uid;
 };
 
 /* Counters, for STATS and the metrics endpoint. */

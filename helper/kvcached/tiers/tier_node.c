@@ -23,9 +23,8 @@
  * A file that does not parse is taken over with a warning.
  *
  * .nodes/ is kvcached's own: made 0755 by kvcached, it must belong to
- * kvcached's uid (or to the tier directory's owner, the uid a
- * root-squashing server gives kvcached's files) and be writable by its
- * owner alone. One that is not was made by someone else, who could have
+ * kvcached's uid (or to [g4] trusted_uid, the uid a root-squashing
+ * server gives kvcached's files) and be writable by its owner alone. One that is not was made by someone else, who could have
  * planted claims that keep every node from starting: it is moved aside
  * (.nodes.untrusted.<time>, with a warning) and a new one made. Every
  * call in it is made on its descriptor, through no link, and the beat

@@ -136,9 +136,9 @@ struct kvc_tier {
 	int mf_fd;			/* this node's manifest, or -1 */
 	int root_fd;			/* t->dir: every path below is
 					 * resolved from it (beneath.h) */
-	uid_t owner;			/* t->dir's owner: kvcached's uid,
-					 * or the one a root-squashing
-					 * server gives kvcached's files */
+	uid_t owner;			/* cfg.trusted_uid: besides the
+					 * effective uid, whose files are
+					 * kvcached's here */
 	char mf_path[PATH_MAX];
 	int node_fd;			/* shared: our claim on the name */
 	char node_path[PATH_MAX];	/* <dir>/.nodes/<node> */

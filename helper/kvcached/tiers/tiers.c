@@ -325,6 +325,7 @@ static int open_tier(struct kvcd *d, unsigned int tier, const char *node)
 	unsigned int k = g3 ? d->cfg.eviction.g3_admit :
 			 d->cfg.eviction.g4_admit;
 	const struct kvc_tier_stats *s;
+	uint32_t trusted;
 	struct kvc_tier_fs fs;
 	double t0;
 	long found;
@@ -332,6 +333,8 @@ static int open_tier(struct kvcd *d, unsigned int tier, const char *node)
 
 	if (!tc.dir[0])
 		return 0;
+	tc.trusted_uid = !g3 && kvc_config_trusted_uid(&d->cfg, &trusted) ?
+			 (uid_t)trusted : (uid_t)-1;
 	ret = kvc_tier_open(&tr->tier[tier], &tc, d->index);
 	if (ret) {
 		kvc_err("%s %s: %s%s", tier_names[tier],
