@@ -55,6 +55,9 @@ enum {
 	K_SOCKET_MODE,
 	K_METRICS,
 	K_METRICS_ADDRESS,
+	K_METRICS_MODE,
+	K_METRICS_GROUP,
+	K_METRICS_TIMEOUT,
 	K_LOG_LEVEL,
 	K_MODE,
 	K_STATE_DIR,
@@ -161,6 +164,21 @@ static const char *check_address(const char *v)
 	return "not an IPv4 or IPv6 address";
 }
 
+/*
+ * A group for a socket: empty (the daemon's own), a number, or a name as
+ * useradd(8) accepts them, so that nothing odd reaches getgrnam().
+ */
+static const char *check_group(const char *v)
+{
+	if (!v[0] || strspn(v, "0123456789") == strlen(v))
+		return NULL;
+	if (v[0] == '-' ||
+	    strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		      "0123456789._-") != strlen(v))
+		return "not a group name or number";
+	return NULL;
+}
+
 /* A ZeroMQ endpoint to bind: tcp://ADDRESS:PORT or ipc:///PATH. */
 static const char *check_endpoint(const char *v)
 {
@@ -200,6 +218,22 @@ static const struct key keys[NKEYS] = {
 		.section = "daemon", .name = "metrics_address", .type = V_STRING,
 		.offset = offsetof(struct kvc_config, daemon.metrics_address),
 		.size = KVC_CONFIG_ADDR_MAX, .check = check_address,
+	},
+	[K_METRICS_MODE] = {
+		.section = "daemon", .name = "metrics_mode", .type = V_OCTAL,
+		.offset = offsetof(struct kvc_config, daemon.metrics_mode),
+		.min = 0, .max = 0777,
+	},
+	[K_METRICS_GROUP] = {
+		.section = "daemon", .name = "metrics_group", .type = V_STRING,
+		.offset = offsetof(struct kvc_config, daemon.metrics_group),
+		.size = KVC_CONFIG_GROUP_MAX, .check = check_group,
+	},
+	[K_METRICS_TIMEOUT] = {
+		.section = "daemon", .name = "metrics_timeout",
+		.type = V_DURATION,
+		.offset = offsetof(struct kvc_config, daemon.metrics_timeout_ms),
+		.min = 100, .max = 600000,
 	},
 	[K_LOG_LEVEL] = {
 		.section = "daemon", .name = "log_level", .type = V_ENUM,
@@ -402,6 +436,8 @@ void kvc_config_defaults(struct kvc_config *cfg)
 	cfg->daemon.metrics.kind = KVC_CONFIG_LISTEN_UNIX;
 	strcpy(cfg->daemon.metrics.path, DEF_METRICS);
 	strcpy(cfg->daemon.metrics_address, DEF_METRICS_ADDRESS);
+	cfg->daemon.metrics_mode = 0600;
+	cfg->daemon.metrics_timeout_ms = 2000;
 	cfg->daemon.log_level = KVC_CONFIG_LOG_INFO;
 	cfg->daemon.mode = KVC_CONFIG_MODE_AUTO;
 	strcpy(cfg->daemon.state_dir, DEF_STATE_DIR);

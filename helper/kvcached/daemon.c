@@ -275,11 +275,7 @@ void kvcd_destroy(struct kvcd *d)
 	kvcd_tiers_close(d);
 	if (d->journal_fd >= 0)
 		close(d->journal_fd);
-	if (d->metrics_fd >= 0) {
-		close(d->metrics_fd);
-		if (d->cfg.daemon.metrics.kind == KVC_CONFIG_LISTEN_UNIX)
-			unlink(d->cfg.daemon.metrics.path);
-	}
+	kvcd_metrics_close(d);
 	free(d->metrics_buf);
 	kvcd_events_close(d);
 	kvc_admit_destroy(d->admit);
@@ -382,12 +378,13 @@ unsigned int kvcd_reconfigure(struct kvcd *d, const struct kvc_config *cfg,
 
 	/*
 	 * Each of these is read where it is used, every time (the log,
-	 * loads.c, reclaim.c, promote.c, the server's tick): a new value
-	 * takes effect at its next use. low < high holds: both come from
-	 * one file that passed its checks.
+	 * loads.c, metrics_http.c, reclaim.c, promote.c, the server's
+	 * tick): a new value takes effect at its next use. low < high
+	 * holds: both come from one file that passed its checks.
 	 */
 	next.daemon.log_level = cfg->daemon.log_level;
 	next.daemon.load_timeout_ms = cfg->daemon.load_timeout_ms;
+	next.daemon.metrics_timeout_ms = cfg->daemon.metrics_timeout_ms;
 	next.pool.low_watermark = cfg->pool.low_watermark;
 	next.pool.high_watermark = cfg->pool.high_watermark;
 	next.pool.prefetch = cfg->pool.prefetch;

@@ -90,7 +90,8 @@ struct kvcd {
 
 	struct kvc_metrics *metrics;
 	struct kvc_daemon_metrics dm;
-	int metrics_fd;			/* listening; -1 when off */
+	int metrics_fd;			/* the loop watches it; -1: off */
+	struct kvcd_scrapes *scrapes;	/* metrics_http.c; NULL: off */
 	char *metrics_buf;
 	size_t metrics_cap;
 	struct kvcd_ns ns[KVCACHE_NS_MAX + 1];
@@ -168,8 +169,10 @@ int kvcd_request(void *ctx, struct kvc_peer *p, const uint8_t *msg,
 
 /* metrics_http.c */
 int kvcd_metrics_open(struct kvcd *d);
-/* The endpoint is readable: answer one scraper. */
+/* metrics_fd is readable: serve the scrapers, without waiting on any. */
 void kvcd_scrape(struct kvcd *d);
+/* Cut every scraper, close the endpoint and remove its socket. */
+void kvcd_metrics_close(struct kvcd *d);
 
 /* reclaim.c */
 int kvcd_set_pool(struct kvcd *d, uint32_t id, struct kvcache_handle h);

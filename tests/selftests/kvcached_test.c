@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1795,6 +1797,190 @@ TEST_F_TIMEOUT(kvcd, s3fifo_small_changes_victims, 90)
 	ASSERT_EQ(0, s3fifo_run(self, 50, &a, &b));
 	EXPECT_EQ(13, a);	/* A0, A1, then B0 (small back at 50 %), A2 */
 	EXPECT_EQ(13, b);
+}
+
+/* ---- the metrics endpoint and the daemon's descriptors ----------------------- */
+
+/* Connect to the metrics socket at path: the descriptor, or -errno. */
+static int metrics_connect(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a))) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+/*
+ * Read fd until the daemon closes it (at most timeout_ms: a bound for a
+ * broken daemon, not a speed figure). Bytes read, -ETIMEDOUT or -errno.
+ */
+static ssize_t read_to_eof(int fd, char *buf, size_t cap, int timeout_ms)
+{
+	size_t got = 0;
+	double end = now_s() + timeout_ms / 1e3;
+
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int left = (int)((end - now_s()) * 1e3);
+		ssize_t n;
+
+		if (left <= 0)
+			return -ETIMEDOUT;
+		if (poll(&pfd, 1, left) == 0)
+			continue;
+		n = recv(fd, buf + got, cap - 1 - got, 0);
+		if (n < 0)
+			return errno == ECONNRESET && got ? (ssize_t)got : -errno;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+		if (got == cap - 1)
+			break;
+	}
+	buf[got] = '\0';
+	return (ssize_t)got;
+}
+
+/* The daemon has neither closed fd nor written to it. */
+static bool still_waiting(int fd)
+{
+	char c;
+
+	return recv(fd, &c, 1, MSG_DONTWAIT | MSG_PEEK) < 0 &&
+	       (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+/* An answer is HTTP/1.0 200 with as many body bytes as it announces. */
+static bool whole_answer(const char *a, ssize_t n)
+{
+	const char *cl = strstr(a, "Content-Length: ");
+	const char *body = strstr(a, "\r\n\r\n");
+
+	return n > 0 && !strncmp(a, "HTTP/1.0 200 OK\r\n", 17) && cl && body &&
+	       strtoul(cl + 16, NULL, 10) == (unsigned long)(n - (body + 4 - a)) &&
+	       strstr(body, "kvcache_");
+}
+
+#define SILENT_SCRAPERS	8
+
+/*
+ * Restart the daemon with its metrics on a socket of its own, path, and
+ * a scrape deadline of timeout.
+ */
+static int metrics_restart(SELF *self, const char *timeout, char *path,
+			   size_t plen, char *conf, size_t clen, char *why,
+			   size_t wlen)
+{
+	snprintf(path, plen, "%s.metrics", self->sock);
+	snprintf(conf, clen,
+		 "metrics = %s\nmetrics_mode = 0640\nmetrics_group = %u\n"
+		 "metrics_timeout = %s\n", path, (unsigned)getegid(), timeout);
+	self->daemon_conf = conf;
+	return restart(self, NULL, why, wlen);
+}
+
+/*
+ * The metrics socket has the mode and group of the configuration, and
+ * the endpoint never holds the loop: while scrapers that connected first
+ * stay silent (each still waiting: neither answered nor cut), other
+ * clients' round trips and another scraper's whole answer come. With a
+ * loop that read each scraper's request in turn, the first silent one
+ * held everything behind it until it was cut.
+ */
+TEST_F_TIMEOUT(kvcd, silent_scrapers_do_not_hold_the_loop, 60)
+{
+	char path[160], conf[300], why[512], ans[1 << 16];
+	int silent[SILENT_SCRAPERS], fd;
+	struct stat st;
+	double t0;
+	ssize_t n;
+
+	/* A deadline far past what the round trips below take. */
+	ASSERT_EQ(0, metrics_restart(self, "30s", path, sizeof(path), conf,
+				     sizeof(conf), why, sizeof(why)))
+		TH_LOG("%s", why);
+	ASSERT_EQ(0, stat(path, &st));
+	EXPECT_EQ(0640u, st.st_mode & 0777u);
+	EXPECT_EQ(getegid(), st.st_gid);
+
+	t0 = now_s();
+	for (int i = 0; i < SILENT_SCRAPERS; i++) {
+		silent[i] = metrics_connect(path);
+		ASSERT_LE(0, silent[i]) TH_LOG("connect: %s", strerror(-silent[i]));
+	}
+	/* Round trips of a client while they are silent. */
+	for (int i = 0; i < 20; i++)
+		ASSERT_NE(UINT64_MAX, kvcc_stat1(&self->c, "lookups"))
+			TH_LOG("%s", self->c.why);
+	/* And a scraper that asks gets its whole answer. */
+	fd = metrics_connect(path);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(27, send(fd, "GET /metrics HTTP/1.0\r\n\r\n\r\n", 27,
+			   MSG_NOSIGNAL));
+	n = read_to_eof(fd, ans, sizeof(ans), 10000);
+	EXPECT_TRUE(whole_answer(ans, n)) TH_LOG("%zd: %.200s", n, ans);
+	close(fd);
+	/*
+	 * All of that came while every silent one was still waiting.
+	 * (Unless this machine took longer than the scrapers' deadline to
+	 * get here: then being cut is right, and proves nothing. A loop
+	 * that read them in turn cut them at a second each.)
+	 */
+	if (now_s() - t0 < 25) {
+		for (int i = 0; i < SILENT_SCRAPERS; i++) {
+			EXPECT_TRUE(still_waiting(silent[i]))
+				TH_LOG("silent scraper %d was answered or cut first", i);
+		}
+	} else {
+		TH_LOG("took %.1f s: the silent scrapers' check is left out",
+		       now_s() - t0);
+	}
+	for (int i = 0; i < SILENT_SCRAPERS; i++)
+		close(silent[i]);
+}
+
+/*
+ * A scraper that sends its request in pieces gets its answer once the
+ * request is whole (the loop serving others meanwhile), and one that
+ * never asks is cut at its deadline: closed, with nothing written.
+ */
+TEST_F_TIMEOUT(kvcd, slow_scrapers_are_answered_or_cut, 60)
+{
+	char path[160], conf[300], why[512], ans[1 << 16];
+	int slow, mute;
+	ssize_t n;
+
+	ASSERT_EQ(0, metrics_restart(self, "3s", path, sizeof(path), conf,
+				     sizeof(conf), why, sizeof(why)))
+		TH_LOG("%s", why);
+	mute = metrics_connect(path);
+	slow = metrics_connect(path);
+	ASSERT_LE(0, mute);
+	ASSERT_LE(0, slow);
+	ASSERT_EQ(16, send(slow, "GET / HTTP/1.0\r\n", 16, MSG_NOSIGNAL));
+	msleep(100);
+	ASSERT_EQ(13, send(slow, "Host: kvcd\r\n\r", 13, MSG_NOSIGNAL));
+	/* Half a request: not answered yet, and the loop goes on. */
+	ASSERT_NE(UINT64_MAX, kvcc_stat1(&self->c, "lookups"));
+	msleep(100);
+	EXPECT_TRUE(still_waiting(slow));
+	ASSERT_EQ(1, send(slow, "\n", 1, MSG_NOSIGNAL));
+	n = read_to_eof(slow, ans, sizeof(ans), 10000);
+	EXPECT_TRUE(whole_answer(ans, n)) TH_LOG("%zd: %.200s", n, ans);
+	EXPECT_TRUE(still_waiting(mute));
+	/* The mute one: cut, with no answer (10 s: a broken daemon's bound). */
+	EXPECT_EQ(0, read_to_eof(mute, ans, sizeof(ans), 10000));
+	close(slow);
+	close(mute);
 }
 
 TEST_HARNESS_MAIN

@@ -62,6 +62,8 @@ FIXTURE(kvcd) {
 	char conf[PATH_MAX];
 	char log[PATH_MAX];
 	const char *extra_conf;		/* appended to the configuration */
+	/* [daemon] lines in place of "metrics = off" (NULL: that). */
+	const char *daemon_conf;
 	const char *policy;		/* [eviction] policy; NULL: lru */
 	int low_pct, high_pct;		/* [pool] watermarks; 0: LOW_PCT, HIGH_PCT */
 	/* Run the daemon through this command (argv, NULL-terminated). */
@@ -91,7 +93,7 @@ static inline int write_config(SELF *self)
 		"# kvcached_test\n"
 		"[daemon]\n"
 		"socket_mode = 0666\n"
-		"metrics = off\n"
+		"%s"
 		"[pool]\n"
 		"memfd_size = %lluM\n"
 		"block_size = %lluM\n"
@@ -105,6 +107,7 @@ static inline int write_config(SELF *self)
 		"g3_admit = 1\n"
 		"g4_admit = 1\n"
 		"%s",
+		self->daemon_conf ? self->daemon_conf : "metrics = off\n",
 		MEMFD_POOL >> 20, MEMFD_BS >> 20,
 		self->low_pct ? self->low_pct : LOW_PCT,
 		self->high_pct ? self->high_pct : HIGH_PCT,
