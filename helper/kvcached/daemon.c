@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "devinfo.h"
@@ -102,6 +103,31 @@ const struct kvc_server_ops kvcd_server_ops = {
 
 /* ---- setup --------------------------------------------------------------- */
 
+/*
+ * Descriptors kept for everything but the fast index's segments: a
+ * socket per client, the tiers' files in flight at their deepest queues,
+ * and the rest (rings, listening sockets, scrapers, journal, namespace
+ * table, directories, events). Segments get what the soft RLIMIT_NOFILE
+ * (main.c raised it to the hard one) leaves above that, and never more
+ * than half of it, so a low limit still leaves clients their share.
+ */
+#define KVCD_FD_RESERVE		(KVC_SERVER_MAX_CLIENTS + 2 * 256 + 256)
+
+uint32_t kvcd_fd_budget(void)
+{
+	struct rlimit rl;
+	rlim_t cur;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 0;
+	cur = rl.rlim_cur;
+	if (cur > 2 * (rlim_t)KVCD_FD_RESERVE)
+		cur -= KVCD_FD_RESERVE;
+	else
+		cur /= 2;
+	return cur > KVCACHE_NS_MAX ? KVCACHE_NS_MAX : (uint32_t)cur;
+}
+
 static int kvcd_open_pool(struct kvcd *d, const char *device)
 {
 	struct kvc_pool_config pc = {
@@ -116,6 +142,7 @@ static int kvcd_open_pool(struct kvcd *d, const char *device)
 			   d->cfg.pool.hugetlb == KVC_CONFIG_HUGETLB_NO ? 0 : -1,
 		.mlock = d->cfg.pool.mlock,
 		.fast_index = d->cfg.pool.fast_index,
+		.fast_max = kvcd_fd_budget(),
 	};
 	int ret;
 

@@ -167,6 +167,9 @@ int kvcd_rebuild(struct kvcd *d);
 int kvcd_request(void *ctx, struct kvc_peer *p, const uint8_t *msg,
 		 size_t len, bool truncated, uint8_t *reply, int *pass_fd);
 
+/* daemon.c: how many fast index segments the descriptors allow. */
+uint32_t kvcd_fd_budget(void);
+
 /* metrics_http.c */
 int kvcd_metrics_open(struct kvcd *d);
 /* metrics_fd is readable: serve the scrapers, without waiting on any. */
@@ -181,6 +184,11 @@ void kvcd_clear_pool(struct kvcd *d, uint32_t id);
 /* Index observer: a pool copy's entry gained or lost a g3/g4 copy. */
 void kvcd_pool_observed(void *arg, const struct kvc_index *idx, uint32_t id,
 			unsigned int tier, bool present);
+/*
+ * FAST_NS: namespace ns's segment (-errno: none); a segment made now
+ * gets the blocks the pool already holds of ns.
+ */
+int kvcd_fast_ns_fd(struct kvcd *d, uint32_t ns);
 /* Count an eviction of the pool. */
 void kvcd_evicted(struct kvcd *d);
 void kvcd_check_pool(struct kvcd *d);

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -1981,6 +1982,135 @@ TEST_F_TIMEOUT(kvcd, slow_scrapers_are_answered_or_cut, 60)
 	EXPECT_EQ(0, read_to_eof(mute, ans, sizeof(ans), 10000));
 	close(slow);
 	close(mute);
+}
+
+/* The soft RLIMIT_NOFILE of process pid (/proc/PID/limits), 0: unknown. */
+static unsigned long long soft_nofile(pid_t pid)
+{
+	char path[64], line[256];
+	unsigned long long v = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/limits", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "Max open files", 14))
+			v = strtoull(line + 14, NULL, 10);
+	fclose(f);
+	return v;
+}
+
+/* Descriptors process pid has open. */
+static int open_fds(pid_t pid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	return count_files(path, "");
+}
+
+#define MANY_NS		100
+#define MANY_CLIENTS	100
+#define LOW_NOFILE	64
+
+/*
+ * Started under a soft RLIMIT_NOFILE of 64, kvcached raises it to the
+ * hard one; past that many namespaces (which make no descriptor each: a
+ * fast index segment is made at its namespace's first FAST_NS) and
+ * clients, every client still connects and tier files are still written.
+ */
+TEST_F_TIMEOUT(kvcd, descriptors_past_a_low_soft_limit, 120)
+{
+	static struct kvcc cl[MANY_CLIENTS];
+	char why[512], g3[PATH_MAX], conf[PATH_MAX + 128];
+	uint32_t ns[MANY_NS];
+	struct kvcache_handle h[2];
+	struct rlimit rl, low;
+	kvc_key keys[2];
+	int fd0, fd1, ret;
+
+	ASSERT_EQ(0, getrlimit(RLIMIT_NOFILE, &rl));
+	if (rl.rlim_max < 4 * (rlim_t)(MANY_NS + MANY_CLIENTS))
+		SKIP(return, "hard RLIMIT_NOFILE %llu is too low to test",
+		     (unsigned long long)rl.rlim_max);
+	if (rl.rlim_cur < 2 * (rlim_t)MANY_CLIENTS + 64) {
+		low = rl;
+		low.rlim_cur = 2 * MANY_CLIENTS + 64;
+		ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &low));
+		rl = low;
+	}
+	for (uint32_t i = 0; i < MANY_NS; i++)
+		ns[i] = (self->ns + NS_EXTRA + i) % KVCACHE_NS_MAX + 1;
+	if (geteuid() != 0) {
+		char path[PATH_MAX + 32];
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/namespaces", self->state);
+		f = fopen(path, "ae");
+		ASSERT_NE(NULL, f);
+		for (uint32_t i = 0; i < MANY_NS; i++)
+			fprintf(f, "%u %u %u %o\n", ns[i], (unsigned)geteuid(),
+				(unsigned)getegid(), 0700);
+		fclose(f);
+	}
+
+	/* The daemon inherits a soft limit of 64; ours comes back after. */
+	g3_through(g3, sizeof(g3), conf, sizeof(conf));
+	low = rl;
+	low.rlim_cur = LOW_NOFILE;
+	ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &low));
+	ret = restart(self, conf, why, sizeof(why));
+	ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &rl));
+	ASSERT_EQ(0, ret) TH_LOG("%s", why);
+	EXPECT_EQ((unsigned long long)rl.rlim_max, soft_nofile(self->daemon));
+
+	fd0 = open_fds(self->daemon);
+	for (uint32_t i = 0; geteuid() == 0 && i < MANY_NS; i++) {
+		ASSERT_EQ(0, kvcc_ns_create(&self->c, ns[i], 0, 0, 0700))
+			TH_LOG("NS_CREATE %u: %s", ns[i], self->c.why);
+	}
+	fd1 = open_fds(self->daemon);
+	/* No segment per namespace (kernel mode made one each). */
+	EXPECT_GT(MANY_NS / 2, fd1 - fd0) TH_LOG("%d descriptors before, %d after", fd0, fd1);
+
+	for (int i = 0; i < MANY_CLIENTS; i++) {
+		ASSERT_EQ(0, kvcc_open(&cl[i], self->sock)) TH_LOG("client %d", i);
+		ASSERT_EQ(0, kvcc_hello(&cl[i])) TH_LOG("client %d: %s", i, cl[i].why);
+	}
+	EXPECT_LE(fd1 + MANY_CLIENTS, open_fds(self->daemon));
+
+	/* Tier files: blocks of the last namespaces are written to g3. */
+	for (uint32_t i = 0; i < 2; i++) {
+		chain_keys(self, 300 + i, 2, keys);
+		ASSERT_EQ(0, store_chain(self, ns[MANY_NS - 1 - i], keys, 2,
+					 false, h))
+			TH_LOG("%s", self->c.why);
+	}
+	EXPECT_EQ(4u, wait_stat(&self->c, "g3_spills", 4, 30));
+	EXPECT_EQ(0u, kvcc_stat1(&self->c, "g3_spill_errors"));
+	for (int i = 0; i < MANY_CLIENTS; i++)
+		EXPECT_NE(UINT64_MAX, kvcc_stat1(&cl[i], "lookups"));
+
+	if (self->mode == KVC_PROTO_MODE_KERNEL) {
+		/* The first FAST_NS makes its segment, with what is stored. */
+		fd0 = open_fds(self->daemon);
+		ASSERT_EQ(0, fast_ns(&self->c, ns[MANY_NS - 1]))
+			TH_LOG("%s", self->c.why);
+		check_segment(_metadata, self, &self->c);
+		EXPECT_EQ(fd0 + 1, open_fds(self->daemon));
+		ASSERT_EQ(0, fast_ns(&self->c, ns[MANY_NS - 1]));
+		EXPECT_EQ(fd0 + 1, open_fds(self->daemon));
+	}
+	for (int i = 0; i < MANY_CLIENTS; i++)
+		kvcc_close(&cl[i]);
+	kvcc_close(&self->c);
+	daemon_stop(self);
+	if (self->mode == KVC_PROTO_MODE_KERNEL && self->dev >= 0)
+		for (uint32_t i = 0; i < MANY_NS; i++)
+			kernel_ns_cleanup(self->dev, ns[i]);
+	rm_rf(g3);
 }
 
 TEST_HARNESS_MAIN
