@@ -43,6 +43,7 @@
 #include "kselftest_harness.h"
 #include "kvc_client.h"
 #include "kvc_ioctl.h"
+#include "fastidx.h"
 #include "keys.h"
 #include "proto.h"
 
@@ -2094,14 +2095,28 @@ TEST_F_TIMEOUT(kvcd, descriptors_past_a_low_soft_limit, 120)
 		EXPECT_NE(UINT64_MAX, kvcc_stat1(&cl[i], "lookups"));
 
 	if (self->mode == KVC_PROTO_MODE_KERNEL) {
-		/* The first FAST_NS makes its segment, with what is stored. */
+		struct kvc_fastidx *f = NULL;
+		struct kvc_fastidx_hit hit;
+
+		/*
+		 * The first FAST_NS makes its segment, with the blocks stored
+		 * before it (keys: the last chain, of ns[MANY_NS - 2]); a
+		 * second one makes nothing more.
+		 */
 		fd0 = open_fds(self->daemon);
-		ASSERT_EQ(0, fast_ns(&self->c, ns[MANY_NS - 1]))
+		ASSERT_EQ(0, fast_ns(&self->c, ns[MANY_NS - 2]))
 			TH_LOG("%s", self->c.why);
 		check_segment(_metadata, self, &self->c);
-		EXPECT_EQ(fd0 + 1, open_fds(self->daemon));
-		ASSERT_EQ(0, fast_ns(&self->c, ns[MANY_NS - 1]));
-		EXPECT_EQ(fd0 + 1, open_fds(self->daemon));
+		fd1 = open_fds(self->daemon);
+		EXPECT_LE(fd0 + 1, fd1);
+		ASSERT_EQ(0, kvc_fastidx_attach(self->c.rx_fd, self->nr, &f));
+		EXPECT_TRUE(kvc_fastidx_find(f, ns[MANY_NS - 2], keys[0], NULL,
+					     KVC_FASTIDX_CHAIN, &hit));
+		EXPECT_TRUE(kvc_fastidx_find(f, ns[MANY_NS - 2], keys[1],
+					     keys[0], KVC_FASTIDX_CHAIN, &hit));
+		kvc_fastidx_detach(f);
+		ASSERT_EQ(0, fast_ns(&self->c, ns[MANY_NS - 2]));
+		EXPECT_EQ(fd1, open_fds(self->daemon));
 	}
 	for (int i = 0; i < MANY_CLIENTS; i++)
 		kvcc_close(&cl[i]);
