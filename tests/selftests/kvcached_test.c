@@ -2128,4 +2128,59 @@ TEST_F_TIMEOUT(kvcd, descriptors_past_a_low_soft_limit, 120)
 	rm_rf(g3);
 }
 
+#define BUDGET_NOFILE	256
+#define BUDGET_NS	160
+
+/*
+ * Kernel mode: fast index segments take at most the descriptors the
+ * limit leaves for them (half of a limit this low), then FAST_NS says
+ * EMFILE; the clients still connect on the rest.
+ */
+TEST_F_TIMEOUT(kvcd, fast_index_segments_keep_a_reserve, 180)
+{
+	static char *const wrap[] = {
+		"/bin/sh", "-c", "ulimit -n 256 && exec \"$0\" \"$@\"", NULL,
+	};
+	static struct kvcc cl[50];
+	uint32_t ns[BUDGET_NS];
+	int made = 0, refused = 0, other = 0;
+	char why[512];
+
+	if (self->mode != KVC_PROTO_MODE_KERNEL)
+		SKIP(return, "kernel mode: a segment per namespace");
+	if (geteuid() != 0)
+		SKIP(return, "needs root: NS_CREATE");
+	self->wrap = wrap;
+	ASSERT_EQ(0, restart(self, NULL, why, sizeof(why))) TH_LOG("%s", why);
+	ASSERT_EQ(BUDGET_NOFILE, soft_nofile(self->daemon));
+	for (uint32_t i = 0; i < BUDGET_NS; i++) {
+		int32_t r;
+
+		ns[i] = (self->ns + NS_EXTRA + MANY_NS + i) % KVCACHE_NS_MAX + 1;
+		ASSERT_EQ(0, kvcc_ns_create(&self->c, ns[i], 0, 0, 0700))
+			TH_LOG("NS_CREATE %u: %s", ns[i], self->c.why);
+		r = fast_ns(&self->c, ns[i]);
+		if (!r)
+			made++;
+		else if (r == -EMFILE)
+			refused++;
+		else
+			other++;
+	}
+	EXPECT_EQ(BUDGET_NOFILE / 2, made);
+	EXPECT_EQ(BUDGET_NS - BUDGET_NOFILE / 2, refused);
+	EXPECT_EQ(0, other);
+	for (int i = 0; i < 50; i++) {
+		ASSERT_EQ(0, kvcc_open(&cl[i], self->sock)) TH_LOG("client %d", i);
+		ASSERT_EQ(0, kvcc_hello(&cl[i])) TH_LOG("client %d: %s", i, cl[i].why);
+	}
+	for (int i = 0; i < 50; i++)
+		kvcc_close(&cl[i]);
+	kvcc_close(&self->c);
+	daemon_stop(self);
+	if (self->dev >= 0)
+		for (uint32_t i = 0; i < BUDGET_NS; i++)
+			kernel_ns_cleanup(self->dev, ns[i]);
+}
+
 TEST_HARNESS_MAIN
