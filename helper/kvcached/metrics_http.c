@@ -10,12 +10,13 @@
  * (d->metrics_fd) through its ring like any other watched descriptor.
  * Each readiness does what can be done at once (accept, read what has
  * come, send what the socket takes) and returns. A scraper has
- * metrics_timeout (2 s by default) from its accept to read the whole answer; the
- * timerfd fires at the earliest deadline and cuts whoever is past it. A
- * silent or slow scraper thus costs one slot and a few system calls,
- * never the other clients' round trips. With every slot taken the
- * listening socket is left out of the set (new scrapers wait in its
- * backlog) until a slot frees.
+ * metrics_timeout (2 s by default) from its accept to read the whole
+ * answer; the timerfd fires at the earliest deadline and cuts whoever is
+ * past it. A silent or slow scraper thus costs one slot and a few system
+ * calls, never the other clients' round trips. With every slot taken the
+ * listening socket is no longer watched (new scrapers wait in its
+ * backlog) until a slot frees; after accept() failed (EMFILE...), for
+ * KVCD_SCRAPE_RETRY_MS, rather than spin on a socket that stays readable.
  *
  * No thread: the exposition is rendered on the loop's thread, at the
  * moment a scraper's request is complete, into that scraper's own buffer;
@@ -65,7 +66,7 @@ struct kvcd_scrapes {
 	int lfd;		/* listening */
 	int ep;			/* the epoll set: d->metrics_fd */
 	int tfd;		/* timerfd, CLOCK_MONOTONIC */
-	bool listening;		/* lfd is in the set */
+	bool listening;		/* lfd is watched (EPOLLIN) */
 	uint64_t retry_at;	/* accept failed: listen again then; 0: no */
 	uint64_t timeout_ns;	/* metrics_timeout, at this readiness */
 	uint32_t nr;		/* slots taken */
