@@ -2183,4 +2183,80 @@ TEST_F_TIMEOUT(kvcd, fast_index_segments_keep_a_reserve, 180)
 			kernel_ns_cleanup(self->dev, ns[i]);
 }
 
+/* CPU time process pid has used, in clock ticks (/proc/PID/stat). */
+static long cpu_ticks(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long ut, st;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');	/* comm may hold spaces */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+			 &ut, &st) != 2)
+		return -1;
+	return (long)(ut + st);
+}
+
+#define TIGHT_NOFILE	48
+#define TIGHT_CLIENTS	80
+
+/*
+ * Out of descriptors, kvcached refuses what it cannot take (the client
+ * sees its connection end) instead of leaving it queued, and does not
+ * spin on the accept that keeps failing: over a second with clients
+ * still queued it uses far less than a second of CPU (a loop retrying
+ * the failing accept used all of it). Once clients go, new ones connect.
+ */
+TEST_F_TIMEOUT(kvcd, out_of_descriptors_refuses_without_spinning, 120)
+{
+	static char *const wrap[] = {
+		"/bin/sh", "-c", "ulimit -n 48 && exec \"$0\" \"$@\"", NULL,
+	};
+	int fds[TIGHT_CLIENTS], refused = 0, open_ = 0;
+	long hz = sysconf(_SC_CLK_TCK), t0, t1;
+	char why[512];
+	struct kvcc late;
+
+	self->wrap = wrap;
+	ASSERT_EQ(0, restart(self, NULL, why, sizeof(why))) TH_LOG("%s", why);
+	ASSERT_EQ(TIGHT_NOFILE, soft_nofile(self->daemon));
+	for (int i = 0; i < TIGHT_CLIENTS; i++) {
+		fds[i] = kvcc_connect_fd(self->sock);
+		ASSERT_LE(0, fds[i]) TH_LOG("connect %d: %s", i, strerror(-fds[i]));
+	}
+	/* Each connection is taken or refused: wait for the refused ones. */
+	msleep(500);
+	t0 = cpu_ticks(self->daemon);
+	msleep(1000);
+	t1 = cpu_ticks(self->daemon);
+	ASSERT_LE(0, t0);
+	EXPECT_GT(hz / 2, t1 - t0) TH_LOG("%ld of %ld ticks in a second", t1 - t0, hz);
+	for (int i = 0; i < TIGHT_CLIENTS; i++) {
+		struct pollfd pfd = { .fd = fds[i], .events = POLLIN };
+
+		if (poll(&pfd, 1, 0) == 1)
+			refused++;	/* ended by the daemon */
+		else
+			open_++;
+	}
+	EXPECT_LT(0, refused);
+	EXPECT_LT(0, open_);
+	for (int i = 0; i < TIGHT_CLIENTS; i++)
+		close(fds[i]);
+	/* The descriptors came back: a client connects and says HELLO. */
+	ASSERT_EQ(0, kvcc_open(&late, self->sock));
+	EXPECT_EQ(0, kvcc_hello(&late)) TH_LOG("%s", late.why);
+	kvcc_close(&late);
+}
+
 TEST_HARNESS_MAIN
