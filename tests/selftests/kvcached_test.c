@@ -2017,6 +2017,23 @@ static int open_fds(pid_t pid)
 #define LOW_NOFILE	64
 
 /*
+ * Namespace ids of the tests below: above the fixture's (pid % 60000 + 1,
+ * and NS_EXTRA after it), so that what a failed run leaves in the module
+ * never meets another test's, and emptied first for the same reason.
+ */
+#define MANY_NS_BASE	60100
+#define BUDGET_NS_BASE	60300
+
+static void ns_ids(SELF *self, uint32_t base, uint32_t n, uint32_t *ns)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		ns[i] = base + i;
+		if (self->mode == KVC_PROTO_MODE_KERNEL && self->dev >= 0)
+			kernel_ns_cleanup(self->dev, ns[i]);
+	}
+}
+
+/*
  * Started under a soft RLIMIT_NOFILE of 64, kvcached raises it to the
  * hard one; past that many namespaces (which make no descriptor each: a
  * fast index segment is made at its namespace's first FAST_NS) and
@@ -2042,8 +2059,7 @@ TEST_F_TIMEOUT(kvcd, descriptors_past_a_low_soft_limit, 120)
 		ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &low));
 		rl = low;
 	}
-	for (uint32_t i = 0; i < MANY_NS; i++)
-		ns[i] = (self->ns + NS_EXTRA + i) % KVCACHE_NS_MAX + 1;
+	ns_ids(self, MANY_NS_BASE, MANY_NS, ns);
 	if (geteuid() != 0) {
 		char path[PATH_MAX + 32];
 		FILE *f;
@@ -2153,10 +2169,10 @@ TEST_F_TIMEOUT(kvcd, fast_index_segments_keep_a_reserve, 180)
 	self->wrap = wrap;
 	ASSERT_EQ(0, restart(self, NULL, why, sizeof(why))) TH_LOG("%s", why);
 	ASSERT_EQ(BUDGET_NOFILE, soft_nofile(self->daemon));
+	ns_ids(self, BUDGET_NS_BASE, BUDGET_NS, ns);
 	for (uint32_t i = 0; i < BUDGET_NS; i++) {
 		int32_t r;
 
-		ns[i] = (self->ns + NS_EXTRA + MANY_NS + i) % KVCACHE_NS_MAX + 1;
 		ASSERT_EQ(0, kvcc_ns_create(&self->c, ns[i], 0, 0, 0700))
 			TH_LOG("NS_CREATE %u: %s", ns[i], self->c.why);
 		r = fast_ns(&self->c, ns[i]);
