@@ -56,6 +56,9 @@ enum {
 	K_SOCKET_MODE,
 	K_METRICS,
 	K_METRICS_ADDRESS,
+	K_METRICS_MODE,
+	K_METRICS_GROUP,
+	K_METRICS_TIMEOUT,
 	K_LOG_LEVEL,
 	K_MODE,
 	K_STATE_DIR,
@@ -228,8 +231,10 @@ static const char *check_endpoint(const char *v)
 }
 
 /*
- * A group for the events' ipc:// socket: a name as useradd allows it, or a
- * number. Whether it exists is known only where kvcached starts.
+ * A group for a socket (the events' ipc:// one, the metrics endpoint's):
+ * empty (the daemon's own), a name as useradd allows it, or a number, so
+ * that nothing odd reaches getgrnam(). Whether it exists is known only
+ * where kvcached starts.
  */
 static const char *check_group(const char *v)
 {
@@ -262,6 +267,22 @@ static const struct key keys[NKEYS] = {
 		.section = "daemon", .name = "metrics_address", .type = V_STRING,
 		.offset = offsetof(struct kvc_config, daemon.metrics_address),
 		.size = KVC_CONFIG_ADDR_MAX, .check = check_address,
+	},
+	[K_METRICS_MODE] = {
+		.section = "daemon", .name = "metrics_mode", .type = V_OCTAL,
+		.offset = offsetof(struct kvc_config, daemon.metrics_mode),
+		.min = 0, .max = 0777,
+	},
+	[K_METRICS_GROUP] = {
+		.section = "daemon", .name = "metrics_group", .type = V_STRING,
+		.offset = offsetof(struct kvc_config, daemon.metrics_group),
+		.size = KVC_CONFIG_GROUP_MAX, .check = check_group,
+	},
+	[K_METRICS_TIMEOUT] = {
+		.section = "daemon", .name = "metrics_timeout",
+		.type = V_DURATION,
+		.offset = offsetof(struct kvc_config, daemon.metrics_timeout_ms),
+		.min = 100, .max = 600000,
 	},
 	[K_LOG_LEVEL] = {
 		.section = "daemon", .name = "log_level", .type = V_ENUM,
@@ -510,6 +531,8 @@ void kvc_config_defaults(struct kvc_config *cfg)
 	cfg->daemon.metrics.kind = KVC_CONFIG_LISTEN_UNIX;
 	strcpy(cfg->daemon.metrics.path, DEF_METRICS);
 	strcpy(cfg->daemon.metrics_address, DEF_METRICS_ADDRESS);
+	cfg->daemon.metrics_mode = 0600;
+	cfg->daemon.metrics_timeout_ms = 2000;
 	cfg->daemon.log_level = KVC_CONFIG_LOG_INFO;
 	cfg->daemon.mode = KVC_CONFIG_MODE_AUTO;
 	strcpy(cfg->daemon.state_dir, DEF_STATE_DIR);

@@ -28,6 +28,7 @@
 #define KVC_CONFIG_DIR_MAX		4096	/* PATH_MAX */
 #define KVC_CONFIG_NODE_MAX		65	/* 64 characters and NUL */
 #define KVC_CONFIG_ADDR_MAX		46	/* INET6_ADDRSTRLEN */
+#define KVC_CONFIG_GROUP_MAX		33	/* a group name (32) or number */
 #define KVC_CONFIG_EVENTS_MAX		128	/* a ZeroMQ endpoint */
 #define KVC_CONFIG_TOPIC_MAX		64
 #define KVC_CONFIG_GROUP_MAX		33	/* a group name (32) or a gid */
@@ -109,6 +110,9 @@ struct kvc_config {
 		unsigned int socket_mode;	/* permission bits, <= 0777 */
 		struct kvc_config_listen metrics;
 		char metrics_address[KVC_CONFIG_ADDR_MAX]; /* TCP only */
+		unsigned int metrics_mode;	/* socket path only, <= 0777 */
+		char metrics_group[KVC_CONFIG_GROUP_MAX]; /* "": the daemon's */
+		uint64_t metrics_timeout_ms;	/* a scrape's deadline */
 		int log_level;			/* enum kvc_config_log_level */
 		int mode;			/* enum kvc_config_mode */
 		char state_dir[KVC_CONFIG_DIR_MAX];	/* namespaces, parents */

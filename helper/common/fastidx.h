@@ -34,6 +34,11 @@
  * asks the daemon. A full bucket leaves a block reachable only through
  * the daemon.
  *
+ * The seals leave fallocate(2) inside the size allowed: a reader can make
+ * a sparse segment resident, at most its fixed size, charged to its own
+ * memory cgroup (Documentation/design/pool.md, "What a reader can make
+ * resident").
+ *
  * Threads: the writer functions belong to the daemon's one thread; the
  * reader functions may run in any number of threads and processes.
  */

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "devinfo.h"
@@ -105,6 +106,31 @@ const struct kvc_server_ops kvcd_server_ops = {
 
 /* ---- setup --------------------------------------------------------------- */
 
+/*
+ * Descriptors kept for everything but the fast index's segments: a
+ * socket per client, the tiers' files in flight at their deepest queues,
+ * and the rest (rings, listening sockets, scrapers, journal, namespace
+ * table, directories, events). Segments get what the soft RLIMIT_NOFILE
+ * (main.c raised it to the hard one) leaves above that, and never more
+ * than half of it, so a low limit still leaves clients their share.
+ */
+#define KVCD_FD_RESERVE		(KVC_SERVER_MAX_CLIENTS + 2 * 256 + 256)
+
+uint32_t kvcd_fd_budget(void)
+{
+	struct rlimit rl;
+	rlim_t cur;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 0;
+	cur = rl.rlim_cur;
+	if (cur > 2 * (rlim_t)KVCD_FD_RESERVE)
+		cur -= KVCD_FD_RESERVE;
+	else
+		cur /= 2;
+	return cur > KVCACHE_NS_MAX ? KVCACHE_NS_MAX : (uint32_t)cur;
+}
+
 static int kvcd_open_pool(struct kvcd *d, const char *device)
 {
 	struct kvc_pool_config pc = {
@@ -119,6 +145,7 @@ static int kvcd_open_pool(struct kvcd *d, const char *device)
 			   d->cfg.pool.hugetlb == KVC_CONFIG_HUGETLB_NO ? 0 : -1,
 		.mlock = d->cfg.pool.mlock,
 		.fast_index = d->cfg.pool.fast_index,
+		.fast_max = kvcd_fd_budget(),
 	};
 	int ret;
 
@@ -278,11 +305,7 @@ void kvcd_destroy(struct kvcd *d)
 	kvcd_tiers_close(d);
 	if (d->journal_fd >= 0)
 		close(d->journal_fd);
-	if (d->metrics_fd >= 0) {
-		close(d->metrics_fd);
-		if (d->cfg.daemon.metrics.kind == KVC_CONFIG_LISTEN_UNIX)
-			unlink(d->cfg.daemon.metrics.path);
-	}
+	kvcd_metrics_close(d);
 	free(d->metrics_buf);
 	kvcd_events_close(d);
 	kvc_admit_destroy(d->admit);
@@ -385,13 +408,14 @@ unsigned int kvcd_reconfigure(struct kvcd *d, const struct kvc_config *cfg,
 
 	/*
 	 * Each of these is read where it is used, every time (the log,
-	 * loads.c, reclaim.c, promote.c, the server's tick): a new value
-	 * takes effect at its next use. low < high holds: both come from
-	 * one file that passed its checks.
+	 * loads.c, metrics_http.c, reclaim.c, promote.c, the server's
+	 * tick): a new value takes effect at its next use. low < high
+	 * holds: both come from one file that passed its checks.
 	 */
 	next.daemon.log_level = cfg->daemon.log_level;
 	next.daemon.load_timeout_ms = cfg->daemon.load_timeout_ms;
 	next.daemon.touch_rate = cfg->daemon.touch_rate;
+	next.daemon.metrics_timeout_ms = cfg->daemon.metrics_timeout_ms;
 	next.pool.low_watermark = cfg->pool.low_watermark;
 	next.pool.high_watermark = cfg->pool.high_watermark;
 	next.pool.prefetch = cfg->pool.prefetch;

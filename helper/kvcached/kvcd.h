@@ -97,7 +97,8 @@ struct kvcd {
 
 	struct kvc_metrics *metrics;
 	struct kvc_daemon_metrics dm;
-	int metrics_fd;			/* listening; -1 when off */
+	int metrics_fd;			/* the loop watches it; -1: off */
+	struct kvcd_scrapes *scrapes;	/* metrics_http.c; NULL: off */
 	char *metrics_buf;
 	size_t metrics_cap;
 	struct kvcd_ns ns[KVCACHE_NS_MAX + 1];
@@ -183,10 +184,15 @@ int kvcd_rebuild(struct kvcd *d);
 int kvcd_request(void *ctx, struct kvc_peer *p, const uint8_t *msg,
 		 size_t len, bool truncated, uint8_t *reply, int *pass_fd);
 
+/* daemon.c: how many fast index segments the descriptors allow. */
+uint32_t kvcd_fd_budget(void);
+
 /* metrics_http.c */
 int kvcd_metrics_open(struct kvcd *d);
-/* The endpoint is readable: answer one scraper. */
+/* metrics_fd is readable: serve the scrapers, without waiting on any. */
 void kvcd_scrape(struct kvcd *d);
+/* Cut every scraper, close the endpoint and remove its socket. */
+void kvcd_metrics_close(struct kvcd *d);
 
 /* reclaim.c */
 int kvcd_set_pool(struct kvcd *d, uint32_t id, struct kvcache_handle h);
@@ -195,6 +201,11 @@ void kvcd_clear_pool(struct kvcd *d, uint32_t id);
 /* Index observer: a pool copy's entry gained or lost a g3/g4 copy. */
 void kvcd_pool_observed(void *arg, const struct kvc_index *idx, uint32_t id,
 			unsigned int tier, bool present);
+/*
+ * FAST_NS: namespace ns's segment (-errno: none); a segment made now
+ * gets the blocks the pool already holds of ns.
+ */
+int kvcd_fast_ns_fd(struct kvcd *d, uint32_t ns);
 /* Count an eviction of the pool. */
 void kvcd_evicted(struct kvcd *d);
 void kvcd_check_pool(struct kvcd *d);

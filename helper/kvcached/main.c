@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/resource.h>
 
 #include <linux/kvcache.h>
 
@@ -185,6 +186,37 @@ static int run(struct kvc_server *srv, struct kvcd *d,
 	return ret;
 }
 
+/*
+ * The soft RLIMIT_NOFILE up to the hard one. The soft limit's usual 1024
+ * exists for select(), which kvcached does not use, and the daemon needs
+ * a descriptor per client, per tier file in flight and, in kernel mode,
+ * per fast index segment (kvcd_fd_budget() divides them). The hard limit
+ * is the administrator's (LimitNOFILE= in kvcached.service).
+ */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+	rlim_t was;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return;
+	was = rl.rlim_cur;
+	if (was < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl)) {
+			kvc_warn("RLIMIT_NOFILE: soft limit stays %llu: %s",
+				 (unsigned long long)was, strerror(errno));
+			return;
+		}
+		kvc_info("RLIMIT_NOFILE: soft limit raised from %llu to %llu",
+			 (unsigned long long)was,
+			 (unsigned long long)rl.rlim_cur);
+	}
+	if (rl.rlim_cur < 4096)
+		kvc_warn("RLIMIT_NOFILE is %llu: clients, tier files and fast index segments share it (LimitNOFILE=, kvcached.md)",
+			 (unsigned long long)rl.rlim_cur);
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -287,6 +319,7 @@ int main(int argc, char **argv)
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	raise_nofile();
 	dopt.cfg = &cfg;
 	dopt.state_dir = cfg.daemon.state_dir;
 	ret = kvcd_create(&d, &dopt);

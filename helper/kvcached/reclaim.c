@@ -61,6 +61,34 @@ int kvcd_set_pool(struct kvcd *d, uint32_t id, struct kvcache_handle h)
 	return kvc_policy_on_insert(d->policy, id);
 }
 
+/*
+ * Segments are made at a namespace's first FAST_NS (pool_kernel.c), after
+ * its blocks were stored: publish those now, as kvcd_set_pool() would
+ * have, so the segment shows all of them.
+ */
+int kvcd_fast_ns_fd(struct kvcd *d, uint32_t ns)
+{
+	bool made;
+	int fd = kvc_pool_fast_ns_fd(d->pool, ns, &made);
+
+	if (fd < 0 || !made)
+		return fd;
+	for (uint32_t b = 0; b < d->nr_blocks; b++) {
+		const struct kvc_entry *e;
+
+		if (d->by_block[b] == KVC_ID_NONE)
+			continue;
+		e = kvc_index_entry(d->index, d->by_block[b]);
+		if (!e || e->ns != ns || !(e->tiers & (1u << KVC_TIER_POOL)))
+			continue;
+		kvc_pool_publish(d->pool, e->loc[KVC_TIER_POOL].pool, e->ns,
+				 e->key, e->parent == KVC_ID_NONE ? NULL :
+				 kvc_index_entry(d->index, e->parent)->key,
+				 e->tiers);
+	}
+	return fd;
+}
+
 /* Forget entry id's pool copy; drop the entry if nothing is left of it. */
 void kvcd_clear_pool(struct kvcd *d, uint32_t id)
 {

@@ -426,7 +426,7 @@ static int kvcd_fast_ns(struct kvcd *d, struct kvc_peer *p,
 				  "memfd mode: FAST_MAP has the pool's index");
 	if (!kvcd_may(d, p, ns, 4))
 		return kvcd_error(reply, m, -EACCES, "namespace not readable");
-	fd = kvc_pool_fast_ns_fd(d->pool, ns);
+	fd = kvcd_fast_ns_fd(d, ns);
 	if (fd < 0)
 		return kvcd_error(reply, m, fd, fd == -EOPNOTSUPP ?
 				  "the fast index is off ([pool] fast_index)" :

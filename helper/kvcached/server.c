@@ -6,10 +6,22 @@
  * user_data: the client slot for a receive, the watch slot for a poll.
  * A client has exactly one operation in flight (its receive), so the
  * completion of that operation is the one place its slot can be freed.
+ *
+ * Out of descriptors (EMFILE, ENFILE), the ring's accept fails at once,
+ * whether a connection is queued or not (it takes the descriptor first),
+ * so accepting again at once would spin. The server then polls the
+ * listening socket instead (OP_LPOLL) and, when a connection is queued,
+ * takes it itself; if that fails too it uses the one spare descriptor it
+ * holds for this: closes it, takes the connection, closes that at once
+ * (the client sees its connection end, not a hang) and opens the spare
+ * again. Then the ring's accept is tried again. Without a spare,
+ * accepting waits for the next tick.
  */
 #include "server.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +39,7 @@
 #define KVC_SERVER_MAX_WATCH	8
 #define KVC_CMSG_FDS		16	/* fds a client may send: all closed */
 
-enum { OP_ACCEPT = 1, OP_RECV, OP_POLL, OP_TICK };
+enum { OP_ACCEPT = 1, OP_RECV, OP_POLL, OP_TICK, OP_LPOLL };
 
 struct kvc_conn {
 	struct kvc_peer peer;
@@ -43,6 +55,9 @@ struct kvc_conn {
 struct kvc_server {
 	struct io_uring ring;
 	int lfd;
+	int spare;			/* /dev/null, for EMFILE; -1: none */
+	bool accept_paused;		/* no spare: accept again at the tick */
+	uint64_t refused;		/* connections refused for descriptors */
 	struct sockaddr_un addr;
 	const struct kvc_server_ops *ops;
 	void *ctx;
@@ -81,6 +96,18 @@ static int kvc_arm_accept(struct kvc_server *s)
 		return -EBUSY;
 	io_uring_prep_accept(sqe, s->lfd, NULL, NULL, SOCK_CLOEXEC);
 	io_uring_sqe_set_data64(sqe, kvc_op(OP_ACCEPT, 0));
+	return 0;
+}
+
+/* Out of descriptors: wait for a queued connection (see the top). */
+static int kvc_arm_lpoll(struct kvc_server *s)
+{
+	struct io_uring_sqe *sqe = kvc_sqe(s);
+
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_poll_add(sqe, s->lfd, POLLIN);
+	io_uring_sqe_set_data64(sqe, kvc_op(OP_LPOLL, 0));
 	return 0;
 }
 
@@ -157,10 +184,13 @@ int kvc_server_open(struct kvc_server **out, const char *path,
 	s->ops = ops;
 	s->ctx = ctx;
 	s->lfd = -1;
+	s->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	s->addr.sun_family = AF_UNIX;
 	strcpy(s->addr.sun_path, path);
 	ret = io_uring_queue_init(256, &s->ring, 0);
 	if (ret) {
+		if (s->spare >= 0)
+			close(s->spare);
 		free(s);
 		return ret;
 	}
@@ -191,6 +221,8 @@ int kvc_server_open(struct kvc_server **out, const char *path,
 err:
 	if (s->lfd >= 0)
 		close(s->lfd);
+	if (s->spare >= 0)
+		close(s->spare);
 	io_uring_queue_exit(&s->ring);
 	free(s);
 	return ret;
@@ -377,6 +409,7 @@ static void kvc_complete(struct kvc_server *s, struct io_uring_cqe *cqe)
 	static const char *const what[] = {
 		[OP_ACCEPT] = "a connection", [OP_RECV] = "a request",
 		[OP_POLL] = "a watched descriptor", [OP_TICK] = "the tick",
+		[OP_LPOLL] = "a connection",
 	};
 	uint64_t op = io_uring_cqe_get_data64(cqe) >> 32;
 	double t0 = kvc_now(), took;
@@ -389,6 +422,45 @@ static void kvc_complete(struct kvc_server *s, struct io_uring_cqe *cqe)
 				    what[op] ? what[op] : "?");
 }
 
+/*
+ * The listening socket is readable while the ring's accept fails for
+ * want of descriptors: take the connection here, or refuse it with the
+ * spare (see the top); then let the ring accept again.
+ */
+static void kvc_accept_queued(struct kvc_server *s)
+{
+	struct pollfd pfd = { .fd = s->lfd, .events = POLLIN };
+	int fd, err;
+
+	/* Only what is queued: the loop never waits in accept(2). */
+	if (poll(&pfd, 1, 0) != 1) {
+		kvc_arm_accept(s);
+		return;
+	}
+	fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd >= 0) {
+		kvc_accepted(s, fd);
+		kvc_arm_accept(s);
+		return;
+	}
+	err = errno;
+	if ((err == EMFILE || err == ENFILE) && s->spare >= 0) {
+		close(s->spare);
+		fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd >= 0) {
+			close(fd);
+			s->refused++;
+		}
+		s->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		kvc_log_ratelimited(KVC_LOG_WARN, "out of descriptors (%s): a client's connection was refused (%" PRIu64 " so far; RLIMIT_NOFILE, kvcached.md \"Descriptors\")",
+				    strerror(err), s->refused);
+	}
+	if (s->spare < 0 && (err == EMFILE || err == ENFILE))
+		s->accept_paused = true;	/* the tick tries again */
+	else
+		kvc_arm_accept(s);
+}
+
 static void kvc_complete_one(struct kvc_server *s, struct io_uring_cqe *cqe)
 {
 	uint64_t data = io_uring_cqe_get_data64(cqe);
@@ -396,9 +468,17 @@ static void kvc_complete_one(struct kvc_server *s, struct io_uring_cqe *cqe)
 
 	switch (data >> 32) {
 	case OP_ACCEPT:
-		if (cqe->res >= 0)
+		if (cqe->res >= 0) {
 			kvc_accepted(s, cqe->res);
-		kvc_arm_accept(s);
+			kvc_arm_accept(s);
+		} else if (cqe->res == -EMFILE || cqe->res == -ENFILE) {
+			kvc_arm_lpoll(s);	/* never spin: see the top */
+		} else {
+			kvc_arm_accept(s);
+		}
+		break;
+	case OP_LPOLL:
+		kvc_accept_queued(s);
 		break;
 	case OP_RECV:
 		if (n < KVC_SERVER_MAX_CLIENTS && s->conns[n])
@@ -412,6 +492,11 @@ static void kvc_complete_one(struct kvc_server *s, struct io_uring_cqe *cqe)
 	case OP_TICK:
 		s->ops->tick(s->ctx);
 		kvc_arm_tick(s);
+		if (s->accept_paused) {
+			s->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+			s->accept_paused = false;
+			kvc_arm_accept(s);
+		}
 		break;
 	}
 }
@@ -472,6 +557,8 @@ void kvc_server_close(struct kvc_server *s)
 			kvc_conn_close(s, s->conns[i]);
 	io_uring_queue_exit(&s->ring);
 	close(s->lfd);
+	if (s->spare >= 0)
+		close(s->spare);
 	unlink(s->addr.sun_path);
 	free(s);
 }

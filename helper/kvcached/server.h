@@ -9,6 +9,10 @@
  * netlink events, the metrics socket) are polled through the same ring,
  * and a timeout gives the daemon a periodic tick.
  *
+ * Out of descriptors, a connection that cannot be taken is closed at once
+ * (with a spare descriptor held for that) rather than left queued, and
+ * the loop does not spin on the failing accept (server.c).
+ *
  * Replies are sent at once, non-blocking: a client that does not read its
  * replies until its socket buffer is full is disconnected rather than
  * allowed to stall every other client. Descriptors a client sends are

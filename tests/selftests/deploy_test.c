@@ -104,6 +104,7 @@ struct unit {
 	char type[32];		/* Type */
 	char notify_access[32];	/* NotifyAccess */
 	char reload[512];	/* ExecReload */
+	unsigned long long nofile;	/* LimitNOFILE (the hard one), 0: unset */
 };
 
 static char *trim(char *s)
@@ -186,6 +187,10 @@ static int unit_read(const char *path, struct unit *u, char *why, size_t wlen)
 				 "%s", v);
 		} else if (!strcmp(k, "ExecReload")) {
 			snprintf(u->reload, sizeof(u->reload), "%s", v);
+		} else if (!strcmp(k, "LimitNOFILE")) {
+			/* N, or SOFT:HARD */
+			u->nofile = strtoull(strchr(v, ':') ? strchr(v, ':') + 1 : v,
+					     NULL, 10);
 		}
 	}
 	fclose(f);
@@ -465,6 +470,13 @@ TEST_F_TIMEOUT(kvcd, unit_sandbox_survives_reboot, 180)
 	EXPECT_EQ(0, strncmp(def, conf, strlen(conf))) TH_LOG("socket %s", def);
 	EXPECT_EQ(0700, u.state_mode);
 	EXPECT_EQ(NULL, strstr(u.exec, "--state-dir"));
+	/*
+	 * LimitNOFILE=: a fast index segment for every namespace there can
+	 * be, and the 1024 clients and tier files besides (kvcached.md,
+	 * "Descriptors"); systemd's default soft 1024 would not do.
+	 */
+	EXPECT_LE((unsigned long long)KVCACHE_NS_MAX + 2048, u.nofile)
+		TH_LOG("LimitNOFILE=%llu", u.nofile);
 	/*
 	 * Documentation= names a page make install puts there: the path below
 	 * share/doc/kvcache/ is the page's path below Documentation/.

@@ -62,6 +62,8 @@ FIXTURE(kvcd) {
 	char conf[PATH_MAX];
 	char log[PATH_MAX];
 	const char *extra_conf;		/* appended to the configuration */
+	/* [daemon] lines in place of "metrics = off" (NULL: that). */
+	const char *daemon_conf;
 	const char *policy;		/* [eviction] policy; NULL: lru */
 	int low_pct, high_pct;		/* [pool] watermarks; 0: LOW_PCT, HIGH_PCT */
 	/* memfd mode's pool and block size; 0: MEMFD_POOL, MEMFD_BS. */
@@ -93,7 +95,7 @@ static inline int write_config(SELF *self)
 		"# kvcached_test\n"
 		"[daemon]\n"
 		"socket_mode = 0666\n"
-		"metrics = off\n"
+		"%s"
 		"[pool]\n"
 		"memfd_size = %lluK\n"
 		"block_size = %lluK\n"
@@ -107,6 +109,7 @@ static inline int write_config(SELF *self)
 		"g3_admit = 1\n"
 		"g4_admit = 1\n"
 		"%s",
+		self->daemon_conf ? self->daemon_conf : "metrics = off\n",
 		(unsigned long long)(self->memfd_size ? self->memfd_size :
 				     MEMFD_POOL) >> 10,
 		(unsigned long long)(self->memfd_bs ? self->memfd_bs :

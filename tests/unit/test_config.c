@@ -39,6 +39,9 @@ static int cfg_equal(const struct kvc_config *a, const struct kvc_config *b)
 	       !strcmp(a->daemon.metrics.path, b->daemon.metrics.path) &&
 	       a->daemon.metrics.port == b->daemon.metrics.port &&
 	       !strcmp(a->daemon.metrics_address, b->daemon.metrics_address) &&
+	       a->daemon.metrics_mode == b->daemon.metrics_mode &&
+	       !strcmp(a->daemon.metrics_group, b->daemon.metrics_group) &&
+	       a->daemon.metrics_timeout_ms == b->daemon.metrics_timeout_ms &&
 	       a->daemon.log_level == b->daemon.log_level &&
 	       a->daemon.mode == b->daemon.mode &&
 	       a->pool.memfd_size == b->pool.memfd_size &&
@@ -100,6 +103,9 @@ static void test_defaults(void)
 	TAP_CHECK(c.daemon.metrics.kind == KVC_CONFIG_LISTEN_UNIX);
 	TAP_CHECK(!strcmp(c.daemon.metrics.path, "/run/kvcache/metrics.sock"));
 	TAP_CHECK(!strcmp(c.daemon.metrics_address, "127.0.0.1"));
+	TAP_CHECK(c.daemon.metrics_mode == 0600);
+	TAP_CHECK(c.daemon.metrics_group[0] == '\0');
+	TAP_CHECK(c.daemon.metrics_timeout_ms == 2000);
 	TAP_CHECK(c.daemon.log_level == KVC_CONFIG_LOG_INFO);
 	TAP_CHECK(c.daemon.mode == KVC_CONFIG_MODE_AUTO);
 	TAP_CHECK(c.pool.memfd_size == 256ULL << 20);
@@ -255,6 +261,13 @@ static void test_strings_and_listen(void)
 	TAP_CHECK(c.daemon.metrics.kind == KVC_CONFIG_LISTEN_TCP);
 	TAP_CHECK(c.daemon.metrics.port == 9464);
 	TAP_CHECK(!strcmp(c.daemon.metrics_address, "::1"));
+	TAP_CHECK(parse(&c, "[daemon]\nmetrics_mode = 660\n"
+			"metrics_group = prometheus\nmetrics_timeout = 500ms\n") == 0);
+	TAP_CHECK(c.daemon.metrics_mode == 0660);
+	TAP_CHECK(!strcmp(c.daemon.metrics_group, "prometheus"));
+	TAP_CHECK(c.daemon.metrics_timeout_ms == 500);
+	TAP_CHECK(parse(&c, "[daemon]\nmetrics_group = 998\n") == 0);
+	TAP_CHECK(!strcmp(c.daemon.metrics_group, "998"));
 	TAP_CHECK(parse(&c, "[daemon]\nmetrics = 0\n") == 0);
 	TAP_CHECK(c.daemon.metrics.kind == KVC_CONFIG_LISTEN_OFF);
 	TAP_CHECK(parse(&c, "[daemon]\nmetrics = off\n") == 0);
@@ -421,6 +434,10 @@ static const struct {
 	  "test.conf:2: socket: \"kvcached.sock\" must be an absolute path" },
 	{ "[daemon]\nsocket = /a\tb\n",
 	  "test.conf:2: socket: control character in value" },
+	{ "[daemon]\nmetrics_group = -x\n",
+	  "test.conf:2: metrics_group: \"-x\" must not start with '-'" },
+	{ "[daemon]\nmetrics_group = a/b\n",
+	  "test.conf:2: metrics_group: \"a/b\" may only hold letters, digits, '.', '_' and '-'" },
 	{ "[daemon]\nmetrics_address = localhost\n",
 	  "test.conf:2: metrics_address: \"localhost\" not an IPv4 or IPv6 address" },
 	{ "[events]\nendpoint = udp://1.2.3.4:5\n",

@@ -126,13 +126,15 @@ struct kvc_pool_ops {
 	/*
 	 * The fast path: the segment to pass at FAST_MAP (memfd: the whole
 	 * pool's; -1: none) or FAST_NS (kernel: one namespace's, made on
-	 * demand; -errno: none), and the blocks the index holds in the
+	 * demand, *made set when this call made it, so that the caller
+	 * publishes what the pool holds of the namespace already; -errno:
+	 * none), and the blocks the index holds in the
 	 * pool, published there and taken back (common/fastidx.h), with
 	 * the tiers their entries are in. An evicted block is taken back by
 	 * evict itself. NULL where a backend has no such thing.
 	 */
 	int (*fast_fd)(struct kvc_pool *p);
-	int (*fast_ns_fd)(struct kvc_pool *p, uint32_t ns);
+	int (*fast_ns_fd)(struct kvc_pool *p, uint32_t ns, bool *made);
 	void (*publish)(struct kvc_pool *p, struct kvcache_handle h,
 			uint32_t ns, const uint8_t key[KVCACHE_KEY_SIZE],
 			const uint8_t *parent, uint8_t tiers);
@@ -173,6 +175,12 @@ struct kvc_pool_config {
 	bool mlock;
 	/* both: publish resident blocks (fastidx.h) */
 	bool fast_index;
+	/*
+	 * kernel: at most this many namespace segments (a descriptor each),
+	 * so that they cannot take the descriptors clients, tier files and
+	 * the journal need (kvcd_fd_budget()); 0: none.
+	 */
+	uint32_t fast_max;
 };
 
 /* 0 and *out, or -errno (said on stderr). */
@@ -307,9 +315,12 @@ static inline int kvc_pool_fast_fd(struct kvc_pool *p)
 	return p->ops->fast_fd ? p->ops->fast_fd(p) : -1;
 }
 
-static inline int kvc_pool_fast_ns_fd(struct kvc_pool *p, uint32_t ns)
+static inline int kvc_pool_fast_ns_fd(struct kvc_pool *p, uint32_t ns,
+				      bool *made)
 {
-	return p->ops->fast_ns_fd ? p->ops->fast_ns_fd(p, ns) : -EOPNOTSUPP;
+	*made = false;
+	return p->ops->fast_ns_fd ? p->ops->fast_ns_fd(p, ns, made) :
+	       -EOPNOTSUPP;
 }
 
 static inline void kvc_pool_publish(struct kvc_pool *p,

@@ -20,10 +20,15 @@
  * failed read could not give its block back, so there is no reserve.
  *
  * The fast path ([pool] fast_index): the blocks the index holds are
- * published in one segment per namespace (common/fastidx.h), created
- * with the namespace (or when kvcached learns it at start; failing that,
- * at a client's FAST_NS), and passed by FAST_NS only to peers that may
- * read the namespace: no tenant sees another's keys. A client finds a
+ * published in one segment per namespace (common/fastidx.h), and passed
+ * by FAST_NS only to peers that may read the namespace: no tenant sees
+ * another's keys. A segment is a memfd, so a descriptor: it is made at
+ * the namespace's first FAST_NS, not with the namespace (a node may have
+ * up to KVCACHE_NS_MAX of them, most never read through the fast path),
+ * and the caller then publishes what the pool already holds of it. At
+ * most fast_max segments exist (kvc_pool_config): past that FAST_NS is
+ * refused with EMFILE and clients ask the daemon, which keeps the
+ * descriptors the rest of the daemon needs. A client finds a
  * key there and pins the block itself; the kernel checks the generation
  * and the namespace at PIN, so a descriptor gone stale (the block
  * evicted and reused before it was taken back here) is refused with
@@ -57,8 +62,9 @@ struct kvc_pool_kernel {
 	struct kvc_kmap *maps;
 	uint32_t nr_maps, cap_maps;
 	/* The fast path; fast NULL when it is off. */
-	struct kvc_fastidx **fast;	/* by namespace id, made with it */
+	struct kvc_fastidx **fast;	/* by namespace id, made on demand */
 	uint32_t *pub_ns;		/* by block: its segment's ns, or 0 */
+	uint32_t nr_fast, fast_max;	/* segments made; the most allowed */
 };
 
 static struct kvc_pool_kernel *to_kernel(struct kvc_pool *p)
@@ -77,14 +83,27 @@ static struct kvc_fastidx *kernel_fast_seg(struct kvc_pool_kernel *k,
 		return NULL;
 	if (k->fast[ns] || !create)
 		return k->fast[ns];
-	ret = kvc_fastidx_create(k->pool.nr_blocks, &k->fast[ns]);
+	ret = k->nr_fast < k->fast_max ?
+	      kvc_fastidx_create(k->pool.nr_blocks, &k->fast[ns]) : -EMFILE;
 	if (ret) {
-		kvc_warn("pool: fast index of namespace %" PRIu32 ": %s",
-			 ns, strerror(-ret));
+		kvc_warn_ratelimited("pool: fast index of namespace %" PRIu32 ": %s%s",
+				     ns, strerror(-ret),
+				     ret == -EMFILE ?
+				     " (segments at their limit: the rest is kept for clients and tiers)" :
+				     "");
 		*err = ret;
 		return NULL;
 	}
+	k->nr_fast++;
 	return k->fast[ns];
+}
+
+static void kernel_fast_drop(struct kvc_pool_kernel *k, uint32_t ns)
+{
+	kvc_fastidx_retire(k->fast[ns]);
+	kvc_fastidx_destroy(k->fast[ns]);
+	k->fast[ns] = NULL;
+	k->nr_fast--;
 }
 
 /* Take block index back from the segment it is published in. */
@@ -112,7 +131,7 @@ static void kernel_publish(struct kvc_pool *p, struct kvcache_handle h,
 		return;
 	if (k->pub_ns[h.index] != ns)
 		kernel_unpublish_index(k, h.index);
-	/* Made with the namespace: if that failed, FAST_NS tries again. */
+	/* None until the first FAST_NS, which publishes what is here. */
 	f = kernel_fast_seg(k, ns, false, &err);
 	if (!f)
 		return;		/* reachable through the daemon only */
@@ -139,12 +158,15 @@ static void kernel_set_tiers(struct kvc_pool *p, struct kvcache_handle h,
 }
 
 /* FAST_NS: the segment of namespace ns (the caller checked the peer). */
-static int kernel_fast_ns_fd(struct kvc_pool *p, uint32_t ns)
+static int kernel_fast_ns_fd(struct kvc_pool *p, uint32_t ns, bool *made)
 {
+	struct kvc_pool_kernel *k = to_kernel(p);
 	struct kvc_fastidx *f;
+	bool had = k->fast && ns >= 1 && ns <= KVCACHE_NS_MAX && k->fast[ns];
 	int err;
 
-	f = kernel_fast_seg(to_kernel(p), ns, true, &err);
+	f = kernel_fast_seg(k, ns, true, &err);
+	*made = f && !had;
 	return f ? f->fd : err;
 }
 
@@ -153,12 +175,9 @@ static void kernel_fast_close(struct kvc_pool_kernel *k)
 {
 	if (!k->fast)
 		return;
-	for (uint32_t ns = 1; ns <= KVCACHE_NS_MAX; ns++) {
-		if (!k->fast[ns])
-			continue;
-		kvc_fastidx_retire(k->fast[ns]);
-		kvc_fastidx_destroy(k->fast[ns]);
-	}
+	for (uint32_t ns = 1; ns <= KVCACHE_NS_MAX; ns++)
+		if (k->fast[ns])
+			kernel_fast_drop(k, ns);
 	free(k->fast);
 	free(k->pub_ns);
 	k->fast = NULL;
@@ -348,17 +367,9 @@ static int kernel_ns_create(struct kvc_pool *p, uint32_t ns, uint32_t uid,
 			    uint32_t gid, uint32_t mode)
 {
 	struct kvc_pool_kernel *k = to_kernel(p);
-	int ret, err;
 
-	ret = kvc_kdev_ns_create(&k->kdev, ns, uid, gid, mode);
-	/*
-	 * Its segment now (as at start, for the namespaces kvcached knows),
-	 * so the daemon's descriptors do not grow later with the first
-	 * block published; made on demand if this fails.
-	 */
-	if (!ret || ret == -EEXIST)
-		kernel_fast_seg(k, ns, true, &err);
-	return ret;
+	/* No segment yet: the first FAST_NS makes it (see the top). */
+	return kvc_kdev_ns_create(&k->kdev, ns, uid, gid, mode);
 }
 
 static void kernel_ns_destroy(struct kvc_pool *p, uint32_t ns)
@@ -372,9 +383,7 @@ static void kernel_ns_destroy(struct kvc_pool *p, uint32_t ns)
 	 */
 	if (!k->fast || ns < 1 || ns > KVCACHE_NS_MAX || !k->fast[ns])
 		return;
-	kvc_fastidx_retire(k->fast[ns]);
-	kvc_fastidx_destroy(k->fast[ns]);
-	k->fast[ns] = NULL;
+	kernel_fast_drop(k, ns);
 	for (uint32_t i = 0; i < p->nr_blocks; i++)
 		if (k->pub_ns[i] == ns)
 			k->pub_ns[i] = 0;
@@ -510,6 +519,7 @@ int kvc_pool_kernel_open(const struct kvc_pool_config *cfg,
 	k->pool.nr_blocks = (uint32_t)k->kdev.info.nr_blocks;
 	k->pool.can_reserve = k->kdev.info.features & KVCACHE_FEAT_DISCARD;
 	if (cfg->fast_index) {
+		k->fast_max = cfg->fast_max;
 		k->fast = calloc(KVCACHE_NS_MAX + 1, sizeof(*k->fast));
 		k->pub_ns = calloc(k->pool.nr_blocks ? k->pool.nr_blocks : 1,
 				   sizeof(*k->pub_ns));
