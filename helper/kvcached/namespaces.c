@@ -363,8 +363,19 @@ static int ns_dir_acl(int fd, uid_t owner, mode_t mode)
  * another owner (a tenant that owned ns<id>/ under an older kvcached)
  * is given back to kvcached, so that its owner can no longer write in
  * it. Nothing is followed: every call is on a descriptor and a name.
+ *
+ * Only a directory someone else could write holds entries kvcached did
+ * not make: the walk descends into a subdirectory when @foreign (its
+ * parent was not kvcached's alone) or when the subdirectory itself is
+ * not. A tier kvcached always owned costs one listing of ns<id>/ per
+ * start, not a stat of every block file.
  */
-static void ns_dir_repair(int fd, const char *where, int depth)
+static bool foreign_dir(const struct stat *st)
+{
+	return st->st_uid != geteuid() || (st->st_mode & (S_IWGRP | S_IWOTH));
+}
+
+static void ns_dir_repair(int fd, const char *where, int depth, bool foreign)
 {
 	struct dirent *de;
 	DIR *dp;
@@ -412,7 +423,7 @@ static void ns_dir_repair(int fd, const char *where, int depth)
 		    fchmodat(fd, name, KVC_BF_DIR_MODE, 0))
 			kvc_warn("chmod %s/%s: %s", where, name,
 				 strerror(errno));
-		if (depth <= 0)
+		if (depth <= 0 || !(foreign || foreign_dir(&st)))
 			continue;
 		sub = kvc_open_beneath(fd, name, O_RDONLY | O_DIRECTORY |
 				       O_CLOEXEC, 0);
@@ -420,7 +431,8 @@ static void ns_dir_repair(int fd, const char *where, int depth)
 			char path[PATH_MAX];
 
 			snprintf(path, sizeof(path), "%s/%s", where, name);
-			ns_dir_repair(sub, path, depth - 1);
+			ns_dir_repair(sub, path, depth - 1,
+				      foreign || foreign_dir(&st));
 			close(sub);
 		}
 	}
@@ -461,12 +473,12 @@ void kvcd_ns_dirs(const struct kvcd *d, uint32_t ns, bool repair)
 				path, strerror(-fd));
 			continue;
 		}
-		if (!fstat(fd, &st) && st.st_uid != geteuid()) {
-			if (repair)
-				kvc_warn("%s: owned by uid %u: made kvcached's (uid %u), the namespace's readers keep r-x",
-					 path, (unsigned int)st.st_uid,
-					 (unsigned int)geteuid());
-		}
+		if (fstat(fd, &st))
+			st.st_uid = (uid_t)-1;	/* unknown: walk it all */
+		if (repair && st.st_uid != geteuid())
+			kvc_warn("%s: owned by uid %u: made kvcached's (uid %u), the namespace's readers keep r-x",
+				 path, (unsigned int)st.st_uid,
+				 (unsigned int)geteuid());
 		if (root && fchown(fd, 0, n->gid))
 			kvc_warn("chown %s: %s", path, strerror(errno));
 		if (fchmod(fd, mode))
@@ -479,7 +491,7 @@ void kvcd_ns_dirs(const struct kvcd *d, uint32_t ns, bool repair)
 					 path, strerror(-err), n->uid);
 		}
 		if (repair)
-			ns_dir_repair(fd, path, 2);
+			ns_dir_repair(fd, path, 2, foreign_dir(&st));
 		close(fd);
 	}
 }
