@@ -74,7 +74,10 @@ int kvc_open_beneath(int dirfd, const char *rel, int flags, mode_t mode)
 {
 	struct open_how how = {
 		.flags = (unsigned int)flags,
-		.mode = flags & (O_CREAT | O_TMPFILE) ? mode : 0,
+		/* openat2 refuses a mode without O_CREAT or O_TMPFILE (which
+		 * holds O_DIRECTORY's bit: test it whole). */
+		.mode = (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ?
+			mode : 0,
 		.resolve = KVC_RESOLVE_FLAGS,
 	};
 	long fd;

@@ -140,8 +140,8 @@ static bool gc_cancelled(struct tier_job *j)
 static int run_gc(struct kvc_tier *t, struct tier_job *j)
 {
 	char trash[NAME_MAX + 1];
+	struct stat st = { 0 };	/* st_mode 0: nothing to collect */
 	const char *name;
-	struct stat st;
 	int dfd, gfd, ret;
 
 	if (gc_cancelled(j))
