@@ -221,7 +221,7 @@ int kvc_tier_open(struct kvc_tier **out, const struct kvc_tier_config *cfg,
 	struct kvc_tio_config tc = {
 		.depth = cfg->depth, .max_payload = cfg->max_payload,
 		.fsync = cfg->fsync, .tag = cfg->node, .root = cfg->dir,
-		.io_priority = cfg->io_priority,
+		.io_priority = cfg->io_priority, .remote = cfg->shared,
 	};
 	struct kvc_tier *t;
 	struct stat st;

@@ -46,10 +46,12 @@
 #include <string.h>
 #include <linux/capability.h>
 #include <linux/ioprio.h>
+#include <linux/magic.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -103,6 +105,7 @@ struct kvc_tio {
 	uint64_t buf_size;		/* a slot's buffer: one page more */
 	bool fsync;
 	bool chmod;			/* the umask may take mode bits away */
+	bool async_open;		/* cfg->remote, or a network root */
 	int root_fd;			/* cfg->root, or AT_FDCWD */
 	char *root;			/* a copy of cfg->root */
 	size_t root_len;		/* strlen(cfg->root) */
@@ -148,13 +151,34 @@ static void prep_open(struct kvc_tio *t, struct slot *s,
 {
 	if (t->root_fd == AT_FDCWD) {
 		io_uring_prep_openat(sqe, AT_FDCWD, path, flags, mode);
-		return;
+	} else {
+		memset(&s->how, 0, sizeof(s->how));
+		s->how.flags = (uint64_t)(unsigned int)flags;
+		s->how.mode = flags & O_CREAT ? mode : 0;
+		s->how.resolve = KVC_RESOLVE_FLAGS;
+		io_uring_prep_openat2(sqe, t->root_fd, rel(t, path), &s->how);
 	}
-	memset(&s->how, 0, sizeof(s->how));
-	s->how.flags = (uint64_t)(unsigned int)flags;
-	s->how.mode = flags & O_CREAT ? mode : 0;
-	s->how.resolve = KVC_RESOLVE_FLAGS;
-	io_uring_prep_openat2(sqe, t->root_fd, rel(t, path), &s->how);
+	/* See kvc_tio_config.remote: the loop never waits for a server. */
+	if (t->async_open)
+		io_uring_sqe_set_flags(sqe, sqe->flags | IOSQE_ASYNC);
+}
+
+/* Does fd's filesystem answer opens from a server over the network? */
+static bool fs_remote(int fd)
+{
+	static const unsigned long magic[] = {
+		NFS_SUPER_MAGIC, SMB_SUPER_MAGIC, CIFS_SUPER_MAGIC,
+		SMB2_SUPER_MAGIC, CEPH_SUPER_MAGIC, AFS_FS_MAGIC, V9FS_MAGIC,
+		FUSE_SUPER_MAGIC, OCFS2_SUPER_MAGIC,
+	};
+	struct statfs sf;
+
+	if (fd == AT_FDCWD || fstatfs(fd, &sf))
+		return false;
+	for (size_t i = 0; i < sizeof(magic) / sizeof(magic[0]); i++)
+		if ((unsigned long)sf.f_type == magic[i])
+			return true;
+	return false;
 }
 
 /* unlink(2) of a path below the root, from the root's descriptor. */
@@ -212,6 +236,7 @@ int kvc_tio_create(struct kvc_tio **out, const struct kvc_tio_config *cfg)
 	}
 	t->depth = cfg->depth;
 	t->fsync = cfg->fsync;
+	t->async_open = cfg->remote || fs_remote(t->root_fd);
 	if (cfg->io_priority) {
 		t->read_prio = may_ioprio_rt() ?
 			       IOPRIO_PRIO_VALUE(IOPRIO_CLASS_RT, 4) :

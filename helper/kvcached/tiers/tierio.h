@@ -69,6 +69,15 @@ struct kvc_tio_config {
 	 * effort, lowest level. Without it, both take the task's own.
 	 */
 	bool io_priority;
+	/*
+	 * Every open to the kernel's workers, never tried in the submitting
+	 * thread: on a network filesystem an open whose path is cached is
+	 * done at submission, and that sends the server an OPEN and waits
+	 * for it (a restarted NFS server refuses it for its whole grace
+	 * period). Set for a shared tier; found by itself for a root on a
+	 * network filesystem.
+	 */
+	bool remote;
 };
 
 /* One finished request, as the callback sees it. */
