@@ -288,7 +288,7 @@ int kvcd_create(struct kvcd **out, const struct kvcd_options *opt)
 	/* Directories made by hand or by an older kvcached get them too. */
 	for (uint32_t i = 1; i <= KVCACHE_NS_MAX; i++)
 		if (d->ns[i].used)
-			kvcd_ns_dirs(d, i, true);
+			kvcd_ns_dirs(d, i, KVCD_NS_DIRS_REPAIR);
 	/* This node's namespaces g4 does not describe yet. */
 	kvcd_nsshare_tick(d);
 	*out = d;

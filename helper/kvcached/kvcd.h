@@ -154,9 +154,19 @@ int kvcd_new_salt(uint8_t salt[KVC_PROTO_SALT_SIZE]);
 /* The namespace table: written whole, synced, renamed; read at start. */
 int kvcd_ns_save(const struct kvcd *d);
 int kvcd_ns_load(struct kvcd *d);
-/* Namespace ns's directories in g3 and g4: kvcached's, readable as the
- * namespace says (repair: at a start, everything below made kvcached's). */
-void kvcd_ns_dirs(const struct kvcd *d, uint32_t ns, bool repair);
+/*
+ * Namespace ns's directories in g3 and g4: kvcached's, readable as the
+ * namespace says. NOW: here (NS_CREATE); REPAIR: here, and everything
+ * below made kvcached's (a start, before anything is served); WORKER:
+ * g3 here, g4 by its metadata worker (a namespace learned while serving:
+ * a server away holds the worker, not the loop).
+ */
+enum kvcd_ns_dirs {
+	KVCD_NS_DIRS_NOW,
+	KVCD_NS_DIRS_REPAIR,
+	KVCD_NS_DIRS_WORKER,
+};
+void kvcd_ns_dirs(const struct kvcd *d, uint32_t ns, enum kvcd_ns_dirs how);
 /* At start: blocks in g3 of namespaces the table does not know. */
 int kvcd_check_state(struct kvcd *d);
 

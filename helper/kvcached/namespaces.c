@@ -439,60 +439,111 @@ static void ns_dir_repair(int fd, const char *where, int depth, bool foreign)
 	closedir(dp);
 }
 
-void kvcd_ns_dirs(const struct kvcd *d, uint32_t ns, bool repair)
+/*
+ * One tier's ns<id>/, as kvcd_ns_dirs() makes it: all it needs, copied,
+ * so that g4's metadata worker can make it while the daemon goes on.
+ */
+struct ns_dir {
+	char tier[PATH_MAX];		/* the tier's directory */
+	char name[16];			/* "ns<id>" */
+	uid_t owner;			/* the namespace's */
+	gid_t gid;
+	mode_t mode;			/* of ns<id>/ */
+	bool acl;			/* owner r-x by an ACL entry */
+	bool repair;			/* and everything below it */
+};
+
+static void ns_dir_make(const struct ns_dir *nd)
+{
+	bool root = geteuid() == 0;
+	char path[PATH_MAX + 16];
+	int rootfd, fd;
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", nd->tier, nd->name);
+	rootfd = open(nd->tier, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0)
+		return;	/* the tier says why */
+	if (mkdirat(rootfd, nd->name, 0700) && errno != EEXIST)
+		kvc_err("%s: %s", path, strerror(errno));
+	fd = kvc_open_beneath(rootfd, nd->name, O_RDONLY | O_DIRECTORY |
+			      O_CLOEXEC, 0);
+	close(rootfd);
+	if (fd < 0) {
+		kvc_err("%s: %s: not a directory of kvcached's; its blocks are not stored there",
+			path, strerror(-fd));
+		return;
+	}
+	if (fstat(fd, &st))
+		st.st_uid = (uid_t)-1;	/* unknown: walk it all */
+	if (nd->repair && st.st_uid != geteuid())
+		kvc_warn("%s: owned by uid %u: made kvcached's (uid %u), the namespace's readers keep r-x",
+			 path, (unsigned int)st.st_uid,
+			 (unsigned int)geteuid());
+	if (root && fchown(fd, 0, nd->gid))
+		kvc_warn("chown %s: %s", path, strerror(errno));
+	if (fchmod(fd, nd->mode))
+		kvc_warn("chmod %s: %s", path, strerror(errno));
+	if (nd->acl) {
+		int err = ns_dir_acl(fd, nd->owner, nd->mode);
+
+		if (err)
+			kvc_info("%s: no ACL (%s): its owner uid %u reads it through the namespace's group or the pool",
+				 path, strerror(-err), (unsigned int)nd->owner);
+	}
+	if (nd->repair)
+		ns_dir_repair(fd, path, 2, foreign_dir(&st));
+	close(fd);
+}
+
+/* g4's worker: the daemon's loop never waits for a server (nsshare.c). */
+static void ns_dir_run(void *arg)
+{
+	ns_dir_make(arg);
+}
+
+static void ns_dir_free(void *arg)
+{
+	free(arg);
+}
+
+void kvcd_ns_dirs(const struct kvcd *d, uint32_t ns, enum kvcd_ns_dirs how)
 {
 	const char *dirs[2] = { d->cfg.g3.directory, d->cfg.g4.directory };
 	const struct kvcd_ns *n = &d->ns[ns];
-	char name[16], path[PATH_MAX];
+	struct ns_dir nd = {
+		.owner = n->uid, .gid = n->gid, .mode = 0700,
+		.repair = how == KVCD_NS_DIRS_REPAIR,
+	};
 	bool root = geteuid() == 0;
-	mode_t mode = 0700;
 
-	for (int shift = 0; shift <= 3; shift += 3)
+	for (int shift = 0; root && shift <= 3; shift += 3)
 		if ((n->mode >> shift) & 4)
-			mode |= (mode_t)5 << shift;
-	if (!root)
-		mode = 0700;
-	snprintf(name, sizeof(name), "ns%" PRIu32, ns);
+			nd.mode |= (mode_t)5 << shift;
+	nd.acl = root && ((n->mode >> 6) & 4) && n->uid != 0;
+	snprintf(nd.name, sizeof(nd.name), "ns%" PRIu32, ns);
 	for (int i = 0; i < 2; i++) {
-		int rootfd, fd;
-		struct stat st;
+		struct kvc_tier *t = kvcd_tier(d, i ? KVC_TIER_G4 : KVC_TIER_G3);
+		struct ns_dir *copy;
 
-		if (!dirs[i][0] || !kvcd_tier(d, i ? KVC_TIER_G4 : KVC_TIER_G3))
+		if (!dirs[i][0] || !t ||
+		    snprintf(nd.tier, sizeof(nd.tier), "%s", dirs[i]) >=
+		    (int)sizeof(nd.tier))
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", dirs[i], name);
-		rootfd = open(dirs[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (rootfd < 0)
-			continue;	/* the tier says why */
-		if (mkdirat(rootfd, name, 0700) && errno != EEXIST)
-			kvc_err("%s: %s", path, strerror(errno));
-		fd = kvc_open_beneath(rootfd, name, O_RDONLY | O_DIRECTORY |
-				      O_CLOEXEC, 0);
-		close(rootfd);
-		if (fd < 0) {
-			kvc_err("%s: %s: not a directory of kvcached's; its blocks are not stored there",
-				path, strerror(-fd));
+		if (!i || how != KVCD_NS_DIRS_WORKER) {
+			ns_dir_make(&nd);
 			continue;
 		}
-		if (fstat(fd, &st))
-			st.st_uid = (uid_t)-1;	/* unknown: walk it all */
-		if (repair && st.st_uid != geteuid())
-			kvc_warn("%s: owned by uid %u: made kvcached's (uid %u), the namespace's readers keep r-x",
-				 path, (unsigned int)st.st_uid,
-				 (unsigned int)geteuid());
-		if (root && fchown(fd, 0, n->gid))
-			kvc_warn("chown %s: %s", path, strerror(errno));
-		if (fchmod(fd, mode))
-			kvc_warn("chmod %s: %s", path, strerror(errno));
-		if (root && ((n->mode >> 6) & 4) && n->uid != 0) {
-			int err = ns_dir_acl(fd, n->uid, mode);
-
-			if (err)
-				kvc_info("%s: no ACL (%s): its owner uid %u reads it through the namespace's group or the pool",
-					 path, strerror(-err), n->uid);
+		copy = malloc(sizeof(*copy));
+		if (copy) {
+			*copy = nd;
+			if (!kvc_tier_call(t, ns_dir_run, ns_dir_free, copy))
+				continue;
+			free(copy);
 		}
-		if (repair)
-			ns_dir_repair(fd, path, 2, foreign_dir(&st));
-		close(fd);
+		/* Its blocks still go there, 0700: readers use the pool. */
+		kvc_warn("%s/%s: g4's worker is full: the directory gets the namespace's readers at the next start",
+			 dirs[i], nd.name);
 	}
 }
 

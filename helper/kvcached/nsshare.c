@@ -330,7 +330,7 @@ static int adopt(struct kvcd *d, uint32_t ns, const struct kvcd_ns *n,
 		 PRIu32 "): uid %" PRIu32 " gid %" PRIu32 " mode %03o", ns,
 		 old.used ? "takes the salt" : "learned", node, owner, n->uid,
 		 n->gid, n->mode);
-	kvcd_ns_dirs(d, ns, false);
+	kvcd_ns_dirs(d, ns, KVCD_NS_DIRS_WORKER);
 	return 0;
 }
 

@@ -624,7 +624,7 @@ static int kvcd_ns_create(struct kvcd *d, struct kvc_peer *p,
 	}
 	kvc_info("namespace %" PRIu32 " created: uid %" PRIu32 " gid %" PRIu32
 		 " mode %03o", c->ns_id, c->uid, c->gid, c->mode);
-	kvcd_ns_dirs(d, c->ns_id, false);
+	kvcd_ns_dirs(d, c->ns_id, KVCD_NS_DIRS_NOW);
 	/* Not described in g4 yet (a server away): the ticks try again. */
 	kvcd_nsshare_created(d, c->ns_id);
 	return kvc_proto_encode_ns_create_reply(reply, KVC_PROTO_MSG_MAX,
@@ -941,12 +941,41 @@ static int kvcd_dispatch(struct kvcd *d, struct kvc_peer *p,
 			 const struct kvc_msg *m, uint8_t *reply,
 			 int *pass_fd);
 
+/*
+ * A request whose handling held the loop this long is named (the server
+ * says only "a request"): every other client waited as long, and what
+ * the daemon did there on a filesystem or the kernel belongs off it.
+ */
+#define KVCD_SLOW_REQUEST_S	1.0
+
+static void kvcd_slow_request(const struct kvc_msg *m, double took)
+{
+	static const char *const name[] = {
+		[KVC_MSG_HELLO] = "HELLO", [KVC_MSG_LOOKUP] = "LOOKUP",
+		[KVC_MSG_STORE] = "STORE", [KVC_MSG_LOAD] = "LOAD",
+		[KVC_MSG_RELEASE] = "RELEASE", [KVC_MSG_STATS] = "STATS",
+		[KVC_MSG_NS_CREATE] = "NS_CREATE", [KVC_MSG_ALLOC] = "ALLOC",
+		[KVC_MSG_SEAL] = "SEAL", [KVC_MSG_EVICT] = "EVICT",
+		[KVC_MSG_FLUSH] = "FLUSH", [KVC_MSG_NS_LIST] = "NS_LIST",
+		[KVC_MSG_NS_SALT] = "NS_SALT", [KVC_MSG_FAST_MAP] = "FAST_MAP",
+		[KVC_MSG_TOUCH] = "TOUCH", [KVC_MSG_FAST_NS] = "FAST_NS",
+	};
+
+	if (took <= KVCD_SLOW_REQUEST_S)
+		return;
+	kvc_log_ratelimited(KVC_LOG_WARN, "a %s request (seq %" PRIu32 ") held the event loop %.1f s",
+			    m->type < sizeof(name) / sizeof(name[0]) &&
+			    name[m->type] ? name[m->type] : "newer",
+			    m->seq, took);
+}
+
 int kvcd_request(void *ctx, struct kvc_peer *p, const uint8_t *msg,
 		 size_t len, bool truncated, uint8_t *reply,
 		 int *pass_fd)
 {
 	struct kvcd *d = ctx;
 	struct kvc_msg m;
+	double t0;
 	int ret;
 
 	ret = truncated ? -EMSGSIZE : kvc_proto_decode(msg, len, &m);
@@ -969,9 +998,10 @@ int kvcd_request(void *ctx, struct kvc_peer *p, const uint8_t *msg,
 		return kvcd_error(reply, &m, -EPROTONOSUPPORT,
 				  "a version above the one HELLO chose");
 	/* After HELLO, replies carry the version it chose. */
-	return kvc_proto_set_version(reply,
-				     kvcd_dispatch(d, p, &m, reply, pass_fd),
-				     d->clients[p->id].version);
+	t0 = kvc_now();
+	ret = kvcd_dispatch(d, p, &m, reply, pass_fd);
+	kvcd_slow_request(&m, kvc_now() - t0);
+	return kvc_proto_set_version(reply, ret, d->clients[p->id].version);
 }
 
 static int kvcd_dispatch(struct kvcd *d, struct kvc_peer *p,
