@@ -63,6 +63,9 @@ POOL_BLOCK = 1 << 20            # kvcached's pool block (>= a vLLM block)
 
 
 def model_dir(name: str) -> str:
+    """A Llama shape of SHAPES, or a family of tiny_model.FAMILIES."""
+    if name in tiny_model.FAMILIES:
+        return str(tiny_model.build_family(MODELS, name))
     return str(tiny_model.build(MODELS, SHAPES[name]))
 
 

@@ -364,14 +364,15 @@ sys.path.insert(0, {str(REPO / 'helper' / 'python')!r})
 import kvcache
 kvcache.load_library({str(REPO / 'build' / 'lib' / 'libkvcache.so')!r})
 from kvcache.vllm.config import parse
-from kvcache.vllm.identity import Identity
+from kvcache.vllm.identity import Group, Identity
 from kvcache.vllm.session import Disabled, Session
 lines = []
 class H(logging.Handler):
     def emit(self, r): lines.append((r.levelno, r.getMessage()))
 log = logging.getLogger("t"); log.addHandler(H()); log.setLevel(1)
 cfg = parse({{"socket": {daemon.sock!r}, "namespace": {ns}}})
-ident = Identity("m", "r", "t@", "l", "d", 32, 1, 1, 4096, 2048, 2)
+ident = Identity("m", "r", "t@", "l", "d", 32, 1, 1,
+                 (Group("full", 0, 0, ("l0", "l1"), 2048, "s"),))
 s = Session(cfg, ident, log, "scheduler")
 for _ in range(3):
     try:

@@ -68,6 +68,69 @@ def build(root: str | os.PathLike[str], shape: Shape) -> Path:
     return out
 
 
+# Model families other than Llama, each as small as vLLM's CPU build
+# runs it: the transformers class and its configuration. The sliding
+# windows are a few 32-token blocks, so that prompts of a few hundred
+# tokens cross them. Each builds once per cache, named by its settings.
+FAMILIES: dict[str, tuple[str, str, dict]] = {
+    # Alternating sliding-window and full attention, attention sinks,
+    # a mixture of experts: the reference system's model.
+    "gpt-oss": ("GptOssConfig", "GptOssForCausalLM", dict(
+        hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=64, intermediate_size=128,
+        num_local_experts=4, num_experts_per_tok=2, sliding_window=96,
+        vocab_size=4096, max_position_embeddings=4096,
+        layer_types=["sliding_attention", "full_attention"])),
+    # Five sliding layers to one full, as Gemma 3 interleaves them.
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(
+        hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=64, intermediate_size=256,
+        sliding_window=96, vocab_size=4096, max_position_embeddings=4096,
+        layer_types=["sliding_attention", "full_attention"])),
+    # Every layer sliding: one group of SlidingWindowSpec.
+    "mistral-sw": ("MistralConfig", "MistralForCausalLM", dict(
+        hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=32, intermediate_size=256,
+        sliding_window=96, vocab_size=4096, max_position_embeddings=4096)),
+    # Linear attention (gated delta net) and full attention.
+    "qwen3-next": ("Qwen3NextConfig", "Qwen3NextForCausalLM", dict(
+        hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=64, intermediate_size=256,
+        linear_num_key_heads=2, linear_num_value_heads=2,
+        linear_key_head_dim=128, linear_value_head_dim=128,
+        num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
+        shared_expert_intermediate_size=64, vocab_size=4096,
+        max_position_embeddings=4096,
+        layer_types=["linear_attention", "full_attention"])),
+}
+
+
+def build_family(root: str | os.PathLike[str], family: str,
+                 seed: int = 1234) -> Path:
+    """A random-weight model of one of FAMILIES, built if not there."""
+    cfg_cls, model_cls, kw = FAMILIES[family]
+    tag = json.dumps(kw, sort_keys=True)
+    import hashlib
+    out = Path(root) / (f"{family}-{hashlib.sha256(tag.encode()).hexdigest()[:12]}"
+                        f"-s{seed}")
+    if (out / ".complete").exists():
+        return out
+    import torch
+    import transformers
+
+    torch.manual_seed(seed)
+    cfg = getattr(transformers, cfg_cls)(**kw)
+    model = getattr(transformers, model_cls)(cfg).to(torch.float32)
+    tmp = out.with_name(out.name + ".tmp")
+    model.save_pretrained(tmp, safe_serialization=True)
+    (tmp / ".complete").touch()
+    if out.exists():
+        import shutil
+        shutil.rmtree(out)
+    tmp.rename(out)
+    return out
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("root")

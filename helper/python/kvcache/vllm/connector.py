@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorBase_V1, KVConnectorMetadata, KVConnectorRole,
-    KVConnectorWorkerMetadata)
+    KVConnectorWorkerMetadata, SupportsHMA)
 
 from . import config as _config
 from .identity import derive
+from .interface import check_interface
 from .meta import StepMeta
 
 if TYPE_CHECKING:
@@ -33,7 +34,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("vllm.kvcache")
 
 
-class KvcacheConnector(KVConnectorBase_V1):
+class KvcacheConnector(KVConnectorBase_V1, SupportsHMA):
+    """SupportsHMA: without it vLLM switches its hybrid KV cache manager
+    off for the whole engine, connector or not, and that path is wrong
+    or does not start for hybrid models (gpt-oss, Qwen3-Next). With it,
+    the manager stays on whatever the connector then does with the
+    model: a model it cannot key is declined, and vLLM serves it as it
+    would without any connector."""
+
     def __init__(self, vllm_config: Any, role: KVConnectorRole,
                  kv_cache_config: Any = None) -> None:
         super().__init__(vllm_config=vllm_config, role=role,
@@ -45,10 +53,17 @@ class KvcacheConnector(KVConnectorBase_V1):
         self.sched = None
         self.worker = None
         try:
+            # vLLM's side of the interface first: a release that moved
+            # it is declined, not half served.
+            check_interface(KVConnectorBase_V1, SupportsHMA)
             self.ident = derive(vllm_config, kv_cache_config, self.cfg)
         except ValueError as e:
-            log.error("kvcache: connector disabled: %s; vLLM serves "
-                      "without it", e)
+            # One line per engine (the scheduler's); each worker says it
+            # at debug level.
+            log.log(logging.ERROR if role == KVConnectorRole.SCHEDULER
+                    else logging.DEBUG,
+                    "kvcache: connector disabled: %s; vLLM serves "
+                    "without it", e)
             return
         if role == KVConnectorRole.SCHEDULER:
             # A block that fails to load is recomputed, never an error
@@ -149,3 +164,15 @@ class KvcacheConnector(KVConnectorBase_V1):
         if self.sched is None:
             return False, None
         return self.sched.request_finished(request, block_ids)
+
+    def request_finished_all_groups(self, request: Any,
+                                    block_ids: tuple[list[int], ...]
+                                    ) -> tuple[bool, dict[str, Any] | None]:
+        """vLLM's call with SupportsHMA, once per request: every group's
+        blocks. Saves are made in the step that completes each block,
+        so the free is never delayed."""
+        if self.sched is None:
+            return False, None
+        return self.sched.request_finished(request,
+                                           list(block_ids[0]) if block_ids
+                                           else [])

@@ -46,6 +46,36 @@ from typing import Any
 from .config import ConnectorConfig
 
 
+# KV cache spec classes the connector keys, by vLLM's class name, and the
+# kind of hit each makes (groups.py): "full" needs every block of a
+# prefix, "sliding" the blocks of the window before its end, "chunked"
+# those of its last attention chunk. MLA's latent blocks are copied as
+# raw bytes like any other. Anything else (Mamba and linear-attention
+# state, sinks kept in the cache, ring buffers, encoder and cross
+# attention) is declined.
+SPEC_KINDS = {
+    "FullAttentionSpec": "full",
+    "MLAAttentionSpec": "full",
+    "SlidingWindowSpec": "sliding",
+    "ChunkedLocalAttentionSpec": "chunked",
+}
+
+
+@dataclass(frozen=True)
+class Group:
+    """One KV cache group of vLLM's: layers sharing a block table."""
+    kind: str                   # SPEC_KINDS' values
+    window: int                 # sliding window or attention chunk, tokens
+    retained: int               # extra tokens kept below a window
+    layers: tuple[str, ...]     # vLLM's layer names, in its order
+    layer_bytes: int            # one block of one layer
+    spec: str                   # the group's part of kv_layout
+
+    @property
+    def block_bytes(self) -> int:
+        return self.layer_bytes * len(self.layers)
+
+
 @dataclass(frozen=True)
 class Identity:
     model: str
@@ -56,15 +86,27 @@ class Identity:
     tokens_per_block: int
     tp_size: int
     pp_size: int
-    block_bytes: int            # bytes of one block, all layers
-    layer_bytes: int            # bytes of one block of one layer
-    num_layers: int
+    groups: tuple[Group, ...] = ()
+
+    @property
+    def block_bytes(self) -> int:
+        """Bytes of one block position, every group's layers."""
+        return sum(g.block_bytes for g in self.groups)
+
+    @property
+    def max_group_bytes(self) -> int:
+        """The largest block kvcached holds: one group's."""
+        return max((g.block_bytes for g in self.groups), default=0)
 
     def args(self, tp_rank: int, pp_rank: int, lora: str,
-             salt: bytes) -> dict[str, Any]:
-        """kvcache.Client.namespace()'s identity arguments."""
+             salt: bytes, group: int = 0) -> dict[str, Any]:
+        """kvcache.Client.namespace()'s identity arguments. Each group of
+        a hybrid model keys its own blocks (its layers only): its index
+        is part of the layout. A model of one group keys as it always did."""
+        layout = self.kv_layout if len(self.groups) <= 1 else \
+            pack_str(self.kv_layout, f"group{group}")
         return dict(model=self.model, weights_revision=self.weights_revision,
-                    tokenizer=self.tokenizer, kv_layout=self.kv_layout,
+                    tokenizer=self.tokenizer, kv_layout=layout,
                     kv_dtype=self.kv_dtype, lora=lora, salt=salt,
                     tokens_per_block=self.tokens_per_block,
                     tp_rank=tp_rank, tp_size=self.tp_size,
@@ -229,22 +271,52 @@ def lora_fingerprint(path: str, download_dir: str | None = None
     return hub_commit(path, None, _hub_caches(download_dir))
 
 
-def _one_group(kv_cache_config: Any) -> tuple[Any, int]:
-    """The KV cache spec and layer count of a model with one group of
-    full attention; ValueError for what the connector cannot key."""
+def _groups(kv_cache_config: Any) -> tuple[list[Group], int]:
+    """The KV cache groups the connector keys, and vLLM's block size;
+    ValueError for a model it cannot key (one line: the decline)."""
     if kv_cache_config is None:
         raise ValueError("vLLM gave no KV cache configuration (a vLLM "
                          "older than the KV connector API of 0.32?)")
     groups = list(getattr(kv_cache_config, "kv_cache_groups", []) or [])
-    if len(groups) != 1:
-        raise ValueError(f"{len(groups)} KV cache groups (hybrid or "
-                         f"sliding-window models are not supported yet)")
-    spec = groups[0].kv_cache_spec
-    kind = type(spec).__name__
-    if kind not in ("FullAttentionSpec",):
-        raise ValueError(f"KV cache spec {kind} is not supported (full "
-                         f"attention only)")
-    return spec, len(groups[0].layer_names)
+    if not groups:
+        raise ValueError("the model has no KV cache groups")
+    out: list[Group] = []
+    block_size = 0
+    for i, g in enumerate(groups):
+        spec = g.kv_cache_spec
+        name = type(spec).__name__
+        kind = SPEC_KINDS.get(name)
+        if kind is None:
+            what = ("Mamba / linear-attention state is not cached"
+                    if "Mamba" in name else "not a kind the connector keys")
+            raise ValueError(f"KV cache group {i} is {name} ({what}); "
+                             f"supported: {', '.join(sorted(SPEC_KINDS))}")
+        if getattr(g, "enable_kv_transfer", True) is False:
+            raise ValueError(f"KV cache group {i} ({name}) is not "
+                             f"transferable")
+        bs = int(spec.block_size)
+        if block_size and bs != block_size:
+            raise ValueError(f"KV cache groups of {block_size} and {bs} "
+                             f"tokens per block")
+        block_size = bs
+        if kind == "sliding":
+            window = int(spec.sliding_window)
+        elif kind == "chunked":
+            window = int(spec.attention_chunk_size)
+        else:
+            window = 0
+        retained = int(getattr(spec, "extra_retained_tokens", 0) or 0)
+        page = int(spec.page_size_bytes)
+        layers = tuple(str(n) for n in g.layer_names)
+        desc = "/".join([name, f"L{len(layers)}",
+                         f"H{getattr(spec, 'num_kv_heads', 0)}",
+                         f"D{getattr(spec, 'head_size', 0)}",
+                         f"B{bs}", f"page{page}"])
+        if kind != "full":
+            desc += f"/W{window}+{retained}"
+        out.append(Group(kind=kind, window=window, retained=retained,
+                         layers=layers, layer_bytes=page, spec=desc))
+    return out, block_size
 
 
 def derive(vllm_config: Any, kv_cache_config: Any,
@@ -255,7 +327,7 @@ def derive(vllm_config: Any, kv_cache_config: Any,
     mc = vllm_config.model_config
     cc = vllm_config.cache_config
     pc = vllm_config.parallel_config
-    spec, layers = _one_group(kv_cache_config)
+    groups, block_size = _groups(kv_cache_config)
 
     model = cfg.model_id or str(mc.model)
     load = getattr(vllm_config, "load_config", None)
@@ -267,27 +339,28 @@ def derive(vllm_config: Any, kv_cache_config: Any,
     attn = getattr(vllm_config, "attention_config", None)
     backend = getattr(attn, "backend", None) if attn is not None else None
     archs = ",".join(getattr(mc.hf_config, "architectures", None) or [])
-    page = int(spec.page_size_bytes)
-    layout = "/".join([
-        f"vllm-{vllm.__version__}",
-        f"{current_platform.device_type}",
-        f"attn-{backend or 'default'}",
-        type(spec).__name__,
-        archs or "arch-unknown",
-        f"L{layers}", f"H{spec.num_kv_heads}", f"D{spec.head_size}",
-        f"B{spec.block_size}", f"page{page}",
-    ])
+    parts = [f"vllm-{vllm.__version__}", f"{current_platform.device_type}",
+             f"attn-{backend or 'default'}"]
+    if len(groups) == 1:
+        # The layout of a one-group model as before groups were keyed:
+        # its blocks stay hits across the upgrade.
+        g = groups[0]
+        spec = g.spec.split("/")
+        parts += [spec[0], archs or "arch-unknown"] + spec[1:]
+    else:
+        parts += [archs or "arch-unknown", f"groups{len(groups)}"] + \
+            [pack_str(g.spec) for g in groups]
+    layout = "/".join(parts)
     dtype = f"{cc.cache_dtype}/{str(mc.dtype).replace('torch.', '')}"
     quant = getattr(mc, "quantization", None)
     if quant:
         dtype += f"/{quant}"
     return Identity(model=model, weights_revision=str(rev), tokenizer=tok,
                     kv_layout=layout, kv_dtype=dtype,
-                    tokens_per_block=int(spec.block_size),
+                    tokens_per_block=block_size,
                     tp_size=int(pc.tensor_parallel_size),
                     pp_size=int(pc.pipeline_parallel_size),
-                    block_bytes=page * layers, layer_bytes=page,
-                    num_layers=layers)
+                    groups=tuple(groups))
 
 
 def request_fields(request: Any, cfg: ConnectorConfig

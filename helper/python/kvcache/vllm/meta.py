@@ -25,6 +25,7 @@ class LoadOp:
     keys: dict[Rank, list[bytes]]   # of the blocks to load, in order
     block_ids: list[int]            # vLLM blocks they go to
     tiers: list[int]                # each block's tier mask at lookup
+    group: int = 0                  # the KV cache group: its layers
 
 
 @dataclass
@@ -35,6 +36,10 @@ class SaveOp:
     parent: dict[Rank, bytes | None]  # the key before keys[0]
     keys: dict[Rank, list[bytes]]
     block_ids: list[int]            # vLLM blocks to copy out, in order
+    group: int = 0                  # the KV cache group: its layers
+    # keys[i]'s parent is keys[i - 1] (a full-attention chain); else each
+    # block is stored as a chain of its own (sliding / chunked groups)
+    chained: bool = True
 
 
 @dataclass

@@ -12,6 +12,15 @@ KV computed), by the worker at the end of that step's forward pass, so
 vLLM may free or reuse a request's blocks as soon as it finishes:
 request_finished never delays the free.
 
+Hybrid models (several KV cache groups: full attention with sliding
+windows or chunked local attention) key each group's blocks apart
+(identity.Group): a full-attention group's blocks form a chain, as a
+dense model's; a sliding or chunked group's are stored one by one, each
+a chain of its own, because vLLM keeps only the last window of them and
+a later hit needs only that window (hits.py), wherever the earlier ones
+went. vLLM's null blocks (the positions it does not keep) are never
+saved nor loaded.
+
 Only the engine's thread calls in here; the estimator is shared with
 update_connector_output, on the same thread.
 """
@@ -24,9 +33,13 @@ from typing import Any
 
 from .config import ConnectorConfig
 from .estimate import Estimator
+from .hits import longest, needed
 from .identity import Identity, request_fields
 from .meta import LoadOp, Rank, SaveOp, StepMeta, WorkerReport
 from .session import Session
+
+
+NULL_BLOCK = 0       # vLLM's null block: BlockPool's first block
 
 
 @dataclass
@@ -37,9 +50,12 @@ class _Req:
     local_blocks: int = 0           # vLLM's own prefix hit
     claimed: int = 0                # blocks claimed past local_blocks
     tiers: list[int] = field(default_factory=list)
-    saved: int = 0                  # leading blocks kvcache holds
-    block_ids: list[int] = field(default_factory=list)
-    keys: dict[Rank, list[bytes]] = field(default_factory=dict)
+    # per group: the leading blocks kvcache holds or that need no save
+    saved: list[int] = field(default_factory=list)
+    # per group: vLLM's blocks of the request, in order (nulls included)
+    block_ids: list[list[int]] = field(default_factory=list)
+    # per group, per rank: the keys of the first keyed_tokens tokens
+    keys: list[dict[Rank, list[bytes]]] = field(default_factory=list)
     keyed_tokens: int = 0
 
 
@@ -50,6 +66,8 @@ class SchedulerSide:
         self.ident = ident
         self.log = log
         self.bs = ident.tokens_per_block
+        self.groups = list(ident.groups)
+        self.chained = [g.kind == "full" for g in self.groups]
         self.session = Session(cfg, ident, log, "scheduler")
         self.estimator = Estimator(cfg, ident.block_bytes, self.bs)
         self.ranks: list[Rank] = [(t, p) for p in range(ident.pp_size)
@@ -62,18 +80,58 @@ class SchedulerSide:
 
     # -- keys -----------------------------------------------------------------
 
-    def _ns(self, st: _Req, rank: Rank):
+    def _ns(self, st: _Req, rank: Rank, group: int):
         return self.session.namespace(rank[0], rank[1], st.lora, st.salt,
-                                      self.ident.block_bytes)
+                                      self.groups[group].block_bytes, group)
 
-    def _keys(self, st: _Req, nblocks: int) -> dict[Rank, list[bytes]]:
-        """Each rank's keys of the request's first nblocks blocks."""
+    def _keys(self, st: _Req, nblocks: int) -> list[dict[Rank, list[bytes]]]:
+        """Each group's, each rank's keys of the first nblocks blocks."""
         ntok = nblocks * self.bs
         if ntok > st.keyed_tokens:
             toks = list(st.request.all_token_ids[:ntok])
-            st.keys = {r: self._ns(st, r).keys(toks) for r in self.ranks}
+            st.keys = [{r: self._ns(st, r, g).keys(toks) for r in self.ranks}
+                       for g in range(len(self.groups))]
             st.keyed_tokens = ntok
-        return {r: k[:nblocks] for r, k in st.keys.items()}
+        return [{r: k[:nblocks] for r, k in gk.items()} for gk in st.keys]
+
+    def _lookup(self, st: _Req, local: int, max_blocks: int
+                ) -> tuple[int, list[int], list[int]]:
+        """The longest prefix every group can serve past local, each
+        position's tier mask, and each group's leading blocks kvcache
+        holds (what needs no save)."""
+        keys = self._keys(st, max_blocks)
+        limit = max_blocks
+        chains: dict[int, list[int]] = {}
+        for gi, chained in enumerate(self.chained):
+            if not chained:
+                continue
+            hit: list[int] | None = None
+            for r in self.ranks:
+                t = self._ns(st, r, gi).lookup(keys[gi][r])
+                hit = t if hit is None or len(t) < len(hit) else hit
+            chains[gi] = hit or []
+            limit = min(limit, len(chains[gi]))
+        tiers = [0] * max_blocks
+
+        def has(gi: int, i: int) -> bool:
+            if gi in chains:
+                return i < len(chains[gi])
+            mask = None
+            for r in self.ranks:
+                t = self._ns(st, r, gi).lookup([keys[gi][r][i]])
+                if not t:
+                    return False
+                mask = t[0] if mask is None else mask & t[0]
+            tiers[i] |= mask or 0
+            return True
+
+        n = longest(self.groups, self.bs, local, limit, has)
+        for gi, t in chains.items():
+            for i in range(min(n, len(t))):
+                tiers[i] |= t[i]
+        saved = [len(chains[gi]) if gi in chains else n
+                 for gi in range(len(self.groups))]
+        return n, tiers[:n], saved
 
     # -- vLLM's calls ---------------------------------------------------------
 
@@ -93,8 +151,10 @@ class SchedulerSide:
             self._reqs.pop(request.request_id, None)
             return 0, False
         lora, salt = fields
-        st = _Req(request=request, lora=lora, salt=salt,
-                  local_blocks=num_computed_tokens // self.bs)
+        local = num_computed_tokens // self.bs
+        st = _Req(request=request, lora=lora, salt=salt, local_blocks=local,
+                  saved=[local] * len(self.groups),
+                  block_ids=[[] for _ in self.groups])
         self._reqs[request.request_id] = st
         if self.session.disabled or not (self.cfg.load or self.cfg.save):
             return 0, False
@@ -102,29 +162,30 @@ class SchedulerSide:
         # Never the last token: its logits must come from a forward pass.
         max_blocks = max(ntok - 1, 0) // self.bs
 
-        def look() -> list[int]:
-            keys = self._keys(st, max_blocks)
-            hit: list[int] | None = None
-            for r in self.ranks:
-                t = self._ns(st, r).lookup(keys[r])
-                hit = t if hit is None or len(t) < len(hit) else hit
-            return hit or []
-
-        tiers = self.session.call("lookup", look, []) if max_blocks else []
+        n, tiers, saved = self.session.call(
+            "lookup", lambda: self._lookup(st, local, max_blocks),
+            (local, [], [local] * len(self.groups))) if max_blocks else \
+            (local, [], st.saved)
         self.lookups += 1
-        st.saved = len(tiers)
+        st.saved = [max(s, local) for s in saved]
         self.hit_blocks += len(tiers)
-        if not self.cfg.load or len(tiers) <= st.local_blocks:
+        if not self.cfg.load or n <= local:
             return 0, False
-        claim = self.estimator.claim(tiers[st.local_blocks:])
-        if claim.blocks < len(tiers) - st.local_blocks:
+        claim = self.estimator.claim(tiers[local:n])
+        if claim.blocks < n - local:
             self.log.debug("kvcache: %s: %d blocks cached past vLLM's %d, "
                            "loading %d (load %.4f s vs recompute %.4f s)",
-                           request.request_id,
-                           len(tiers) - st.local_blocks, st.local_blocks,
+                           request.request_id, n - local, local,
                            claim.blocks, claim.load_s, claim.recompute_s)
+            if len(self.groups) > 1 and claim.blocks:
+                # A shorter prefix needs other window blocks: ask again.
+                n2, _, _ = self.session.call(
+                    "lookup",
+                    lambda: self._lookup(st, local, local + claim.blocks),
+                    (local, [], []))
+                claim.blocks = max(n2 - local, 0)
         st.claimed = claim.blocks
-        st.tiers = tiers[st.local_blocks:st.local_blocks + claim.blocks]
+        st.tiers = tiers[local:local + claim.blocks]
         self.claimed_blocks += claim.blocks
         return claim.blocks * self.bs, False
 
@@ -133,19 +194,33 @@ class SchedulerSide:
         st = self._reqs.get(request.request_id)
         if st is None:
             return
-        ids = list(blocks.get_block_ids()[0])
-        if len(ids) > len(st.block_ids):
-            st.block_ids = ids
+        per_group = blocks.get_block_ids()
+        for gi in range(min(len(per_group), len(self.groups))):
+            ids = list(per_group[gi])
+            if len(ids) > len(st.block_ids[gi]):
+                st.block_ids[gi] = ids
         n = num_external_tokens // self.bs
         if n <= 0:
             st.claimed = 0
             return
         first = st.local_blocks
         keys = self._keys(st, first + n)
-        self._loads.append(LoadOp(
-            req_id=request.request_id, lora=st.lora, salt=st.salt,
-            keys={r: k[first:first + n] for r, k in keys.items()},
-            block_ids=ids[first:first + n], tiers=st.tiers[:n]))
+        for gi, g in enumerate(self.groups):
+            ids = st.block_ids[gi]
+            want = [i for i in needed(g, first + n, first, self.bs)
+                    if i < len(ids) and ids[i] != NULL_BLOCK]
+            if not want:
+                continue
+            self._loads.append(LoadOp(
+                req_id=request.request_id, lora=st.lora, salt=st.salt,
+                group=gi,
+                keys={r: [k[i] for i in want] for r, k in keys[gi].items()},
+                block_ids=[ids[i] for i in want],
+                tiers=[st.tiers[i - first] if i - first < len(st.tiers)
+                       else 0 for i in want]))
+        # What was loaded is held by kvcache: not saved again.
+        for gi in range(len(self.groups)):
+            st.saved[gi] = max(st.saved[gi], first + n)
 
     def build_connector_meta(self, out: Any) -> StepMeta:
         meta = StepMeta(loads=self._loads,
@@ -157,7 +232,8 @@ class SchedulerSide:
             st = self._reqs.get(nr.req_id)
             if st is None:
                 continue
-            st.block_ids = list(nr.block_ids[0])
+            st.block_ids = [list(nr.block_ids[gi]) if gi < len(nr.block_ids)
+                            else [] for gi in range(len(self.groups))]
             self._save(meta, nr.req_id, st,
                        nr.num_computed_tokens + sched.get(nr.req_id, 0))
         cr = out.scheduled_cached_reqs
@@ -166,38 +242,54 @@ class SchedulerSide:
             if st is None:
                 continue
             new = cr.new_block_ids[i]
-            if rid in cr.resumed_req_ids:
-                st.block_ids = list(new[0]) if new is not None else []
-            elif new is not None:
-                st.block_ids.extend(new[0])
+            for gi in range(len(self.groups)):
+                add = list(new[gi]) if new is not None and \
+                    gi < len(new) else []
+                if rid in cr.resumed_req_ids:
+                    st.block_ids[gi] = add
+                else:
+                    st.block_ids[gi].extend(add)
             self._save(meta, rid, st,
                        cr.num_computed_tokens[i] + sched.get(rid, 0))
         return meta
 
     def _save(self, meta: StepMeta, rid: str, st: _Req,
               computed: int) -> None:
-        """Save the blocks this step completes that kvcache lacks."""
+        """Save the blocks this step completes that kvcache lacks: each
+        group's, never a null block."""
         if not self.cfg.save or self.session.disabled:
             return
         full = min(computed, len(st.request.all_token_ids)) // self.bs
-        full = min(full, len(st.block_ids))
-        if full <= st.saved:
+        if all(full <= s for s in st.saved):
             return
-        first = st.saved
 
-        def keys() -> dict[Rank, list[bytes]]:
+        def keys() -> list[dict[Rank, list[bytes]]]:
             return self._keys(st, full)
 
         k = self.session.call("key derivation", keys, None, remote=False)
         if k is None:
             return
-        meta.saves.append(SaveOp(
-            req_id=rid, lora=st.lora, salt=st.salt,
-            parent={r: (v[first - 1] if first else None)
-                    for r, v in k.items()},
-            keys={r: v[first:full] for r, v in k.items()},
-            block_ids=st.block_ids[first:full]))
-        st.saved = full
+        for gi in range(len(self.groups)):
+            ids = st.block_ids[gi]
+            end = min(full, len(ids))
+            first = st.saved[gi]
+            if end <= first:
+                continue
+            pos = [i for i in range(first, end) if ids[i] != NULL_BLOCK]
+            st.saved[gi] = end
+            if not pos:
+                continue
+            if self.chained[gi] and pos != list(range(first, end)):
+                # A full-attention chain with a hole: vLLM never makes
+                # one; save nothing past it rather than a broken chain.
+                break
+            meta.saves.append(SaveOp(
+                req_id=rid, lora=st.lora, salt=st.salt, group=gi,
+                chained=self.chained[gi],
+                parent={r: (v[first - 1] if first and self.chained[gi]
+                            else None) for r, v in k[gi].items()},
+                keys={r: [v[i] for i in pos] for r, v in k[gi].items()},
+                block_ids=[ids[i] for i in pos]))
 
     def update_connector_output(self, output: Any) -> None:
         bad = getattr(output, "invalid_block_ids", None)
@@ -206,10 +298,11 @@ class SchedulerSide:
             # them again from the first one, or kvcache would refuse the
             # request's later blocks (their parent missing).
             for st in self._reqs.values():
-                for i, bid in enumerate(st.block_ids[:st.saved]):
-                    if bid in bad:
-                        st.saved = i
-                        break
+                for gi, ids in enumerate(st.block_ids):
+                    for i, bid in enumerate(ids[:st.saved[gi]]):
+                        if bid in bad and bid != NULL_BLOCK:
+                            st.saved[gi] = i
+                            break
         rep = getattr(output, "kv_connector_worker_meta", None)
         if not isinstance(rep, WorkerReport):
             return
@@ -218,7 +311,7 @@ class SchedulerSide:
         for tokens, secs in rep.forwards:
             self.estimator.record_forward(tokens, secs)
 
-    def request_finished(self, request: Any, block_ids: list[int]
+    def request_finished(self, request: Any, block_ids: Any
                          ) -> tuple[bool, dict[str, Any] | None]:
         self._reqs.pop(request.request_id, None)
         return False, None

@@ -148,9 +148,9 @@ class Session:
             self.note_failure("connecting to kvcached", e)
             raise Disabled("kvcached unreachable") from e
         info = c.info
-        if self.ident.block_bytes > info.block_size:
+        if self.ident.max_group_bytes > info.block_size:
             c.close()
-            self._disable(f"a vLLM block holds {self.ident.block_bytes} "
+            self._disable(f"a vLLM block holds {self.ident.max_group_bytes} "
                           f"bytes of KV, more than kvcached's pool block "
                           f"({info.block_size}); raise the pool's "
                           f"block_size or lower vLLM's block_size")
@@ -164,9 +164,11 @@ class Session:
         return c
 
     def namespace(self, tp_rank: int, pp_rank: int, lora: str,
-                  salt: bytes, block_bytes: int) -> kvcache.Namespace:
-        """The namespace of this identity (opened on first use)."""
-        key = (tp_rank, pp_rank, lora, salt, block_bytes)
+                  salt: bytes, block_bytes: int,
+                  group: int = 0) -> kvcache.Namespace:
+        """The namespace of this identity and KV cache group (opened on
+        first use)."""
+        key = (tp_rank, pp_rank, lora, salt, block_bytes, group)
         with self._lock:
             ns = self._ns.get(key)
             if ns is not None:
@@ -176,7 +178,7 @@ class Session:
             try:
                 ns = c.namespace(self.cfg.namespace,
                                  **self.ident.args(tp_rank, pp_rank, lora,
-                                                   salt),
+                                                   salt, group),
                                  block_bytes=block_bytes,
                                  ns_salt=self.cfg.namespace_salt)
             except OSError as e:
@@ -189,7 +191,8 @@ class Session:
             self._ns[key] = ns
             # at least one per rank of the scheduler's lookups
             room = max(self.cfg.max_open_namespaces,
-                       self.ident.tp_size * self.ident.pp_size)
+                       self.ident.tp_size * self.ident.pp_size *
+                       max(len(self.ident.groups), 1))
             while len(self._ns) > room:
                 _, old = self._ns.popitem(last=False)
                 old.close()

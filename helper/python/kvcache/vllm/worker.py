@@ -25,6 +25,12 @@ when one completes; one that fails or is declined drops the rest of that
 request's queue. The gather is synchronous, so vLLM may reuse the
 blocks as soon as the step is over.
 
+Hybrid models: each KV cache group's layers make their own pool blocks
+(layout.py), in their own namespace (identity.Group). A sliding-window
+or chunked group's blocks are stored one by one, each a chain of its
+own (scheduler.py): they go straight to kvcached, outside the request's
+queue, which orders only full-attention chains.
+
 Objects: the step's _Loads (mapped blocks, the copier, its events) live
 from start_load_kv to wait_for_save, which releases the mappings; a
 store's staging buffer (_Store) lives until its completion is collected.
@@ -90,11 +96,14 @@ class _Store:
     keys: list[bytes]
     parent: bytes | None
     buf: Any
+    group: int = 0
+    chained: bool = True        # in the request's queue (SaveOp.chained)
 
 
 @dataclass
 class _Loads:
-    maps: list[tuple[Any, list[int]]] = field(default_factory=list)
+    # (mapping, vLLM block ids, group)
+    maps: list[tuple[Any, list[int], int]] = field(default_factory=list)
     tier_bytes: dict[str, int] = field(default_factory=dict)
     events: dict[str, Any] = field(default_factory=dict)
     thread: threading.Thread | None = None
@@ -115,6 +124,9 @@ class WorkerSide:
         self.rank: Rank = (0, 0)
         self.layers: list[Layer] = []
         self.by_name: dict[str, Layer] = {}
+        self.group_layers: list[list[Layer]] = []
+        self.group_of: dict[str, int] = {}
+        self.group_bytes: list[int] = []
         self.block_bytes = 0
         self.cuda = False
         self._stream = None
@@ -143,28 +155,44 @@ class WorkerSide:
 
     def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]) -> None:
         self.rank = _rank()
+        groups: list[list[Layer]] = []
         try:
-            self.layers = layers_of(kv_caches, self.num_blocks)
+            for gi, g in enumerate(self.ident.groups):
+                # This rank's layers of the group (pipeline parallelism
+                # gives each rank some of them).
+                mine = {n: kv_caches[n] for n in g.layers if n in kv_caches}
+                groups.append(layers_of(mine, self.num_blocks))
+            if len(self.ident.groups) == 1:
+                # One group: every tensor vLLM registered, as before.
+                groups = [layers_of(kv_caches, self.num_blocks)]
         except ValueError as e:
             self.session._disable(f"KV cache layout: {e}")
             return
+        self.group_layers = groups
+        self.group_of = {l.name: gi for gi, ls in enumerate(groups)
+                         for l in ls}
+        self.layers = [l for ls in groups for l in ls]
         self.by_name = {l.name: l for l in self.layers}
-        self.block_bytes = sum(l.nbytes for l in self.layers)
+        self.group_bytes = [sum(l.nbytes for l in ls) for ls in groups]
+        self.block_bytes = sum(self.group_bytes)
         self.cuda = any(l.kv.is_cuda for l in self.layers)
-        if self.ident.pp_size == 1 and \
-                self.block_bytes != self.ident.block_bytes:
-            self.session._disable(
-                f"the KV tensors hold {self.block_bytes} bytes per block, "
-                f"the KV cache spec says {self.ident.block_bytes}")
-            return
+        if self.ident.pp_size == 1:
+            for gi, g in enumerate(self.ident.groups):
+                if self.group_bytes[gi] != g.block_bytes:
+                    self.session._disable(
+                        f"the KV tensors of group {gi} hold "
+                        f"{self.group_bytes[gi]} bytes per block, the KV "
+                        f"cache spec says {g.block_bytes}")
+                    self.layers = []
+                    return
         if self.cuda:
             self._stream = torch.cuda.Stream()
         self.log.info("kvcache: worker rank %s: %s, %d bytes per block",
                       self.rank, describe(self.layers), self.block_bytes)
 
-    def _ns(self, lora: str, salt: bytes):
+    def _ns(self, lora: str, salt: bytes, group: int = 0):
         return self.session.namespace(self.rank[0], self.rank[1], lora,
-                                      salt, self.block_bytes)
+                                      salt, self.group_bytes[group], group)
 
     # -- loads ------------------------------------------------------------------
 
@@ -192,7 +220,8 @@ class WorkerSide:
                 mapped = self.session.call(
                     "loading blocks",
                     lambda op=op, keys=keys:
-                        self._ns(op.lora, op.salt).load_map(keys),
+                        self._ns(op.lora, op.salt,
+                                 op.group).load_map(keys),
                     None)
             got = len(mapped) if mapped is not None else 0
             if got < len(op.block_ids):
@@ -201,11 +230,11 @@ class WorkerSide:
                     mapped.release()
                     mapped = None
             if mapped is not None:
-                ld.maps.append((mapped, op.block_ids[:got]))
+                ld.maps.append((mapped, op.block_ids[:got], op.group))
                 for m in op.tiers[:got]:
                     t = tier_of(m)
                     ld.tier_bytes[t] = ld.tier_bytes.get(t, 0) + \
-                        self.block_bytes
+                        self.group_bytes[op.group]
         self._errors |= ld.failed_ids
         self.failed_blocks += len(ld.failed_ids)
         if ld.failed_ids:
@@ -238,10 +267,13 @@ class WorkerSide:
         block; each layer's event set once it is in place."""
         try:
             for layer in self.layers:
+                gi = self.group_of[layer.name]
                 if self.cuda:
-                    self._copy_layer_cuda(ld, layer)
+                    self._copy_layer_cuda(ld, layer, gi)
                 else:
-                    for mapped, ids in ld.maps:
+                    for mapped, ids, g in ld.maps:
+                        if g != gi:
+                            continue
                         for j, bid in enumerate(ids):
                             layer.block(bid).copy_(self._src(mapped[j],
                                                              layer))
@@ -253,11 +285,13 @@ class WorkerSide:
         finally:
             ld.t1 = time.perf_counter()
 
-    def _copy_layer_cuda(self, ld: _Loads, layer: Layer) -> None:
+    def _copy_layer_cuda(self, ld: _Loads, layer: Layer, gi: int) -> None:
         # GPU path: untested here (no GPU in CI); Documentation/userspace-api/vllm.md.
         cudart = torch.cuda.cudart()
         with torch.cuda.stream(self._stream):
-            for mapped, ids in ld.maps:
+            for mapped, ids, g in ld.maps:
+                if g != gi:
+                    continue
                 for j, bid in enumerate(ids):
                     src = self._src(mapped[j], layer)
                     addr = src.data_ptr() - layer.offset
@@ -265,8 +299,8 @@ class WorkerSide:
                         # Once per pool block: the driver pins it for
                         # async DMA. The mapping is read-only
                         # (cudaHostRegisterReadOnly, 0x08).
-                        err = cudart.cudaHostRegister(addr,
-                                                      self.block_bytes, 0x08)
+                        err = cudart.cudaHostRegister(
+                            addr, self.group_bytes[gi], 0x08)
                         if int(err) != 0:
                             raise RuntimeError(f"cudaHostRegister: {err}")
                         self._registered.add(addr)
@@ -294,18 +328,18 @@ class WorkerSide:
         if ld.thread is not None:
             ld.thread.join()
         self._load_wait += time.perf_counter() - t
-        n = sum(len(ids) for _, ids in ld.maps)
+        n = sum(len(ids) for _, ids, _ in ld.maps)
         if ld.error is not None:
             # A copy that failed half-way: every block of the step is
             # suspect, vLLM recomputes them all.
             self.session.note_failure("copying loaded blocks", ld.error)
-            for _, ids in ld.maps:
+            for _, ids, _ in ld.maps:
                 self._errors.update(ids)
             self.failed_blocks += n
         else:
             self.loaded_blocks += n
             self._report.loads.append((ld.tier_bytes, ld.t1 - ld.t0))
-        for mapped, _ in ld.maps:
+        for mapped, _, _ in ld.maps:
             try:
                 mapped.release()
             except (BufferError, OSError):
@@ -333,15 +367,26 @@ class WorkerSide:
         if not keys or len(keys) != len(op.block_ids):
             return
         n = len(keys)
-        staging = torch.empty(n * self.block_bytes, dtype=torch.uint8)
-        for layer in self.layers:
+        gi = op.group
+        bb = self.group_bytes[gi]
+        staging = torch.empty(n * bb, dtype=torch.uint8)
+        for layer in self.group_layers[gi]:
             for j, bid in enumerate(op.block_ids):
-                o = j * self.block_bytes + layer.offset
+                o = j * bb + layer.offset
                 dst = staging[o:o + layer.nbytes].view(layer.kv.dtype)
                 dst.view(layer.shape).copy_(layer.block(bid))
+        buf = staging.numpy()
+        if not op.chained:
+            # Each block a chain of its own: nothing to order.
+            for j, k in enumerate(keys):
+                self._tag += 1
+                self._submit(_Store(self._tag, op.req_id, op.lora, op.salt,
+                                    [k], None, buf[j * bb:(j + 1) * bb], gi,
+                                    chained=False))
+            return
         self._tag += 1
         st = _Store(self._tag, op.req_id, op.lora, op.salt, keys,
-                    op.parent.get(self.rank), staging.numpy())
+                    op.parent.get(self.rank), buf, gi)
         # A request's stores go one at a time, in order: each continues
         # the chain of the one before, which kvcached must hold first.
         with self._store_cv:
@@ -352,7 +397,7 @@ class WorkerSide:
 
     def _submit(self, st: _Store) -> None:
         def submit() -> bool:
-            self._ns(st.lora, st.salt).store_async(
+            self._ns(st.lora, st.salt, st.group).store_async(
                 st.keys, st.buf, tag=st.tag, parent=st.parent)
             return True
 
@@ -362,9 +407,10 @@ class WorkerSide:
             if self.session.call("storing blocks", submit, False,
                                  remote=False):
                 self._stores[st.tag] = st
-                self._busy.add(st.req_id)
+                if st.chained:
+                    self._busy.add(st.req_id)
                 self._start_reaper()
-            else:
+            elif st.chained:
                 # the rest of its chain has no parent in kvcached now
                 self._waiting.pop(st.req_id, None)
                 self._busy.discard(st.req_id)
@@ -409,7 +455,9 @@ class WorkerSide:
             if st is None:
                 return
             nxt = None
-            if comp.result < 0 or comp.result < len(st.keys):
+            if not st.chained:
+                pass            # in no request's queue
+            elif comp.result < 0 or comp.result < len(st.keys):
                 # failed, or declined (no room, not admitted): the rest
                 # of the chain would have no parent
                 self._waiting.pop(st.req_id, None)
@@ -419,7 +467,7 @@ class WorkerSide:
                     nxt = q.popleft()
                     if not q:
                         del self._waiting[st.req_id]
-            if nxt is None:
+            if nxt is None and st.chained:
                 # else it stays busy until nxt is in: a store the engine
                 # adds meanwhile must queue behind nxt, not pass it
                 self._busy.discard(st.req_id)

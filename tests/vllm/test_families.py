@@ -1,0 +1,121 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Model families other than dense full attention, with the connector
+on: the engine starts, keeps vLLM's hybrid KV cache manager, and its
+greedy tokens equal vLLM's own without any connector, for prompts that
+are a local hit, an external hit and new tokens, at prefix lengths
+around the sliding window. Hybrid sliding-window models are cached and
+loaded; what the connector cannot key is declined with one log line and
+never touched (Documentation/userspace-api/vllm.md, "Model families")."""
+
+from __future__ import annotations
+
+import logging
+import types
+
+import pytest
+
+from conftest import BS, Engine, ktc, model_dir, tokens
+
+# Cached: family -> its groups' kinds (tiny_model.FAMILIES: window 96
+# tokens, 3 blocks).
+CACHED = {
+    "gpt-oss": {"full", "sliding"},
+    "gemma3": {"full", "sliding"},
+    "mistral-sw": {"sliding"},
+}
+# Declined: family -> what its one log line says.
+DECLINED = {
+    "qwen3-next": "Mamba",
+}
+WINDOW_BLOCKS = 3
+
+
+def _delta(after, before, name):
+    return after.get(name, 0) - before.get(name, 0)
+
+
+def _no_hma_off(e: Engine) -> None:
+    """vLLM kept its hybrid manager: the connector says SupportsHMA."""
+    sc = e.llm.llm_engine.vllm_config.scheduler_config
+    assert not getattr(sc, "disable_hybrid_kv_cache_manager", False)
+
+
+@pytest.mark.parametrize("family", sorted(CACHED))
+def test_hybrid_family_cached_and_identical(baseline, family, daemon,
+                                            engines, kvlog):
+    ns = daemon.new_ns()
+    doc = tokens(21, 10 * BS)
+    a = doc + tokens(22, 40)                    # stores 11 blocks
+    # b: a local hit of 2 blocks; c..: external hits of a's prefix whose
+    # ends sit around the window (window-1, window, window+1 blocks past
+    # the local hit, and the whole document).
+    b = doc[:2 * BS] + tokens(23, 50)
+    ends = [2 + WINDOW_BLOCKS - 1, 2 + WINDOW_BLOCKS, 2 + WINDOW_BLOCKS + 1,
+            10]
+    cs = [doc[:k * BS] + tokens(30 + k, 45) for k in ends]
+    want = baseline(family, [a, b] + cs)
+    e = Engine(model_dir(family), ktc(daemon.sock, ns))
+    engines.append(e)
+    _no_hma_off(e)
+    assert e.run([a])[0]["tokens"] == want[0]
+    for k, c, w in zip(ends, cs, want[2:]):
+        e.fresh()                               # kvcache keeps a's blocks
+        assert e.run([b])[0]["tokens"] == want[1]
+        before = e.counters()
+        out = e.run([c])[0]
+        after = e.counters()
+        assert out["tokens"] == w, (family, k)
+        ext = _delta(after, before, "vllm:external_prefix_cache_hits")
+        local = _delta(after, before, "vllm:prefix_cache_hits")
+        # Everything past b's local blocks, up to c's last full block
+        # before its new tokens, comes from kvcache.
+        assert local + ext == k * BS, (family, k, local, ext)
+        assert ext >= (k - 2) * BS, (family, k, local, ext)
+    assert not [r for r in kvlog.at(logging.ERROR)], kvlog.dump()
+
+
+@pytest.mark.parametrize("family", sorted(DECLINED))
+def test_declined_family_starts_and_tokens_equal(baseline, family, daemon,
+                                                 engines, kvlog):
+    ns = daemon.new_ns()
+    doc = tokens(11, 6 * BS)
+    a = doc + tokens(12, 40)
+    c = a + tokens(14, 70)
+    want = baseline(family, [a, c])
+    e = Engine(model_dir(family), ktc(daemon.sock, ns))
+    engines.append(e)
+    _no_hma_off(e)
+    assert e.run([a])[0]["tokens"] == want[0]
+    e.fresh()
+    assert e.run([c])[0]["tokens"] == want[1]
+    declined = [r for r in kvlog.at(logging.ERROR)
+                if "connector disabled" in r]
+    assert len(declined) == 1, kvlog.dump()     # one line an engine
+    assert DECLINED[family] in declined[0], declined
+
+
+def test_windows_as_vllm_keeps_them():
+    """hits.skipped() restates vLLM's own managers: checked against
+    them for windows, retained tokens and chunks around block edges."""
+    from vllm.v1.core.single_type_kv_cache_manager import (
+        ChunkedLocalAttentionManager, SlidingWindowManager)
+
+    from kvcache.vllm.hits import skipped
+    from kvcache.vllm.identity import Group
+
+    for bs in (16, 32):
+        for w in (1, 31, 32, 33, 96, 128, 4096):
+            for r in (0, 1, 32):
+                g = Group("sliding", w, r, ("l",), 1, "")
+                me = types.SimpleNamespace(sliding_window=w,
+                                           extra_retained_tokens=r)
+                for n in range(0, 300):
+                    theirs = SlidingWindowManager.get_num_skipped_tokens(
+                        me, n * bs) // bs
+                    assert skipped(g, n, bs) == theirs, (bs, w, r, n)
+            g = Group("chunked", w, 0, ("l",), 1, "")
+            me = types.SimpleNamespace(attention_chunk_size=w)
+            for n in range(0, 300):
+                theirs = ChunkedLocalAttentionManager.get_num_skipped_tokens(
+                    me, n * bs) // bs
+                assert skipped(g, n, bs) == theirs, (bs, w, n)
