@@ -219,3 +219,66 @@ def test_salt_and_cache_salt_do_not_run_into_each_other(tmp_path):
     # And each is stable: the same request, the same keys.
     assert request_fields(request(cache_salt="b"),
                           ConnectorConfig(salt="a")) == f2
+
+
+class MLAAttentionSpec(FullAttentionSpec):
+    """MLA: the same bytes on every tensor-parallel rank."""
+    num_kv_heads = 1
+    head_size = 576
+
+
+class SlidingWindowSpec(FullAttentionSpec):
+    sliding_window = 96
+    extra_retained_tokens = 0
+
+
+class MambaSpec:
+    block_size = 16
+    page_size_bytes = 4096
+
+
+def _groups_config(*specs, tp: int = 1) -> tuple:
+    vc, _ = vllm_config("/m")
+    vc.parallel_config.tensor_parallel_size = tp
+    kv = types.SimpleNamespace(kv_cache_groups=[
+        types.SimpleNamespace(kv_cache_spec=sp, layer_names=[f"l{i}"])
+        for i, sp in enumerate(specs)])
+    return vc, kv
+
+
+def test_one_group_keys_as_before_groups():
+    """A dense model's layout string is the one it had before groups
+    were keyed: its blocks stay hits across the upgrade."""
+    ident = derive(*vllm_config("/m"), ConnectorConfig(revision="v1"))
+    assert ident.kv_layout == ("vllm-0.0-test/cpu/attn-default/"
+                               "FullAttentionSpec/LlamaForCausalLM/L2/H2/"
+                               "D32/B16/page4096")
+    assert ident.block_bytes == 2 * 4096
+
+
+def test_each_group_keys_apart():
+    ident = derive(*_groups_config(FullAttentionSpec(), SlidingWindowSpec()),
+                   ConnectorConfig(revision="v1"))
+    assert [g.kind for g in ident.groups] == ["full", "sliding"]
+    assert ident.groups[1].window == 96
+    g0 = py_seed(**ident.args(0, 0, "", b"", 0))
+    g1 = py_seed(**ident.args(0, 0, "", b"", 1))
+    assert g0 != g1
+
+
+def test_mla_one_copy_for_every_tp_rank():
+    mla = derive(*_groups_config(MLAAttentionSpec(), tp=2),
+                 ConnectorConfig(revision="v1"))
+    assert mla.groups[0].replicated
+    assert py_seed(**mla.args(0, 0, "", b"")) == \
+        py_seed(**mla.args(1, 0, "", b""))
+    full = derive(*_groups_config(FullAttentionSpec(), tp=2),
+                  ConnectorConfig(revision="v1"))
+    assert py_seed(**full.args(0, 0, "", b"")) != \
+        py_seed(**full.args(1, 0, "", b""))
+
+
+def test_mamba_declined_by_name():
+    with pytest.raises(ValueError, match="MambaSpec.*Mamba"):
+        derive(*_groups_config(FullAttentionSpec(), MambaSpec()),
+               ConnectorConfig(revision="v1"))

@@ -180,14 +180,17 @@ class Baseline:
         self._procs: dict[str, subprocess.Popen[str]] = {}
 
     def __call__(self, shape: str, prompts: list[list[int]],
-                 max_tokens: int = 6) -> list[list[int]]:
-        p = self._procs.get(shape)
+                 max_tokens: int = 6, **engine_args: Any
+                 ) -> list[list[int]]:
+        key = shape + json.dumps(engine_args, sort_keys=True)
+        p = self._procs.get(key)
         if p is None or p.poll() is not None:
             p = subprocess.Popen(
                 [sys.executable, str(HERE / "run_engine.py"), "--serve",
-                 "--model", model_dir(shape)],
+                 "--model", model_dir(shape), "--engine-args",
+                 json.dumps(engine_args)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-            self._procs[shape] = p
+            self._procs[key] = p
         assert p.stdin is not None and p.stdout is not None
         p.stdin.write(json.dumps({"prompts": prompts,
                                   "max_tokens": max_tokens}) + "\n")

@@ -20,7 +20,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
-def serve(model: str) -> int:
+def serve(model: str, engine_args: dict) -> int:
     """Without a connector: each stdin line {"prompts", "max_tokens"}
     gets a line of greedy outputs, computed from scratch."""
     # Our replies get the pipe to ourselves: whatever vLLM or torch
@@ -29,7 +29,7 @@ def serve(model: str) -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     from conftest import Engine
-    e = Engine(model)
+    e = Engine(model, **engine_args)
     for line in sys.stdin:
         req = json.loads(line)
         e.llm.reset_prefix_cache()
@@ -43,13 +43,15 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
     ap.add_argument("--serve", action="store_true")
+    ap.add_argument("--engine-args", default="{}",
+                    help="--serve: more arguments of vLLM's LLM(), JSON")
     ap.add_argument("--socket")
     ap.add_argument("--namespace", type=int)
     ap.add_argument("--prompt")
     ap.add_argument("--out")
     a = ap.parse_args()
     if a.serve:
-        return serve(a.model)
+        return serve(a.model, json.loads(a.engine_args))
     from conftest import Engine, ktc
     import kvcache.vllm
     e = Engine(a.model, ktc(a.socket, a.namespace))

@@ -74,6 +74,36 @@ def test_hybrid_family_cached_and_identical(baseline, family, daemon,
     assert not [r for r in kvlog.at(logging.ERROR)], kvlog.dump()
 
 
+def test_mla_declined_where_vllm_cannot_attend_loaded_kv(baseline, daemon,
+                                                       engines, kvlog):
+    """DeepSeek-V2-shaped MLA on the CPU build: vLLM forces 16-token
+    blocks and turns its own prefix cache off, as its CPU MLA prefill
+    attends only to the tokens of the pass. KV loaded before it would
+    not be attended (tried: other tokens from the first one), so the
+    connector declines MLA there, and the engine's tokens stay vLLM's."""
+    ns = daemon.new_ns()
+    doc = tokens(41, 160)                   # 10 blocks of 16 tokens
+    a = doc + tokens(42, 20)
+    c = doc + tokens(43, 30)
+    # One prompt a batch, as the engine runs them: the CPU MLA backend's
+    # results depend on the batch.
+    want = [baseline("deepseek-v2", [p])[0] for p in (a, c)]
+    e = Engine(model_dir("deepseek-v2"), ktc(daemon.sock, ns))
+    engines.append(e)
+    kv = e.llm.llm_engine.vllm_config.cache_config
+    assert kv.block_size == 16 and not kv.enable_prefix_caching
+    assert e.run([a])[0]["tokens"] == want[0]
+    e.fresh()
+    before = e.counters()
+    assert e.run([c])[0]["tokens"] == want[1]
+    after = e.counters()
+    assert _delta(after, before, "vllm:external_prefix_cache_hits") == 0
+    declined = [r for r in kvlog.at(logging.ERROR)
+                if "connector disabled" in r]
+    assert len(declined) == 1 and "MLAAttentionSpec" in declined[0], \
+        kvlog.dump()
+
+
 @pytest.mark.parametrize("family", sorted(DECLINED))
 def test_declined_family_starts_and_tokens_equal(baseline, family, daemon,
                                                  engines, kvlog):

@@ -102,6 +102,18 @@ FAMILIES: dict[str, tuple[str, str, dict]] = {
         shared_expert_intermediate_size=64, vocab_size=4096,
         max_position_embeddings=4096,
         layer_types=["linear_attention", "full_attention"])),
+    # Multi-head latent attention: one latent vector per token (its
+    # kv_lora_rank 512 + rope 64 are what the CPU MLA backend takes);
+    # its layers all dense (first_k_dense_replace), as the CPU MoE router
+    # wants group settings a tiny model has no use for.
+    "deepseek-v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM", dict(
+        hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=4, intermediate_size=256,
+        moe_intermediate_size=64, n_routed_experts=4, num_experts_per_tok=2,
+        n_shared_experts=1, first_k_dense_replace=2, kv_lora_rank=512,
+        q_lora_rank=None, qk_rope_head_dim=64, qk_nope_head_dim=64,
+        v_head_dim=64, vocab_size=4096, max_position_embeddings=4096,
+        initializer_range=0.1)),
 }
 
 

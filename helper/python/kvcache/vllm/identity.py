@@ -70,6 +70,9 @@ class Group:
     layers: tuple[str, ...]     # vLLM's layer names, in its order
     layer_bytes: int            # one block of one layer
     spec: str                   # the group's part of kv_layout
+    # Every tensor-parallel rank holds the same bytes (MLA's latent KV
+    # is not split by heads): one copy is stored, for every rank.
+    replicated: bool = False
 
     @property
     def block_bytes(self) -> int:
@@ -105,11 +108,14 @@ class Identity:
         is part of the layout. A model of one group keys as it always did."""
         layout = self.kv_layout if len(self.groups) <= 1 else \
             pack_str(self.kv_layout, f"group{group}")
+        tp_size = self.tp_size
+        if group < len(self.groups) and self.groups[group].replicated:
+            tp_rank, tp_size = 0, 1     # one identity for every rank
         return dict(model=self.model, weights_revision=self.weights_revision,
                     tokenizer=self.tokenizer, kv_layout=layout,
                     kv_dtype=self.kv_dtype, lora=lora, salt=salt,
                     tokens_per_block=self.tokens_per_block,
-                    tp_rank=tp_rank, tp_size=self.tp_size,
+                    tp_rank=tp_rank, tp_size=tp_size,
                     pp_rank=pp_rank, pp_size=self.pp_size)
 
 
@@ -315,7 +321,8 @@ def _groups(kv_cache_config: Any) -> tuple[list[Group], int]:
         if kind != "full":
             desc += f"/W{window}+{retained}"
         out.append(Group(kind=kind, window=window, retained=retained,
-                         layers=layers, layer_bytes=page, spec=desc))
+                         layers=layers, layer_bytes=page, spec=desc,
+                         replicated=name == "MLAAttentionSpec"))
     return out, block_size
 
 
@@ -328,6 +335,14 @@ def derive(vllm_config: Any, kv_cache_config: Any,
     cc = vllm_config.cache_config
     pc = vllm_config.parallel_config
     groups, block_size = _groups(kv_cache_config)
+    if any(g.replicated for g in groups) and \
+            getattr(cc, "enable_prefix_caching", True) is False:
+        # vLLM's CPU MLA backend computes a prefill with plain SDPA over
+        # the new tokens only, and so turns prefix caching off: KV loaded
+        # before the pass would not be attended (measured: other tokens).
+        raise ValueError("MLAAttentionSpec with vLLM's prefix caching "
+                         "off: this platform's MLA backend cannot attend "
+                         "to KV it did not compute in the same pass")
 
     model = cfg.model_id or str(mc.model)
     load = getattr(vllm_config, "load_config", None)

@@ -84,13 +84,25 @@ class SchedulerSide:
         return self.session.namespace(rank[0], rank[1], st.lora, st.salt,
                                       self.groups[group].block_bytes, group)
 
+    def _ranks(self, group: int) -> list[Rank]:
+        """The ranks whose keys differ in a group: one per pipeline stage
+        where every tensor-parallel rank holds the same bytes (MLA)."""
+        if self.groups[group].replicated:
+            return [r for r in self.ranks if r[0] == 0]
+        return self.ranks
+
     def _keys(self, st: _Req, nblocks: int) -> list[dict[Rank, list[bytes]]]:
-        """Each group's, each rank's keys of the first nblocks blocks."""
+        """Each group's, each rank's keys of the first nblocks blocks (a
+        replicated group's the same for every tensor-parallel rank)."""
         ntok = nblocks * self.bs
         if ntok > st.keyed_tokens:
             toks = list(st.request.all_token_ids[:ntok])
-            st.keys = [{r: self._ns(st, r, g).keys(toks) for r in self.ranks}
-                       for g in range(len(self.groups))]
+            st.keys = []
+            for g in range(len(self.groups)):
+                own = {r: self._ns(st, r, g).keys(toks)
+                       for r in self._ranks(g)}
+                st.keys.append({r: own.get(r, own.get((0, r[1])))
+                                for r in self.ranks})
             st.keyed_tokens = ntok
         return [{r: k[:nblocks] for r, k in gk.items()} for gk in st.keys]
 
@@ -106,7 +118,7 @@ class SchedulerSide:
             if not chained:
                 continue
             hit: list[int] | None = None
-            for r in self.ranks:
+            for r in self._ranks(gi):
                 t = self._ns(st, r, gi).lookup(keys[gi][r])
                 hit = t if hit is None or len(t) < len(hit) else hit
             chains[gi] = hit or []
@@ -117,7 +129,7 @@ class SchedulerSide:
             if gi in chains:
                 return i < len(chains[gi])
             mask = None
-            for r in self.ranks:
+            for r in self._ranks(gi):
                 t = self._ns(st, r, gi).lookup([keys[gi][r][i]])
                 if not t:
                     return False

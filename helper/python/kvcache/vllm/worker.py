@@ -366,6 +366,8 @@ class WorkerSide:
         keys = op.keys.get(self.rank)
         if not keys or len(keys) != len(op.block_ids):
             return
+        if self.ident.groups[op.group].replicated and self.rank[0] != 0:
+            return              # tensor-parallel rank 0 stores it for all
         n = len(keys)
         gi = op.group
         bb = self.group_bytes[gi]
