@@ -68,6 +68,35 @@ def test_outputs_identical_local_external_and_new(baseline, shape, daemon, engin
     assert out_c["cached"] == 9 * BS        # the prefill skipped them
 
 
+def test_figures_on_vllms_own_metrics(baseline, daemon, engines):
+    """kvcache's series on vLLM's Prometheus registry (its /metrics),
+    through vLLM's KVConnectorStats: hit tokens by tier equal vLLM's
+    external hits, loads and stores counted, nothing left waiting."""
+    ns = daemon.new_ns()
+    e = Engine(model_dir("small"), ktc(daemon.sock, ns))
+    engines.append(e)
+    doc = tokens(51, 6 * BS)
+    a = doc + tokens(52, 40)
+    c = doc + tokens(53, 50)
+    e.run([a])
+    e.fresh()
+    before = e.counters()
+    e.run([c])
+    e.run([tokens(54, 2 * BS)])     # one more step: the stats travel
+    after = e.counters()
+    ext = delta(after, before, "vllm:external_prefix_cache_hits")
+    assert ext == 6 * BS
+    assert delta(after, before, "vllm:kvcache_hit_tokens") == ext
+    assert delta(after, before, "vllm:kvcache_load_blocks") == 6
+    assert delta(after, before, "vllm:kvcache_load_bytes") > 0
+    assert delta(after, before, "vllm:kvcache_lookups") == 2
+    assert after.get("vllm:kvcache_stored_blocks", 0) >= 7
+    assert after.get("vllm:kvcache_load_failed_blocks", 0) == 0
+    assert after.get("vllm:kvcache_store_failures", 0) == 0
+    assert "vllm:kvcache_load_seconds" in {m.name for m in
+                                           e.llm.get_metrics()}
+
+
 def test_never_the_last_token(baseline, daemon, engines):
     """A prompt of whole blocks, all cached, still computes its last
     block's last token (its logits make the first output)."""

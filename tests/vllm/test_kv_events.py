@@ -227,3 +227,57 @@ def test_bad_endpoint_refused(endpoint: str) -> None:
         assert "endpoint" in d.log()
     finally:
         d.cleanup()
+
+
+# ---- the connector's events, in vLLM's own feed ----------------------------------
+
+def test_connector_blocks_in_vllms_own_events(daemon, engines) -> None:
+    """With vLLM's KV events on, a router reading vLLM's feed sees
+    kvcache's blocks with no code of kvcache's: BlockStored in medium
+    "CPU" with group_idx, in vLLM's own hash space (the same hashes as
+    vLLM's GPU events for those blocks), once kvcached took them; and
+    BlockRemoved when a lookup no longer finds them (a flush here)."""
+    from vllm.config import KVEventsConfig
+
+    from conftest import BS, Engine, ktc, model_dir, tokens
+    import kvcache.vllm
+
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    r = Router(endpoint)
+    ns = daemon.new_ns()
+    try:
+        e = Engine(model_dir("small"), ktc(daemon.sock, ns),
+                   kv_events_config=KVEventsConfig(
+                       enable_kv_cache_events=True, publisher="zmq",
+                       endpoint=endpoint.replace("127.0.0.1", "*"),
+                       topic="kv"))
+        engines.append(e)
+        a = tokens(61, 6 * BS + 40)             # 7 full blocks
+        e.run([a])
+        assert kvcache.vllm.wait_for_saves(30)
+        # The completions reach the scheduler with a later step.
+        e.run([tokens(62, 40)])
+        r.drain(lambda ev: sum(len(x.block_hashes) for x in
+                               of(ev, BlockStored, "CPU")) >= 7)
+        cpu = of(r.events, BlockStored, "CPU")
+        gpu = of(r.events, BlockStored, "GPU")
+        mine = [h for x in cpu for h in x.block_hashes]
+        assert len(mine) == 7 and len(set(mine)) == 7
+        assert set(mine) <= {h for x in gpu for h in x.block_hashes}
+        assert all(x.group_idx == 0 and x.block_size == BS and
+                   x.kv_cache_spec_kind == "full" for x in cpu)
+        first = next(x for x in cpu if x.parent_block_hash is None)
+        assert first.token_ids[:BS] == a[:BS]
+        # Gone from kvcache: the next lookup of that prefix withdraws
+        # what it no longer finds.
+        daemon.ctl("flush", str(ns), "pool")
+        e.fresh()
+        e.run([a[:6 * BS] + tokens(63, 50)])
+        r.drain(lambda ev: of(ev, BlockRemoved, "CPU"))
+        gone = [h for x in of(r.events, BlockRemoved, "CPU")
+                for h in x.block_hashes]
+        assert gone and set(gone) <= set(mine), (gone, mine)
+        assert all(x.group_idx == 0
+                   for x in of(r.events, BlockRemoved, "CPU"))
+    finally:
+        r.close()

@@ -7,10 +7,12 @@
                         "kv_connector_extra_config": {"namespace": 7}}
 
 Modules: config (the extra-config keys), identity (what makes KV
-reusable), estimate (load or recompute), session (the link to kvcached
-and its failures), scheduler and worker (the two sides), layout (where a
-block lies), meta (what the sides tell each other), connector (the class
-vLLM loads). Only connector, scheduler, worker and meta import vLLM and
+reusable, per KV cache group), hits (which blocks each group needs),
+estimate (load or recompute), session (the link to kvcached and its
+failures), scheduler and worker (the two sides), layout (where a block
+lies), meta (what the sides tell each other), stats (kvcache's figures
+in vLLM's metrics), interface (the vLLM methods relied on), connector
+(the class vLLM loads). Only connector, scheduler, worker and meta import vLLM and
 torch; they are imported on first use, so config, estimate and session
 work in any Python.
 """

@@ -75,7 +75,9 @@ class KvcacheConnector(KVConnectorBase_V1, SupportsHMA):
                          "recomputed)")
                 ktc.kv_load_failure_policy = "recompute"
             from .scheduler import SchedulerSide
-            self.sched = SchedulerSide(self.cfg, self.ident, log)
+            self.sched = SchedulerSide(
+                self.cfg, self.ident, log,
+                getattr(kv_cache_config, "hash_block_size", None) or 0)
         else:
             from .worker import WorkerSide
             self.worker = WorkerSide(self.cfg, self.ident, kv_cache_config,
@@ -126,6 +128,38 @@ class KvcacheConnector(KVConnectorBase_V1, SupportsHMA):
 
     def build_connector_worker_meta(self) -> KVConnectorWorkerMetadata | None:
         return self.worker.report() if self.worker is not None else None
+
+    # -- vLLM's stats and metrics (stats.py) --------------------------------------
+
+    def get_kv_connector_stats(self) -> Any:
+        side = self.worker if self.worker is not None else self.sched
+        return side.take_stats() if side is not None else None
+
+    @classmethod
+    def build_kv_connector_stats(cls, data: dict[str, Any] | None = None
+                                 ) -> Any:
+        from .stats import Stats
+        return Stats(dict(data) if data else {})
+
+    @classmethod
+    def build_prom_metrics(cls, vllm_config: Any, metric_types: Any,
+                           labelnames: list[str],
+                           per_engine_labelvalues: dict[int, list[object]]
+                           ) -> Any:
+        from .stats import PromMetrics
+        return PromMetrics(vllm_config, metric_types, labelnames,
+                           per_engine_labelvalues)
+
+    def take_events(self) -> Any:
+        """vLLM's BlockStored / BlockRemoved for kvcache's blocks
+        (scheduler.py, "Events")."""
+        return self.sched.take_events() if self.sched is not None else ()
+
+    def handle_preemptions(self, kv_connector_metadata: Any) -> None:
+        """Nothing in flight reads vLLM's blocks: a step's saves are
+        copied out before the step ends (worker.py), so a block a
+        preemption frees may be reused at once."""
+        return
 
     def shutdown(self) -> None:
         if self.worker is not None:

@@ -40,6 +40,7 @@ class SaveOp:
     # keys[i]'s parent is keys[i - 1] (a full-attention chain); else each
     # block is stored as a chain of its own (sliding / chunked groups)
     chained: bool = True
+    op_id: int = 0                  # the scheduler's, for its events
 
 
 @dataclass
@@ -56,10 +57,14 @@ class WorkerReport(KVConnectorWorkerMetadata):
     loads: list[tuple[dict[str, int], float]] = field(default_factory=list)
     # (tokens, seconds) of each forward pass, load waits left out
     forwards: list[tuple[int, float]] = field(default_factory=list)
+    # rank (0, 0)'s completed stores: (op_id, first, n): SaveOp op_id's
+    # keys[first:first + n] are in kvcache now
+    stored: list[tuple[int, int, int]] = field(default_factory=list)
 
     def aggregate(self, other: KVConnectorWorkerMetadata
                   ) -> KVConnectorWorkerMetadata:
         if isinstance(other, WorkerReport):
             return WorkerReport(self.loads + other.loads,
-                                self.forwards + other.forwards)
+                                self.forwards + other.forwards,
+                                self.stored + other.stored)
         return self

@@ -21,6 +21,15 @@ a later hit needs only that window (hits.py), wherever the earlier ones
 went. vLLM's null blocks (the positions it does not keep) are never
 saved nor loaded.
 
+Events (take_events): vLLM's own BlockStored for each block kvcache
+took (as rank (0, 0)'s worker reports its stores complete), and
+BlockRemoved for a block announced so that a later lookup no longer
+finds, in vLLM's own hash space (the request's block hashes) with the
+group's index and medium "CPU" (kvcache: its DRAM pool, g3 and g4
+behind it), so that a router reading vLLM's KV events sees kvcache's
+blocks with no code of kvcache's. kvcached's own node-level feed
+(kv-events.md) tells the tiers apart.
+
 Only the engine's thread calls in here; the estimator is shared with
 update_connector_output, on the same thread.
 """
@@ -28,18 +37,34 @@ update_connector_output, on the same thread.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 from .config import ConnectorConfig
-from .estimate import Estimator
+from .estimate import Estimator, tier_of
 from .hits import longest, needed
 from .identity import Identity, request_fields
+from . import stats
 from .meta import LoadOp, Rank, SaveOp, StepMeta, WorkerReport
 from .session import Session
 
 
 NULL_BLOCK = 0       # vLLM's null block: BlockPool's first block
+MEDIUM = "CPU"       # vLLM's name for host memory: kvcache's pool
+# Events kept track of: saves waiting for their completion, and blocks
+# announced (BlockStored) that a miss would withdraw; the oldest go first.
+PENDING_MAX = 8192
+ANNOUNCED_MAX = 1 << 16
+
+
+@dataclass
+class _Pending:
+    """A SaveOp whose completions make BlockStored events."""
+    request: Any
+    group: int
+    pos: list[int]                  # the block positions of its keys
+    calls: int                      # store completions still to come
 
 
 @dataclass
@@ -61,11 +86,18 @@ class _Req:
 
 class SchedulerSide:
     def __init__(self, cfg: ConnectorConfig, ident: Identity,
-                 log: logging.Logger) -> None:
+                 log: logging.Logger, hash_block_size: int = 0) -> None:
         self.cfg = cfg
         self.ident = ident
         self.log = log
         self.bs = ident.tokens_per_block
+        # vLLM's hashes per block: request.block_hashes has one per
+        # hash_block_size tokens
+        self.hash_step = max(self.bs // (hash_block_size or self.bs), 1)
+        self._events: list[Any] = []
+        self._pending: OrderedDict[int, _Pending] = OrderedDict()
+        self._announced: OrderedDict[tuple[int, Any], None] = OrderedDict()
+        self._op_id = 0
         self.groups = list(ident.groups)
         self.chained = [g.kind == "full" for g in self.groups]
         self.session = Session(cfg, ident, log, "scheduler")
@@ -77,6 +109,7 @@ class SchedulerSide:
         self.lookups = 0
         self.hit_blocks = 0
         self.claimed_blocks = 0
+        self._stats = stats.empty()     # since vLLM last collected
 
     # -- keys -----------------------------------------------------------------
 
@@ -132,6 +165,7 @@ class SchedulerSide:
             for r in self._ranks(gi):
                 t = self._ns(st, r, gi).lookup([keys[gi][r][i]])
                 if not t:
+                    self._withdraw(st.request, gi, (i,))
                     return False
                 mask = t[0] if mask is None else mask & t[0]
             tiers[i] |= mask or 0
@@ -141,6 +175,7 @@ class SchedulerSide:
         for gi, t in chains.items():
             for i in range(min(n, len(t))):
                 tiers[i] |= t[i]
+            self._withdraw(st.request, gi, range(len(t), max_blocks))
         saved = [len(chains[gi]) if gi in chains else n
                  for gi in range(len(self.groups))]
         return n, tiers[:n], saved
@@ -179,6 +214,7 @@ class SchedulerSide:
             (local, [], [local] * len(self.groups))) if max_blocks else \
             (local, [], st.saved)
         self.lookups += 1
+        self._stats["lookups"] += 1
         st.saved = [max(s, local) for s in saved]
         self.hit_blocks += len(tiers)
         if not self.cfg.load or n <= local:
@@ -199,6 +235,8 @@ class SchedulerSide:
         st.claimed = claim.blocks
         st.tiers = tiers[local:local + claim.blocks]
         self.claimed_blocks += claim.blocks
+        for m in st.tiers:
+            self._stats[f"hit_tokens_{tier_of(m)}"] += self.bs
         return claim.blocks * self.bs, False
 
     def update_state_after_alloc(self, request: Any, blocks: Any,
@@ -295,9 +333,14 @@ class SchedulerSide:
                 # A full-attention chain with a hole: vLLM never makes
                 # one; save nothing past it rather than a broken chain.
                 break
+            self._op_id += 1
+            self._pending[self._op_id] = _Pending(
+                st.request, gi, pos, 1 if self.chained[gi] else len(pos))
+            while len(self._pending) > PENDING_MAX:
+                self._pending.popitem(last=False)
             meta.saves.append(SaveOp(
                 req_id=rid, lora=st.lora, salt=st.salt, group=gi,
-                chained=self.chained[gi],
+                chained=self.chained[gi], op_id=self._op_id,
                 parent={r: (v[first - 1] if first and self.chained[gi]
                             else None) for r, v in k[gi].items()},
                 keys={r: [v[i] for i in pos] for r, v in k[gi].items()},
@@ -318,6 +361,8 @@ class SchedulerSide:
         rep = getattr(output, "kv_connector_worker_meta", None)
         if not isinstance(rep, WorkerReport):
             return
+        for op_id, first, n in rep.stored:
+            self._stored(op_id, first, n)
         for tier_bytes, secs in rep.loads:
             self.estimator.record_load(tier_bytes, secs)
         for tokens, secs in rep.forwards:
@@ -327,6 +372,81 @@ class SchedulerSide:
                          ) -> tuple[bool, dict[str, Any] | None]:
         self._reqs.pop(request.request_id, None)
         return False, None
+
+    # -- events ---------------------------------------------------------------
+
+    def _vhash(self, request: Any, i: int) -> Any:
+        """vLLM's hash of block i of the request (as its own KV events
+        carry it), or None when vLLM has not hashed it."""
+        hashes = getattr(request, "block_hashes", None) or []
+        j = (i + 1) * self.hash_step - 1
+        if i < 0 or j >= len(hashes):
+            return None
+        from vllm.v1.core.kv_cache_utils import maybe_convert_block_hash
+        return maybe_convert_block_hash(hashes[j])
+
+    def _stored(self, op_id: int, first: int, n: int) -> None:
+        p = self._pending.get(op_id)
+        if p is None:
+            return
+        p.calls -= 1
+        if p.calls <= 0:
+            del self._pending[op_id]
+        pos = p.pos[first:first + n]
+        hashes = [self._vhash(p.request, i) for i in pos]
+        if not pos or any(h is None for h in hashes):
+            return
+        from vllm.distributed.kv_events import BlockStored
+        lr = getattr(p.request, "lora_request", None)
+        toks = p.request.all_token_ids
+        g = self.groups[p.group]
+        # One event per contiguous run, as vLLM's own.
+        start = 0
+        for k in range(1, len(pos) + 1):
+            if k < len(pos) and pos[k] == pos[k - 1] + 1:
+                continue
+            run, rh = pos[start:k], hashes[start:k]
+            self._events.append(BlockStored(
+                block_hashes=rh,
+                parent_block_hash=self._vhash(p.request, run[0] - 1),
+                token_ids=list(toks[run[0] * self.bs:(run[-1] + 1) * self.bs]),
+                block_size=self.bs,
+                lora_id=lr.adapter_id if lr else None,
+                medium=MEDIUM,
+                lora_name=lr.name if lr else None,
+                group_idx=p.group,
+                kv_cache_spec_kind=g.kind,
+                kv_cache_spec_sliding_window=g.window or None))
+            for h in rh:
+                self._announced[(p.group, h)] = None
+                self._announced.move_to_end((p.group, h))
+            start = k
+        while len(self._announced) > ANNOUNCED_MAX:
+            self._announced.popitem(last=False)
+
+    def _withdraw(self, request: Any, group: int, positions: Any) -> None:
+        """BlockRemoved for announced blocks a lookup no longer finds."""
+        gone = []
+        for i in positions:
+            h = self._vhash(request, i)
+            if h is None:
+                break
+            if (group, h) in self._announced:
+                del self._announced[(group, h)]
+                gone.append(h)
+        if gone:
+            from vllm.distributed.kv_events import BlockRemoved
+            self._events.append(BlockRemoved(block_hashes=gone,
+                                             medium=MEDIUM,
+                                             group_idx=group))
+
+    def take_events(self) -> list[Any]:
+        out, self._events = self._events, []
+        return out
+
+    def take_stats(self) -> "stats.Stats":
+        out, self._stats = self._stats, stats.empty()
+        return stats.Stats(out)
 
     def shutdown(self) -> None:
         # The side's counters, once: what the cache did for this engine.

@@ -56,6 +56,7 @@ from .config import ConnectorConfig
 from .estimate import tier_of
 from .identity import Identity
 from .layout import Layer, describe, layers_of
+from . import stats
 from .meta import Rank, StepMeta, WorkerReport
 from .session import Disabled, Session
 
@@ -98,6 +99,8 @@ class _Store:
     buf: Any
     group: int = 0
     chained: bool = True        # in the request's queue (SaveOp.chained)
+    op_id: int = 0              # SaveOp.op_id, and its keys from first
+    first: int = 0
 
 
 @dataclass
@@ -149,6 +152,10 @@ class WorkerSide:
         self.loaded_blocks = 0
         self.saved_blocks = 0
         self.failed_blocks = 0
+        # Since vLLM last collected (take_stats); under _store_cv, as
+        # the reaper adds the stores' outcomes.
+        self._stats = stats.empty()
+        self._stored: list[tuple[int, int, int]] = []   # for the report
         _live.add(self)
 
     # -- setup ------------------------------------------------------------------
@@ -237,6 +244,8 @@ class WorkerSide:
                         self.group_bytes[op.group]
         self._errors |= ld.failed_ids
         self.failed_blocks += len(ld.failed_ids)
+        with self._store_cv:
+            self._stats["load_failed_blocks"] += len(ld.failed_ids)
         if ld.failed_ids:
             first = not _miss_said.is_set()
             _miss_said.set()
@@ -339,6 +348,15 @@ class WorkerSide:
         else:
             self.loaded_blocks += n
             self._report.loads.append((ld.tier_bytes, ld.t1 - ld.t0))
+        with self._store_cv:
+            if ld.error is not None:
+                self._stats["load_failed_blocks"] += n
+            else:
+                self._stats["load_blocks"] += n
+                self._stats["load_bytes"] += sum(ld.tier_bytes.values())
+                secs = self._stats["load_seconds"]
+                secs.append(ld.t1 - ld.t0)
+                del secs[:-stats.SERIES_MAX]
         for mapped, _, _ in ld.maps:
             try:
                 mapped.release()
@@ -384,11 +402,11 @@ class WorkerSide:
                 self._tag += 1
                 self._submit(_Store(self._tag, op.req_id, op.lora, op.salt,
                                     [k], None, buf[j * bb:(j + 1) * bb], gi,
-                                    chained=False))
+                                    chained=False, op_id=op.op_id, first=j))
             return
         self._tag += 1
         st = _Store(self._tag, op.req_id, op.lora, op.salt, keys,
-                    op.parent.get(self.rank), buf, gi)
+                    op.parent.get(self.rank), buf, gi, op_id=op.op_id)
         # A request's stores go one at a time, in order: each continues
         # the chain of the one before, which kvcached must hold first.
         with self._store_cv:
@@ -474,6 +492,16 @@ class WorkerSide:
                 # adds meanwhile must queue behind nxt, not pass it
                 self._busy.discard(st.req_id)
             self._store_cv.notify_all()
+        with self._store_cv:
+            if comp.result < 0 or comp.result < len(st.keys):
+                self._stats["store_failures"] += 1
+            if comp.result > 0:
+                self._stats["stored_blocks"] += comp.result
+            if self.rank == (0, 0):
+                # The scheduler's events follow one rank's stores.
+                self._stored.append((st.op_id, st.first,
+                                     max(min(comp.result, len(st.keys)),
+                                         0)))
         if comp.result < 0:
             self.session.note_failure("storing blocks", comp.error())
         else:
@@ -495,13 +523,26 @@ class WorkerSide:
 
     # -- reports ----------------------------------------------------------------
 
+    def take_stats(self) -> "stats.Stats":
+        """What this worker did since vLLM last asked (stats.py)."""
+        with self._store_cv:
+            out, self._stats = self._stats, stats.empty()
+            out["store_backlog_blocks"] = \
+                sum(len(st.keys) for st in self._stores.values()) + \
+                sum(len(st.keys) for q in self._waiting.values()
+                    for st in q)
+        out["load_seconds"] = out["load_seconds"][-stats.SERIES_MAX:]
+        return stats.Stats(out)
+
     def load_errors(self) -> set[int]:
         out, self._errors = self._errors, set()
         return out
 
     def report(self) -> WorkerReport | None:
         rep = self._report
-        if not rep.loads and not rep.forwards:
+        with self._store_cv:
+            rep.stored, self._stored = self._stored, []
+        if not rep.loads and not rep.forwards and not rep.stored:
             return None
         self._report = WorkerReport()
         return rep
