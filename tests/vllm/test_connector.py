@@ -31,6 +31,17 @@ def _stat(d: Any, name: str) -> int:
     raise KeyError(name)
 
 
+def wait_stat(d: Any, name: str, at_least: int, timeout: float = 20.0
+              ) -> bool:
+    """Wait until kvcached's counter reaches at_least."""
+    end = time.monotonic() + timeout
+    while _stat(d, name) < at_least:
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def delta(after: dict[str, float], before: dict[str, float],
           name: str) -> float:
     return after.get(name, 0) - before.get(name, 0)
@@ -284,6 +295,39 @@ def test_g3_file_corrupted(baseline, daemon_g3, engines, kvlog):
     again = e.run([p])[0]
     assert again["tokens"] == want[0]
     assert again["cached"] == 4 * BS
+
+
+@pytest.mark.parametrize("background", [True, False])
+def test_g3_hit_loads_in_the_background(baseline, daemon_g3, engines,
+                                        background):
+    """A hit on g3 only (the pool flushed) is loaded outside the forward
+    pass (vLLM's asynchronous loads): the request waits while another
+    one decodes, its tokens and the other's equal vLLM's own, and the
+    hit counts as external. background_loads false: the same inside the
+    step."""
+    d = daemon_g3
+    ns = d.new_ns()
+    e = Engine(model_dir("small"), ktc(d.sock, ns,
+                                       background_loads=background))
+    engines.append(e)
+    doc = tokens(71, 6 * BS)
+    a = doc + tokens(72, 40)
+    c = doc + tokens(73, 50)
+    other = tokens(74, 3 * BS)
+    want = baseline("small", [a, c, other], max_tokens=16)
+    assert e.run([a], max_tokens=16)[0]["tokens"] == want[0]
+    e.fresh()
+    assert wait_stat(d, "g3_blocks", 7)
+    d.ctl("flush", str(ns), "pool")
+    before = e.counters()
+    out = e.run([c, other], max_tokens=16)
+    after = e.counters()
+    assert [o["tokens"] for o in out] == want[1:]
+    assert delta(after, before, "vllm:external_prefix_cache_hits") == 6 * BS
+    assert delta(after, before, "vllm:kvcache_hit_tokens") == 6 * BS
+    assert delta(after, before, "vllm:kvcache_background_loads") == \
+        (1 if background else 0)
+    assert delta(after, before, "vllm:kvcache_load_failed_blocks") == 0
 
 
 def test_unknown_key_refused_at_engine_start(daemon):

@@ -43,6 +43,9 @@ class ConnectorConfig:
     load: bool = True
     # store the blocks this engine computes
     save: bool = True
+    # a hit kvcached must read up from g3/g4 loads outside the forward
+    # pass (vLLM's asynchronous loads): the request waits, not the batch
+    background_loads: bool = True
     # "auto": load a prefix only when that beats recomputing it;
     # "always": load every hit
     load_policy: str = "auto"
@@ -80,6 +83,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "namespace_salt": (bool,),
     "load": (bool,),
     "save": (bool,),
+    "background_loads": (bool,),
     "load_policy": (str,),
     "prefill_tokens_per_s": (int, float, type(None)),
     "tier_bandwidth": (dict,),

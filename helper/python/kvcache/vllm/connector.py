@@ -122,6 +122,13 @@ class KvcacheConnector(KVConnectorBase_V1, SupportsHMA):
         if self.worker is not None:
             self.worker.wait_for_save()
 
+    def get_finished(self, finished_req_ids: set[str]
+                     ) -> tuple[set[str] | None, set[str] | None]:
+        """Requests whose background loads are over (worker.py)."""
+        if self.worker is None:
+            return None, None
+        return None, self.worker.get_finished() or None
+
     def get_block_ids_with_load_errors(self) -> set[int]:
         return self.worker.load_errors() if self.worker is not None \
             else set()

@@ -26,6 +26,9 @@ class LoadOp:
     block_ids: list[int]            # vLLM blocks they go to
     tiers: list[int]                # each block's tier mask at lookup
     group: int = 0                  # the KV cache group: its layers
+    # loaded outside the forward pass, finished through get_finished()
+    # (the request waits in WAITING_FOR_REMOTE_KVS meanwhile)
+    background: bool = False
 
 
 @dataclass

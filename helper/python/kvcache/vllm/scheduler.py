@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import ConnectorConfig
-from .estimate import Estimator, tier_of
+from .estimate import TIER_DRAM, Estimator, tier_of
 from .hits import longest, needed
 from .identity import Identity, request_fields
 from . import stats
@@ -82,6 +82,8 @@ class _Req:
     # per group, per rank: the keys of the first keyed_tokens tokens
     keys: list[dict[Rank, list[bytes]]] = field(default_factory=list)
     keyed_tokens: int = 0
+    background: bool = False        # its load is a background one
+    loading: bool = False           # ... and vLLM's blocks are being written
 
 
 class SchedulerSide:
@@ -235,9 +237,17 @@ class SchedulerSide:
         st.claimed = claim.blocks
         st.tiers = tiers[local:local + claim.blocks]
         self.claimed_blocks += claim.blocks
+        # A block kvcached must first read up from g3/g4 is loaded in
+        # the background: the request waits, the batch does not. A DRAM
+        # hit is mapped at once and copied inside the step, layer by
+        # layer, faster than a step's round trip.
+        st.background = self.cfg.background_loads and \
+            any(not (m & TIER_DRAM) for m in st.tiers)
         for m in st.tiers:
             self._stats[f"hit_tokens_{tier_of(m)}"] += self.bs
-        return claim.blocks * self.bs, False
+        if st.background and claim.blocks:
+            self._stats["background_loads"] += 1
+        return claim.blocks * self.bs, st.background and claim.blocks > 0
 
     def update_state_after_alloc(self, request: Any, blocks: Any,
                                  num_external_tokens: int) -> None:
@@ -261,9 +271,10 @@ class SchedulerSide:
                     if i < len(ids) and ids[i] != NULL_BLOCK]
             if not want:
                 continue
+            st.loading = st.background
             self._loads.append(LoadOp(
                 req_id=request.request_id, lora=st.lora, salt=st.salt,
-                group=gi,
+                group=gi, background=st.background,
                 keys={r: [k[i] for i in want] for r, k in keys[gi].items()},
                 block_ids=[ids[i] for i in want],
                 tiers=[st.tiers[i - first] if i - first < len(st.tiers)
@@ -347,6 +358,10 @@ class SchedulerSide:
                 block_ids=[ids[i] for i in pos]))
 
     def update_connector_output(self, output: Any) -> None:
+        for rid in getattr(output, "finished_recving", None) or ():
+            st = self._reqs.get(rid)
+            if st is not None:
+                st.loading = False
         bad = getattr(output, "invalid_block_ids", None)
         if bad:
             # Blocks that failed to load are recomputed by vLLM: save
@@ -370,8 +385,10 @@ class SchedulerSide:
 
     def request_finished(self, request: Any, block_ids: Any
                          ) -> tuple[bool, dict[str, Any] | None]:
-        self._reqs.pop(request.request_id, None)
-        return False, None
+        st = self._reqs.pop(request.request_id, None)
+        # Aborted while a background load writes its blocks: vLLM frees
+        # them once the worker says the load is over (get_finished).
+        return bool(st is not None and st.loading), None
 
     # -- events ---------------------------------------------------------------
 

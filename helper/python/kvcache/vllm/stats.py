@@ -15,6 +15,7 @@ logger process and gives it to the connector class's PromMetrics
     vllm:kvcache_load_blocks_total           blocks copied into vLLM
     vllm:kvcache_load_bytes_total            their bytes
     vllm:kvcache_load_failed_blocks_total    claimed, not loadable: recomputed
+    vllm:kvcache_background_loads_total      requests loaded in the background
     vllm:kvcache_load_seconds                one step's loads, histogram
     vllm:kvcache_stored_blocks_total         blocks kvcached took
     vllm:kvcache_store_failures_total        stores failed or declined
@@ -32,7 +33,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.metrics import (
 TIERS = ("dram", "g3", "g4")
 # Summed between collections, and over the sides and ranks.
 COUNTERS = ("lookups", "load_blocks", "load_bytes", "load_failed_blocks",
-            "stored_blocks", "store_failures") + \
+            "stored_blocks", "store_failures", "background_loads") + \
     tuple(f"hit_tokens_{t}" for t in TIERS)
 # The last value each worker reported, summed over the workers.
 GAUGES = ("store_backlog_blocks",)
@@ -114,6 +115,10 @@ class PromMetrics(KVConnectorPromMetrics):
             "store_failures": c(name="vllm:kvcache_store_failures",
                                 documentation="Stores that failed or "
                                 "that kvcached declined", labelnames=ln),
+            "background_loads": c(
+                name="vllm:kvcache_background_loads",
+                documentation="Requests whose hit was loaded in the "
+                "background (read up from g3/g4 first)", labelnames=ln),
         }
         self._backlog = g(name="vllm:kvcache_store_backlog_blocks",
                           documentation="Blocks waiting to be stored in "

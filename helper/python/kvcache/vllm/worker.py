@@ -156,6 +156,11 @@ class WorkerSide:
         # the reaper adds the stores' outcomes.
         self._stats = stats.empty()
         self._stored: list[tuple[int, int, int]] = []   # for the report
+        # Background loads (under _store_cv): their threads, the
+        # requests done, and the blocks of those that failed.
+        self._bg_threads: set[threading.Thread] = set()
+        self._recv_done: set[str] = set()
+        self._recv_errors: set[int] = set()
         _live.add(self)
 
     # -- setup ------------------------------------------------------------------
@@ -215,12 +220,39 @@ class WorkerSide:
         if not self.layers:
             # Disabled before it learnt the layout: the scheduler may
             # still have claimed blocks; none of them is loaded.
-            for op in meta.loads:
-                self._errors.update(op.block_ids)
-                self.failed_blocks += len(op.block_ids)
+            with self._store_cv:
+                for op in meta.loads:
+                    self._errors.update(op.block_ids)
+                    self.failed_blocks += len(op.block_ids)
+                    if op.background:
+                        self._recv_done.add(op.req_id)
             return
+        bg = [op for op in meta.loads if op.background]
+        if bg:
+            # Mapping waits for g3/g4 reads in kvcached: on a thread of
+            # its own, as the copies; the step goes on without them.
+            t = threading.Thread(target=self._load_background, args=(bg,),
+                                 name="kvcache-load-bg", daemon=True)
+            with self._store_cv:
+                self._bg_threads.add(t)
+            t.start()
+        ld = self._map([op for op in meta.loads if not op.background])
+        with self._store_cv:
+            self._errors |= ld.failed_ids
+        if not ld.maps:
+            return
+        for l in self.layers:
+            ld.events[l.name] = threading.Event()
+        self._loads = ld
+        ld.thread = threading.Thread(target=self._copy_in, args=(ld,),
+                                     name="kvcache-load", daemon=True)
+        ld.thread.start()
+
+    def _map(self, ops: list[Any]) -> _Loads:
+        """Pin and map every block of ops; those that cannot be are the
+        _Loads' failed_ids (counted and said here)."""
         ld = _Loads(t0=time.perf_counter())
-        for op in meta.loads:
+        for op in ops:
             keys = op.keys.get(self.rank, [])
             mapped = None
             if not self.session.disabled and len(keys) == len(op.block_ids):
@@ -242,9 +274,8 @@ class WorkerSide:
                     t = tier_of(m)
                     ld.tier_bytes[t] = ld.tier_bytes.get(t, 0) + \
                         self.group_bytes[op.group]
-        self._errors |= ld.failed_ids
-        self.failed_blocks += len(ld.failed_ids)
         with self._store_cv:
+            self.failed_blocks += len(ld.failed_ids)
             self._stats["load_failed_blocks"] += len(ld.failed_ids)
         if ld.failed_ids:
             first = not _miss_said.is_set()
@@ -254,14 +285,34 @@ class WorkerSide:
                 "(evicted since, failed verification, or kvcached gone); "
                 "vLLM recomputes them%s", len(ld.failed_ids),
                 " (said once; later ones at DEBUG)" if first else "")
-        if not ld.maps:
-            return
-        for l in self.layers:
-            ld.events[l.name] = threading.Event()
-        self._loads = ld
-        ld.thread = threading.Thread(target=self._copy_in, args=(ld,),
-                                     name="kvcache-load", daemon=True)
-        ld.thread.start()
+        return ld
+
+    def _load_background(self, ops: list[Any]) -> None:
+        """A step's background loads: map, copy every layer, release;
+        then their requests are done (get_finished) with the blocks that
+        failed, which vLLM recomputes."""
+        try:
+            ld = self._map(ops)
+            if ld.maps:
+                self._copy_in(ld)
+            bad = self._settle(ld)
+        except BaseException as e:  # noqa: BLE001 - reported, not raised
+            self.session.note_failure("loading blocks", e)
+            bad = {b for op in ops for b in op.block_ids}
+        with self._store_cv:
+            self._recv_errors |= bad
+            self._recv_done.update(op.req_id for op in ops)
+            self._bg_threads.discard(threading.current_thread())
+            self._store_cv.notify_all()
+
+    def get_finished(self) -> set[str]:
+        """Requests whose background loads are over; their failed blocks
+        go to the next load_errors(), which vLLM asks for right after."""
+        with self._store_cv:
+            done, self._recv_done = self._recv_done, set()
+            self._errors |= self._recv_errors
+            self._recv_errors = set()
+        return done
 
     def _src(self, view: memoryview, layer: Layer) -> torch.Tensor:
         with warnings.catch_warnings():
@@ -286,7 +337,9 @@ class WorkerSide:
                         for j, bid in enumerate(ids):
                             layer.block(bid).copy_(self._src(mapped[j],
                                                              layer))
-                ld.events[layer.name].set()
+                ev = ld.events.get(layer.name)
+                if ev is not None:     # none for a background load
+                    ev.set()
         except BaseException as e:  # noqa: BLE001 - reported, not raised
             ld.error = e
             for ev in ld.events.values():
@@ -329,29 +382,23 @@ class WorkerSide:
         ev.wait()
         self._load_wait += time.perf_counter() - t
 
-    def _finish_loads(self) -> None:
-        ld, self._loads = self._loads, None
-        if ld is None:
-            return
-        t = time.perf_counter()
-        if ld.thread is not None:
-            ld.thread.join()
-        self._load_wait += time.perf_counter() - t
+    def _settle(self, ld: _Loads) -> set[int]:
+        """After a _Loads' copier: count it, release its mappings; the
+        blocks vLLM must recompute (all of a copy that failed half-way:
+        every block of it is suspect)."""
         n = sum(len(ids) for _, ids, _ in ld.maps)
+        bad = set(ld.failed_ids)
         if ld.error is not None:
-            # A copy that failed half-way: every block of the step is
-            # suspect, vLLM recomputes them all.
             self.session.note_failure("copying loaded blocks", ld.error)
             for _, ids, _ in ld.maps:
-                self._errors.update(ids)
-            self.failed_blocks += n
-        else:
-            self.loaded_blocks += n
-            self._report.loads.append((ld.tier_bytes, ld.t1 - ld.t0))
+                bad.update(ids)
         with self._store_cv:
             if ld.error is not None:
+                self.failed_blocks += n
                 self._stats["load_failed_blocks"] += n
             else:
+                self.loaded_blocks += n
+                self._report.loads.append((ld.tier_bytes, ld.t1 - ld.t0))
                 self._stats["load_blocks"] += n
                 self._stats["load_bytes"] += sum(ld.tier_bytes.values())
                 secs = self._stats["load_seconds"]
@@ -362,6 +409,19 @@ class WorkerSide:
                 mapped.release()
             except (BufferError, OSError):
                 pass            # released with the client at the latest
+        return bad
+
+    def _finish_loads(self) -> None:
+        ld, self._loads = self._loads, None
+        if ld is None:
+            return
+        t = time.perf_counter()
+        if ld.thread is not None:
+            ld.thread.join()
+        self._load_wait += time.perf_counter() - t
+        bad = self._settle(ld) - ld.failed_ids     # those said at _map
+        with self._store_cv:
+            self._errors |= bad
 
     # -- saves ------------------------------------------------------------------
 
@@ -375,7 +435,8 @@ class WorkerSide:
             torch.cuda.current_stream().synchronize()
         secs = time.perf_counter() - self._step_t0 - self._load_wait
         if meta.tokens and secs > 0:
-            self._report.forwards.append((meta.tokens, secs))
+            with self._store_cv:
+                self._report.forwards.append((meta.tokens, secs))
         if meta.saves and self.layers and not self.session.disabled:
             for op in meta.saves:
                 self._save(op)
@@ -535,20 +596,25 @@ class WorkerSide:
         return stats.Stats(out)
 
     def load_errors(self) -> set[int]:
-        out, self._errors = self._errors, set()
+        with self._store_cv:
+            out, self._errors = self._errors, set()
         return out
 
     def report(self) -> WorkerReport | None:
-        rep = self._report
         with self._store_cv:
+            rep = self._report
             rep.stored, self._stored = self._stored, []
-        if not rep.loads and not rep.forwards and not rep.stored:
-            return None
-        self._report = WorkerReport()
+            if not rep.loads and not rep.forwards and not rep.stored:
+                return None
+            self._report = WorkerReport()
         return rep
 
     def shutdown(self) -> None:
         self._finish_loads()
+        with self._store_cv:
+            threads = list(self._bg_threads)
+        for t in threads:
+            t.join(30.0)
         ok = self.drain(30.0)
         with self._store_cv:
             self._stopping = True
