@@ -178,7 +178,9 @@ class SchedulerSide:
             for i in range(min(n, len(t))):
                 tiers[i] |= t[i]
             self._withdraw(st.request, gi, range(len(t), max_blocks))
-        saved = [len(chains[gi]) if gi in chains else n
+        # A chain holds its prefix; a window group's blocks before n were
+        # not all asked for: those vLLM computes are stored (again).
+        saved = [len(chains[gi]) if gi in chains else local
                  for gi in range(len(self.groups))]
         return n, tiers[:n], saved
 
@@ -342,8 +344,9 @@ class SchedulerSide:
                 continue
             if self.chained[gi] and pos != list(range(first, end)):
                 # A full-attention chain with a hole: vLLM never makes
-                # one; save nothing past it rather than a broken chain.
-                break
+                # one; this group saves nothing past it rather than a
+                # broken chain (the other groups go on).
+                continue
             self._op_id += 1
             self._pending[self._op_id] = _Pending(
                 st.request, gi, pos, 1 if self.chained[gi] else len(pos))
