@@ -108,6 +108,28 @@ def test_figures_on_vllms_own_metrics(baseline, daemon, engines):
                                            e.llm.get_metrics()}
 
 
+def test_stats_add_up_as_vllm_aggregates_them():
+    """Counters add up over workers and steps, the backlog gauge keeps
+    its largest value, the load-time series is capped, and what vLLM's
+    logger rebuilds from the dict is the same."""
+    from kvcache.vllm import stats
+    from kvcache.vllm.connector import KvcacheConnector
+    a = stats.Stats({"load_blocks": 3, "store_backlog_blocks": 5,
+                     "load_seconds": [0.1] * 1000})
+    b = stats.Stats({"load_blocks": 4, "store_backlog_blocks": 2,
+                     "hit_tokens_g3": 64, "load_seconds": [0.2] * 100})
+    c = a.aggregate(b)
+    assert c.data["load_blocks"] == 7
+    assert c.data["store_backlog_blocks"] == 5
+    assert c.data["hit_tokens_g3"] == 64
+    assert len(c.data["load_seconds"]) == stats.SERIES_MAX
+    assert not c.is_empty() and stats.Stats().is_empty()
+    r = c.reduce()
+    assert r["load_blocks"] == 7 and 0.1 < r["load_seconds_avg"] < 0.2
+    again = KvcacheConnector.build_kv_connector_stats(c.to_dict())
+    assert again.data == c.data
+
+
 def test_never_the_last_token(baseline, daemon, engines):
     """A prompt of whole blocks, all cached, still computes its last
     block's last token (its logits make the first output)."""

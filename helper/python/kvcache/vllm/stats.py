@@ -35,7 +35,9 @@ TIERS = ("dram", "g3", "g4")
 COUNTERS = ("lookups", "load_blocks", "load_bytes", "load_failed_blocks",
             "stored_blocks", "store_failures", "background_loads") + \
     tuple(f"hit_tokens_{t}" for t in TIERS)
-# The last value each worker reported, summed over the workers.
+# The largest value reported: vLLM aggregates the workers' stats of one
+# step and the steps of one logging interval alike, so a sum would count
+# a backlog once per step.
 GAUGES = ("store_backlog_blocks",)
 # Observations (seconds), concatenated.
 SERIES = ("load_seconds",)
@@ -63,8 +65,10 @@ class Stats(KVConnectorStats):
     def aggregate(self, other: KVConnectorStats) -> "Stats":
         o = other.data if isinstance(other, KVConnectorStats) else {}
         out = empty()
-        for k in COUNTERS + GAUGES:
+        for k in COUNTERS:
             out[k] = self.data.get(k, 0) + o.get(k, 0)
+        for k in GAUGES:
+            out[k] = max(self.data.get(k, 0), o.get(k, 0))
         for k in SERIES:
             out[k] = (list(self.data.get(k, [])) +
                       list(o.get(k, [])))[-SERIES_MAX:]
