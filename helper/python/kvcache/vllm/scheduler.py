@@ -281,6 +281,13 @@ class SchedulerSide:
                 block_ids=[ids[i] for i in want],
                 tiers=[st.tiers[i - first] if i - first < len(st.tiers)
                        else 0 for i in want]))
+        if st.background and not st.loading:
+            # Nothing to write after all: vLLM still waits for the
+            # request's get_finished, which an empty load gives it.
+            st.loading = True
+            self._loads.append(LoadOp(
+                req_id=request.request_id, lora=st.lora, salt=st.salt,
+                keys={}, block_ids=[], tiers=[], background=True))
         # What was loaded is held by kvcache: not saved again.
         for gi in range(len(self.groups)):
             st.saved[gi] = max(st.saved[gi], first + n)

@@ -253,6 +253,8 @@ class WorkerSide:
         _Loads' failed_ids (counted and said here)."""
         ld = _Loads(t0=time.perf_counter())
         for op in ops:
+            if not op.block_ids:
+                continue        # a background load with nothing to write
             keys = op.keys.get(self.rank, [])
             mapped = None
             if not self.session.disabled and len(keys) == len(op.block_ids):
