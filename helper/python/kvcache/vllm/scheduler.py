@@ -178,6 +178,12 @@ class SchedulerSide:
             for i in range(min(n, len(t))):
                 tiers[i] |= t[i]
             self._withdraw(st.request, gi, range(len(t), max_blocks))
+        # A position no group loads (a window group's block before its
+        # window, a model without a full-attention group) is part of the
+        # same hit: it counts as the tier of the blocks after it.
+        for i in range(n - 2, -1, -1):
+            if not tiers[i]:
+                tiers[i] = tiers[i + 1]
         # A chain holds its prefix; a window group's blocks before n were
         # not all asked for: those vLLM computes are stored (again).
         saved = [len(chains[gi]) if gi in chains else local
@@ -231,7 +237,7 @@ class SchedulerSide:
                            claim.blocks, claim.load_s, claim.recompute_s)
             if len(self.groups) > 1 and claim.blocks:
                 # A shorter prefix needs other window blocks: ask again.
-                n2, _, _ = self.session.call(
+                n2, tiers, _ = self.session.call(
                     "lookup",
                     lambda: self._lookup(st, local, local + claim.blocks),
                     (local, [], []))
