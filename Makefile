@@ -332,7 +332,7 @@ vllm-env:
 vllm-check: helper lib
 	cd $(TOP)/tests/vllm && "$$($(TOP)/scripts/vllm-env | tail -n 1)" \
 		-m pytest -q -p no:cacheprovider test_connector.py test_kv_events.py \
-		test_families.py
+		test_families.py test_serve.py
 
 # ---- selftests (in the test VM, and some on the host) ----------------------
 #

@@ -171,6 +171,43 @@ def test_chunked_prefill_stores_the_chain_in_order(baseline, daemon,
     assert out["cached"] == 10 * BS
 
 
+# A KV budget of PREEMPT_BLOCKS vLLM blocks of the "small" shape (2
+# layers, 2 KV heads of 32, 16-bit: 16 KiB a block): less than the batch
+# below needs as it decodes, so vLLM preempts and reuses blocks at once.
+PREEMPT_BLOCKS = 20
+PREEMPT_BUDGET = dict(max_model_len=8 * BS, max_num_seqs=4,
+                      kv_cache_memory_bytes=PREEMPT_BLOCKS * 16 << 10)
+
+
+def test_preemption_keeps_tokens_and_stored_blocks(baseline, daemon,
+                                                   engines):
+    """Four requests that outgrow the KV budget while they decode: vLLM
+    preempts some, frees their blocks and gives them to others. Tokens
+    equal vLLM's own under the same budget; a preempted request coming
+    back may load what kvcache stored of it. Then every prompt's blocks
+    load back from kvcache into the same tokens as vLLM's: no save read
+    a block after vLLM had reused it."""
+    ns = daemon.new_ns()
+    ps = [tokens(90 + i, 3 * BS + 7) for i in range(4)]
+    want = baseline("small", ps, max_tokens=4 * BS, **PREEMPT_BUDGET)
+    e = Engine(model_dir("small"), ktc(daemon.sock, ns), **PREEMPT_BUDGET)
+    engines.append(e)
+    before = e.counters()
+    out = e.run(ps, max_tokens=4 * BS)
+    after = e.counters()
+    assert [o["tokens"] for o in out] == want
+    assert delta(after, before, "vllm:num_preemptions") > 0
+    e.fresh()
+    cs = [p[:3 * BS] + tokens(100 + i, 20) for i, p in enumerate(ps)]
+    want = baseline("small", cs, max_tokens=8, **PREEMPT_BUDGET)
+    before = e.counters()
+    out = e.run(cs, max_tokens=8)
+    after = e.counters()
+    assert [o["tokens"] for o in out] == want
+    assert delta(after, before, "vllm:external_prefix_cache_hits") == \
+        4 * 3 * BS
+
+
 def test_two_processes_share_and_g3_survives_a_restart(baseline, daemon_g3, tmp_path):
     """One vLLM process stores, another loads; after kvcached restarts
     (its DRAM pool gone) a third loads the blocks back from g3."""

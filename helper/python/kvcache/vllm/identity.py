@@ -18,9 +18,13 @@ model, precision, layout or shard:
   files' content; a hub model with none of these disables the connector
   (set its revision);
 - tokenizer: vLLM's tokenizer and its revision;
-- kv_layout: vLLM's version, the platform and attention backend, the KV
-  cache spec (kind, layers, KV heads, head size, block size, bytes per
-  block and layer) and the model architecture;
+- kv_layout: vLLM's version, the platform and attention backend, the
+  model architecture and, for each KV cache group, its spec (kind,
+  sliding window or attention chunk with the tokens kept below it,
+  layers, KV heads, head size, block size, bytes per block and layer).
+  A model of several groups (hybrid sliding-window models) keys each
+  group's blocks apart: a group's blocks are found only under its own
+  spec (_groups(), Group);
 - kv_dtype: the KV cache dtype, the model dtype and its quantization;
 - tokens_per_block: vLLM's block size;
 - tp/pp rank and size: each rank stores its own shard;

@@ -458,7 +458,11 @@ class SchedulerSide:
             self._announced.popitem(last=False)
 
     def _withdraw(self, request: Any, group: int, positions: Any) -> None:
-        """BlockRemoved for announced blocks a lookup no longer finds."""
+        """BlockRemoved for announced blocks a lookup no longer finds.
+        Nothing announced (events off, or all withdrawn): no hash to
+        compute for the positions, which run to the request's end."""
+        if not self._announced:
+            return
         gone = []
         for i in positions:
             h = self._vhash(request, i)
