@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import types
+from pathlib import Path
 
 import pytest
 
@@ -71,7 +72,50 @@ def test_hybrid_family_cached_and_identical(baseline, family, daemon,
         # before its new tokens, comes from kvcache.
         assert local + ext == k * BS, (family, k, local, ext)
         assert ext >= (k - 2) * BS, (family, k, local, ext)
+        # Several KV cache groups: loaded in the background, DRAM hits
+        # too (the only way vLLM takes a failed load of such a model).
+        bg = 1 if ext and len(CACHED[family]) > 1 else 0
+        assert _delta(after, before, "vllm:kvcache_background_loads") == bg
     assert not [r for r in kvlog.at(logging.ERROR)], kvlog.dump()
+
+
+@pytest.mark.parametrize("family", ["gpt-oss"])
+def test_hybrid_failed_load_recomputes_the_request(baseline, family,
+                                                   daemon_g3, engines,
+                                                   kvlog):
+    """g3 files corrupted under a hybrid model's hit: kvcached's checksum
+    refuses them at load. vLLM cannot map block ids back to a request
+    when a model has several KV cache groups (it stops the engine), so
+    the connector fails the request instead (failed_recving): vLLM
+    recomputes it, its tokens are vLLM's, said once."""
+    d = daemon_g3
+    ns = d.new_ns()
+    doc = tokens(51, 6 * BS)
+    a = doc + tokens(52, 40)
+    c = doc + tokens(53, 50)
+    want = baseline(family, [a, c])
+    e = Engine(model_dir(family), ktc(d.sock, ns))
+    engines.append(e)
+    assert e.run([a])[0]["tokens"] == want[0]
+    e.fresh()
+    d.stop()
+    files = [f for f in Path(d.g3).rglob("*") if f.is_file() and
+             f.stat().st_size > 4096]
+    assert files, "nothing reached g3"
+    for f in files:
+        with open(f, "r+b") as fh:
+            fh.seek(f.stat().st_size - 100)
+            b = fh.read(1)
+            fh.seek(-1, 1)
+            fh.write(bytes([b[0] ^ 0xff]))
+    d.start()
+    before = e.counters()
+    assert e.run([c])[0]["tokens"] == want[1]
+    after = e.counters()
+    assert _delta(after, before, "vllm:kvcache_load_failed_blocks") > 0
+    said = [m for m in kvlog.at(logging.WARNING) if "could not be loaded" in m]
+    assert len(said) == 1, kvlog.dump()
+    assert not kvlog.at(logging.ERROR), kvlog.dump()
 
 
 def test_mla_declined_where_vllm_cannot_attend_loaded_kv(baseline, daemon,

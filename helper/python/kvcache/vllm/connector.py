@@ -127,7 +127,25 @@ class KvcacheConnector(KVConnectorBase_V1, SupportsHMA):
         """Requests whose background loads are over (worker.py)."""
         if self.worker is None:
             return None, None
-        return None, self.worker.get_finished() or None
+        done, failed = self.worker.get_finished()
+        if failed:
+            # Only get_transfer_results can say these failed; vLLM calls
+            # it, not this, in 0.32 (interface.py checks it is there).
+            raise RuntimeError("kvcache: failed loads reported through "
+                               "get_finished")
+        return None, done or None
+
+    def get_transfer_results(self, finished_req_ids: set[str]) -> Any:
+        """get_finished's requests, and those whose load failed: vLLM
+        recomputes them. The way to report a failed load of a model of
+        several KV cache groups, whose block ids vLLM cannot map back."""
+        from vllm.distributed.kv_transfer.kv_connector.v1.base import \
+            KVConnectorTransferResults
+        if self.worker is None:
+            return KVConnectorTransferResults()
+        done, failed = self.worker.get_finished()
+        return KVConnectorTransferResults(finished_recving=set(done),
+                                          failed_recving=set(failed))
 
     def get_block_ids_with_load_errors(self) -> set[int]:
         return self.worker.load_errors() if self.worker is not None \

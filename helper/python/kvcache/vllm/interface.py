@@ -34,6 +34,9 @@ WORKER = {
     "save_kv_layer": ("layer_name", "kv_layer", "attn_metadata"),
     "wait_for_save": (),
     "get_block_ids_with_load_errors": (),
+    # failed_recving: how a model of several KV cache groups reports a
+    # failed load (vLLM stops on block ids it cannot map to a group)
+    "get_transfer_results": ("finished_req_ids",),
     "build_connector_worker_meta": (),
     "shutdown": (),
 }

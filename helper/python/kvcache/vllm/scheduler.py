@@ -251,6 +251,12 @@ class SchedulerSide:
         # layer, faster than a step's round trip.
         st.background = self.cfg.background_loads and \
             any(not (m & TIER_DRAM) for m in st.tiers)
+        if len(self.groups) > 1:
+            # A model of several KV cache groups: a failed load can be
+            # reported only for a request loaded in the background
+            # (failed_recving; vLLM stops on the block ids of an
+            # in-step load's failure), so every load is one.
+            st.background = True
         for m in st.tiers:
             self._stats[f"hit_tokens_{tier_of(m)}"] += self.bs
         if st.background and claim.blocks:

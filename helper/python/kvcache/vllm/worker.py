@@ -161,6 +161,13 @@ class WorkerSide:
         self._bg_threads: set[threading.Thread] = set()
         self._recv_done: set[str] = set()
         self._recv_errors: set[int] = set()
+        self._recv_failed: set[str] = set()
+        # vLLM maps failed block ids back to requests only for a model
+        # of one KV cache group (ids are unique per group); with more it
+        # stops the engine. There a failed load fails its request, which
+        # vLLM recomputes (failed_recving), and every load is a
+        # background one (the scheduler side sees to it).
+        self.by_request = len(ident.groups) > 1
         _live.add(self)
 
     # -- setup ------------------------------------------------------------------
@@ -222,8 +229,11 @@ class WorkerSide:
             # still have claimed blocks; none of them is loaded.
             with self._store_cv:
                 for op in meta.loads:
-                    self._errors.update(op.block_ids)
                     self.failed_blocks += len(op.block_ids)
+                    if self.by_request and op.background:
+                        self._recv_failed.add(op.req_id)
+                    else:
+                        self._errors.update(op.block_ids)
                     if op.background:
                         self._recv_done.add(op.req_id)
             return
@@ -302,19 +312,29 @@ class WorkerSide:
             self.session.note_failure("loading blocks", e)
             bad = {b for op in ops for b in op.block_ids}
         with self._store_cv:
-            self._recv_errors |= bad
+            if self.by_request:
+                # Block ids repeat across groups: a request fails whole
+                # when any op of it lost a block.
+                self._recv_failed.update(
+                    op.req_id for op in ops
+                    if any(b in bad for b in op.block_ids))
+            else:
+                self._recv_errors |= bad
             self._recv_done.update(op.req_id for op in ops)
             self._bg_threads.discard(threading.current_thread())
             self._store_cv.notify_all()
 
-    def get_finished(self) -> set[str]:
-        """Requests whose background loads are over; their failed blocks
-        go to the next load_errors(), which vLLM asks for right after."""
+    def get_finished(self) -> tuple[set[str], set[str]]:
+        """Requests whose background loads are over, and those of them
+        that failed (a model of several groups: vLLM recomputes them
+        whole). A one-group model's failed blocks go to the next
+        load_errors() instead, which vLLM asks for right after."""
         with self._store_cv:
             done, self._recv_done = self._recv_done, set()
+            failed, self._recv_failed = self._recv_failed, set()
             self._errors |= self._recv_errors
             self._recv_errors = set()
-        return done
+        return done, failed
 
     def _src(self, view: memoryview, layer: Layer) -> torch.Tensor:
         with warnings.catch_warnings():
