@@ -282,3 +282,42 @@ def test_mamba_declined_by_name():
     with pytest.raises(ValueError, match="MambaSpec.*Mamba"):
         derive(*_groups_config(FullAttentionSpec(), MambaSpec()),
                ConnectorConfig(revision="v1"))
+
+
+def _item(offset: int, length: int, ident: str, modality: str = "image"):
+    return types.SimpleNamespace(
+        modality=modality, identifier=ident, mm_hash=ident,
+        mm_position=types.SimpleNamespace(offset=offset, length=length))
+
+
+def test_multimodal_items_are_in_the_keys():
+    """fold_mm(): blocks that end before the first item keep their token
+    keys; from the block an item starts in, the key depends on the item's
+    identity, modality, offset and length, and on every earlier item."""
+    from kvcache.vllm.identity import fold_mm, mm_items
+
+    bs = 16
+    keys = [bytes([i]) * 32 for i in range(6)]
+    red = mm_items([_item(40, 19, "red")])
+    out = fold_mm(keys, red, bs)
+    assert out[:2] == keys[:2]              # blocks [0,16) and [16,32)
+    assert all(k != o and len(o) == 32 for k, o in zip(keys[2:], out[2:]))
+    assert fold_mm(keys, mm_items([_item(40, 19, "red")]), bs) == out
+    for other in ([_item(40, 19, "blue")], [_item(41, 19, "red")],
+                  [_item(40, 18, "red")], [_item(40, 19, "red", "audio")],
+                  [_item(40, 19, "red"), _item(70, 3, "x")]):
+        o = fold_mm(keys, mm_items(other), bs)
+        assert o[:2] == keys[:2]
+        diff = [i for i in range(6) if o[i] != out[i]]
+        assert diff, other
+        # a second item changes only the blocks from its own start on
+        first = min(it[0] for it in mm_items(other)
+                    if it not in red) // bs
+        assert diff[0] == first, (other, diff)
+    # items are taken in offset order whatever order vLLM lists them in
+    two = [_item(70, 3, "x"), _item(40, 19, "red")]
+    assert fold_mm(keys, mm_items(two), bs) == \
+        fold_mm(keys, mm_items(two[::-1]), bs)
+    assert fold_mm(keys, [], bs) == keys
+    with pytest.raises(ValueError):
+        mm_items([_item(40, 19, "")])

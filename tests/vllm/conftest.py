@@ -63,10 +63,20 @@ POOL_BLOCK = 1 << 20            # kvcached's pool block (>= a vLLM block)
 
 
 def model_dir(name: str) -> str:
-    """A Llama shape of SHAPES, or a family of tiny_model.FAMILIES."""
+    """A Llama shape of SHAPES, a family of tiny_model.FAMILIES, or the
+    vision-language model (tiny_model.build_vlm)."""
+    if name == "idefics3":
+        return str(tiny_model.build_vlm(MODELS))
     if name in tiny_model.FAMILIES:
         return str(tiny_model.build_family(MODELS, name))
     return str(tiny_model.build(MODELS, SHAPES[name]))
+
+
+def image(rgb: list[int]) -> Any:
+    """A solid-colour image of the VLM's size (tiny_model.VLM_IMAGE)."""
+    from PIL import Image
+    return Image.new("RGB", (tiny_model.VLM_IMAGE, tiny_model.VLM_IMAGE),
+                     tuple(rgb))
 
 
 def tokens(seed: int, n: int) -> list[int]:
@@ -129,7 +139,14 @@ class Engine:
                             ignore_eos=True, detokenize=False)
         ps = []
         for p in prompts:
-            tp = TokensPrompt(prompt_token_ids=p)
+            if isinstance(p, dict):
+                # A multimodal prompt: token ids with one image
+                # placeholder id, and the image as a solid colour.
+                tp = TokensPrompt(prompt_token_ids=p["ids"],
+                                  multi_modal_data={"image": image(
+                                      p["image"])})
+            else:
+                tp = TokensPrompt(prompt_token_ids=p)
             if cache_salt is not None:
                 tp["cache_salt"] = cache_salt
             ps.append(tp)

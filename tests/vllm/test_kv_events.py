@@ -253,7 +253,7 @@ def test_connector_blocks_in_vllms_own_events(daemon, engines) -> None:
                        topic="kv"))
         engines.append(e)
         a = tokens(61, 6 * BS + 40)             # 7 full blocks
-        e.run([a])
+        e.run([a], cache_salt="tenant-a")
         assert kvcache.vllm.wait_for_saves(30)
         # The completions reach the scheduler with a later step.
         e.run([tokens(62, 40)])
@@ -268,11 +268,19 @@ def test_connector_blocks_in_vllms_own_events(daemon, engines) -> None:
                    x.kv_cache_spec_kind == "full" for x in cpu)
         first = next(x for x in cpu if x.parent_block_hash is None)
         assert first.token_ids[:BS] == a[:BS]
+        # The extra keys of each block (here the first one's cache_salt)
+        # as vLLM's own event for it has them.
+        def extras(evs):
+            return {h: (x.extra_keys or [None] * len(x.block_hashes))[i]
+                    for x in evs for i, h in enumerate(x.block_hashes)}
+        gx = extras(gpu)
+        assert {h: gx[h] for h in mine} == extras(cpu)
+        assert extras(cpu)[first.block_hashes[0]] == ("tenant-a",)
         # Gone from kvcache: the next lookup of that prefix withdraws
         # what it no longer finds.
         daemon.ctl("flush", str(ns), "pool")
         e.fresh()
-        e.run([a[:6 * BS] + tokens(63, 50)])
+        e.run([a[:6 * BS] + tokens(63, 50)], cache_salt="tenant-a")
         r.drain(lambda ev: of(ev, BlockRemoved, "CPU"))
         gone = [h for x in of(r.events, BlockRemoved, "CPU")
                 for h in x.block_hashes]

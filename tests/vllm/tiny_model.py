@@ -143,6 +143,83 @@ def build_family(root: str | os.PathLike[str], family: str,
     return out
 
 
+# The vision-language model: Idefics3 (a SigLIP vision tower and a
+# Llama text model), the one VLM of vLLM's CPU build here that needs no
+# torchvision (Qwen2-VL, LLaVA and Gemma 3's vision models import it).
+# Each image is resized to VLM_IMAGE pixels square and takes
+# VLM_IMAGE_TOKENS prompt tokens: <fake> <global-img> <image>x16 <fake>.
+VLM_IMAGE = 64
+VLM_PATCH = 8
+VLM_SCALE = 2
+VLM_VOCAB = 512
+VLM_IMAGE_ID = 5                # "<image>": one in a prompt per image
+VLM_IMAGE_TOKENS = (VLM_IMAGE // VLM_PATCH) ** 2 // VLM_SCALE ** 2 + 3
+
+
+def build_vlm(root: str | os.PathLike[str], seed: int = 1234) -> Path:
+    """The random-weight Idefics3 model, with the tokenizer and image
+    processor vLLM needs for its images (a word-level vocabulary of
+    VLM_VOCAB: "<image>" and the other special tokens, then w0, w1...),
+    built if not there."""
+    out = Path(root) / f"idefics3-i{VLM_IMAGE}-v{VLM_VOCAB}-s{seed}"
+    if (out / ".complete").exists():
+        return out
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import (Idefics3Config,
+                              Idefics3ForConditionalGeneration,
+                              Idefics3Processor, PreTrainedTokenizerFast)
+    from transformers.models.idefics3.image_processing_pil_idefics3 import \
+        Idefics3ImageProcessorPil
+
+    specials = ["<unk>", "<s>", "</s>", "<pad>", "<fake_token_around_image>",
+                "<image>", "<end_of_utterance>", "<global-img>"]
+    grid = [f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)]
+    vocab = {t: i for i, t in enumerate(specials + grid)}
+    for i in range(VLM_VOCAB - len(vocab)):
+        vocab[f"w{i}"] = len(vocab)
+    tk = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tk.decoder = decoders.WordPiece()
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=tk, unk_token="<unk>", bos_token="<s>",
+        eos_token="</s>", pad_token="<pad>",
+        additional_special_tokens=specials[4:] + grid)
+    tok.model_max_length = 4096
+    assert tok.convert_tokens_to_ids("<image>") == VLM_IMAGE_ID
+    imgp = Idefics3ImageProcessorPil(
+        do_resize=True, size={"longest_edge": VLM_IMAGE},
+        max_image_size={"longest_edge": VLM_IMAGE},
+        do_image_splitting=False)
+    proc = Idefics3Processor(image_processor=imgp, tokenizer=tok,
+                             image_seq_len=VLM_IMAGE_TOKENS - 3)
+    cfg = Idefics3Config(
+        image_token_id=VLM_IMAGE_ID, pad_token_id=tok.pad_token_id,
+        scale_factor=VLM_SCALE, tie_word_embeddings=False,
+        vision_config=dict(hidden_size=64, intermediate_size=128,
+                           num_hidden_layers=1, num_attention_heads=2,
+                           image_size=VLM_IMAGE, patch_size=VLM_PATCH),
+        text_config=dict(model_type="llama", hidden_size=128,
+                         num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, head_dim=32,
+                         intermediate_size=256, vocab_size=VLM_VOCAB,
+                         max_position_embeddings=4096, rms_norm_eps=1e-5,
+                         pad_token_id=tok.pad_token_id, bos_token_id=1,
+                         eos_token_id=2, tie_word_embeddings=False))
+    cfg.torch_dtype = "float32"
+    torch.manual_seed(seed)
+    model = Idefics3ForConditionalGeneration(cfg).to(torch.float32)
+    tmp = out.with_name(out.name + ".tmp")
+    model.save_pretrained(tmp, safe_serialization=True)
+    proc.save_pretrained(tmp)
+    (tmp / ".complete").touch()
+    if out.exists():
+        import shutil
+        shutil.rmtree(out)
+    tmp.rename(out)
+    return out
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("root")

@@ -136,6 +136,62 @@ def pack_bytes(*parts: bytes) -> bytes:
     return b"".join(struct.pack("<I", len(p)) + p for p in parts)
 
 
+# Multimodal prompts. A prompt's tokens hold the same placeholder ids
+# whatever the image (or audio, video) behind them: the item itself must
+# be in the key. vLLM's own block hash adds ("mm", identifier, offset)
+# to each block an item overlaps, and later blocks depend on it through
+# the chain. The same here: mm_items() lists the items, fold_mm() makes
+# each block key that ends past an item's first token a digest of the
+# token key and every item that starts before that block's end. Blocks
+# before the first item keep their keys, so a text prefix is shared
+# with the same text without an image, as in vLLM.
+_MM_TAG = b"kvcache-mm-v1\0"
+
+
+def mm_items(features: Any) -> list[tuple[int, int, bytes]]:
+    """(offset, length, encoded identity) of each multimodal item of a
+    request (vLLM's MultiModalFeatureSpec: its modality and identifier,
+    the content hash vLLM's encoder cache and prefix cache use), in
+    offset order; ValueError for an item vLLM gave no identifier."""
+    out = []
+    for f in features or ():
+        pos = getattr(f, "mm_position", None)
+        ident = getattr(f, "identifier", None) or getattr(f, "mm_hash", None)
+        if pos is None or not ident:
+            raise ValueError("a multimodal item without a position or an "
+                             "identifier")
+        out.append((int(pos.offset), int(pos.length),
+                    pack_bytes(str(getattr(f, "modality", "") or "").encode(),
+                               str(ident).encode())))
+    return sorted(out)
+
+
+def fold_mm(keys: list[bytes], items: list[tuple[int, int, bytes]],
+            tokens_per_block: int) -> list[bytes]:
+    """keys (one per block, from the token ids) with the items folded in:
+    block i's key is SHA-256(tag, every item starting before the block's
+    end as offset, length and identity, the token key); a block ending at
+    or before the first item keeps its key."""
+    if not items:
+        return keys
+    acc = hashlib.sha256(_MM_TAG)
+    out: list[bytes] = []
+    j = 0
+    for i, k in enumerate(keys):
+        end = (i + 1) * tokens_per_block
+        while j < len(items) and items[j][0] < end:
+            off, length, ident = items[j]
+            acc.update(struct.pack("<QQ", off, length) + ident)
+            j += 1
+        if j == 0:
+            out.append(k)
+            continue
+        d = acc.copy()
+        d.update(k)
+        out.append(d.digest())
+    return out
+
+
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 # The files whose content is the model or adapter: its configuration
 # (config.json, adapter_config.json, the index of a sharded checkpoint)

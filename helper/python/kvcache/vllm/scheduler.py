@@ -44,7 +44,7 @@ from typing import Any
 from .config import ConnectorConfig
 from .estimate import TIER_DRAM, Estimator, tier_of
 from .hits import longest, needed
-from .identity import Identity, request_fields
+from .identity import Identity, fold_mm, mm_items, request_fields
 from . import stats
 from .meta import LoadOp, Rank, SaveOp, StepMeta, WorkerReport
 from .session import Session
@@ -72,6 +72,7 @@ class _Req:
     request: Any                    # vLLM's Request: its live token list
     lora: str
     salt: bytes
+    mm: list[tuple[int, int, bytes]]    # identity.mm_items()
     local_blocks: int = 0           # vLLM's own prefix hit
     claimed: int = 0                # blocks claimed past local_blocks
     tiers: list[int] = field(default_factory=list)
@@ -134,7 +135,8 @@ class SchedulerSide:
             toks = list(st.request.all_token_ids[:ntok])
             st.keys = []
             for g in range(len(self.groups)):
-                own = {r: self._ns(st, r, g).keys(toks)
+                own = {r: fold_mm(self._ns(st, r, g).keys(toks), st.mm,
+                                  self.bs)
                        for r in self._ranks(g)}
                 st.keys.append({r: own.get(r, own.get((0, r[1])))
                                 for r in self.ranks})
@@ -195,10 +197,15 @@ class SchedulerSide:
     def get_num_new_matched_tokens(self, request: Any,
                                    num_computed_tokens: int
                                    ) -> tuple[int, bool]:
-        if getattr(request, "mm_features", None) or \
-                getattr(request, "prompt_embeds", None) is not None:
-            # Keys are token ids: a multimodal or embeddings prompt is
-            # not what its tokens say. Neither loaded nor saved.
+        if getattr(request, "prompt_embeds", None) is not None:
+            # Keys are token ids: an embeddings prompt is not what its
+            # tokens say. Neither loaded nor saved.
+            self._reqs.pop(request.request_id, None)
+            return 0, False
+        try:
+            # Multimodal items are in the keys (identity.fold_mm).
+            mm = mm_items(getattr(request, "mm_features", None))
+        except ValueError:
             self._reqs.pop(request.request_id, None)
             return 0, False
         fields = request_fields(request, self.cfg)
@@ -209,7 +216,8 @@ class SchedulerSide:
             return 0, False
         lora, salt = fields
         local = num_computed_tokens // self.bs
-        st = _Req(request=request, lora=lora, salt=salt, local_blocks=local,
+        st = _Req(request=request, lora=lora, salt=salt, mm=mm,
+                  local_blocks=local,
                   saved=[local] * len(self.groups),
                   block_ids=[[] for _ in self.groups])
         self._reqs[request.request_id] = st
@@ -446,6 +454,7 @@ class SchedulerSide:
                 continue
             run, rh = pos[start:k], hashes[start:k]
             self._events.append(BlockStored(
+                extra_keys=self._extra_keys(p.request, run),
                 block_hashes=rh,
                 parent_block_hash=self._vhash(p.request, run[0] - 1),
                 token_ids=list(toks[run[0] * self.bs:(run[-1] + 1) * self.bs]),
@@ -462,6 +471,19 @@ class SchedulerSide:
             start = k
         while len(self._announced) > ANNOUNCED_MAX:
             self._announced.popitem(last=False)
+
+    def _extra_keys(self, request: Any, run: list[int]) -> Any:
+        """The extra keys vLLM's own BlockStored carries for these blocks
+        (LoRA, multimodal items with their offsets, cache_salt), made by
+        vLLM's own function, so a router reads ours as it reads vLLM's."""
+        from vllm.v1.core.kv_cache_utils import (
+            generate_block_hash_extra_keys, to_event_extra_keys)
+        out, mm_idx = [], 0
+        for i in run:
+            keys, mm_idx = generate_block_hash_extra_keys(
+                request, i * self.bs, (i + 1) * self.bs, mm_idx)
+            out.append(keys)
+        return to_event_extra_keys(out)
 
     def _withdraw(self, request: Any, group: int, positions: Any) -> None:
         """BlockRemoved for announced blocks a lookup no longer finds.
