@@ -22,6 +22,7 @@ def group(kind: str, window: int = 0, retained: int = 0) -> Group:
 FULL = group("full")
 SW = group("sliding", 96)               # 3 blocks of window
 CHUNK = group("chunked", 128)           # 4-block chunks
+MAMBA = group("mamba")                  # one state, in the last block
 
 
 def brute(groups, local, limit, held) -> int:
@@ -42,6 +43,16 @@ def test_skipped_full_sliding_chunked():
     # chunks of 4 blocks: everything before the current chunk
     assert [skipped(CHUNK, n, BS) for n in range(10)] == \
         [0, 0, 0, 0, 4, 4, 4, 4, 8, 8]
+
+
+def test_mamba_needs_the_last_block_only():
+    assert [skipped(MAMBA, n, BS) for n in range(5)] == [0, 0, 1, 2, 3]
+    assert list(needed(MAMBA, 6, 2, BS)) == [5]
+    assert list(needed(MAMBA, 2, 2, BS)) == []
+    # states are sparse: a missing one at 7 means trying n = 7 (state 6)
+    held = [set(range(10)), {2, 6}]
+    assert longest([FULL, MAMBA], BS, 0, 10,
+                   lambda g, i: i in held[g]) == 7
 
 
 def test_needed_starts_at_the_local_hit():
@@ -74,7 +85,7 @@ def test_only_window_blocks_are_asked():
 def test_random_against_the_definition():
     r = random.Random(7)
     for _ in range(400):
-        groups = [r.choice([FULL, SW, CHUNK, group("sliding", 40),
+        groups = [r.choice([FULL, SW, CHUNK, MAMBA, group("sliding", 40),
                             group("chunked", 64)])
                   for _ in range(r.randint(1, 3))]
         limit = r.randint(0, 24)

@@ -9,14 +9,17 @@ never touched (Documentation/userspace-api/vllm.md, "Model families")."""
 
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
+import sys
 import types
 from pathlib import Path
 
 import pytest
 
 import tiny_model
-from conftest import BS, Engine, ktc, model_dir, tokens
+from conftest import BS, HERE, Engine, ktc, model_dir, tokens
 
 # Cached: family -> its groups' kinds (tiny_model.FAMILIES: window 96
 # tokens, 3 blocks).
@@ -25,9 +28,14 @@ CACHED = {
     "gemma3": {"full", "sliding"},
     "mistral-sw": {"sliding"},
 }
-# Declined: family -> what its one log line says.
+# Declined: case -> the family, its engine's settings, and what the
+# one log line says.
 DECLINED = {
-    "qwen3-next": "Mamba",
+    # Mamba states without vLLM's prefix caching ("align" mode): vLLM
+    # keeps no state a later prompt could reuse, nor can kvcache.
+    "qwen3-next-no-prefix-caching": ("qwen3-next",
+                                     dict(enable_prefix_caching=False),
+                                     "mamba_cache_mode 'none'"),
 }
 WINDOW_BLOCKS = 3
 
@@ -119,6 +127,48 @@ def test_hybrid_failed_load_recomputes_the_request(baseline, family,
     assert not kvlog.at(logging.ERROR), kvlog.dump()
 
 
+def test_mamba_states_cached_and_identical(baseline, daemon, engines,
+                                           kvlog, tmp_path):
+    """Qwen3-Next (gated delta net and full attention), vLLM's prefix
+    caching on: its "align" mode keeps the state after a block boundary
+    where a prefill step ended there (one block before the prompt's end
+    at least), and kvcache stores those states with the attention
+    blocks. The same document with other text after it loads the
+    attention blocks and the state at its boundary; a prefix ending
+    where no state was kept is not claimed (vLLM keeps none there
+    either). Tokens equal vLLM's own each time, and in a second engine
+    process, whose blocks never held the first one's states."""
+    ns = daemon.new_ns()
+    e = Engine(model_dir("qwen3-next"), ktc(daemon.sock, ns))
+    engines.append(e)
+    _no_hma_off(e)
+    bs = e.llm.llm_engine.vllm_config.cache_config.block_size
+    doc = tokens(91, 3 * bs)
+    a = doc + tokens(92, 40)
+    c = doc + tokens(93, 50)
+    d = doc[:2 * bs] + tokens(94, 30)
+    want = baseline("qwen3-next", [a, c, d])
+    assert e.run([a])[0]["tokens"] == want[0]
+    for p, w, hit in ((c, want[1], 3 * bs), (d, want[2], 0)):
+        e.fresh()
+        before = e.counters()
+        assert e.run([p])[0]["tokens"] == w
+        after = e.counters()
+        assert _delta(after, before,
+                      "vllm:external_prefix_cache_hits") == hit, (bs, hit)
+    assert not kvlog.at(logging.ERROR), kvlog.dump()
+    out = tmp_path / "second.json"
+    r = subprocess.run(
+        [sys.executable, str(HERE / "run_engine.py"),
+         "--model", model_dir("qwen3-next"), "--socket", daemon.sock,
+         "--namespace", str(ns), "--prompt", json.dumps(c),
+         "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    second = json.loads(out.read_text())
+    assert second["tokens"] == want[1]
+    assert second["external_hits"] == 3 * bs
+
+
 def _words(seed: int, n: int) -> list[int]:
     """Token ids of the VLM's plain words (past its special tokens)."""
     import random
@@ -189,15 +239,16 @@ def test_mla_declined_where_vllm_cannot_attend_loaded_kv(baseline, daemon,
         kvlog.dump()
 
 
-@pytest.mark.parametrize("family", sorted(DECLINED))
-def test_declined_family_starts_and_tokens_equal(baseline, family, daemon,
+@pytest.mark.parametrize("case", sorted(DECLINED))
+def test_declined_family_starts_and_tokens_equal(baseline, case, daemon,
                                                  engines, kvlog):
+    family, kw, says = DECLINED[case]
     ns = daemon.new_ns()
     doc = tokens(11, 6 * BS)
     a = doc + tokens(12, 40)
     c = a + tokens(14, 70)
-    want = baseline(family, [a, c])
-    e = Engine(model_dir(family), ktc(daemon.sock, ns))
+    want = baseline(family, [a, c], **kw)
+    e = Engine(model_dir(family), ktc(daemon.sock, ns), **kw)
     engines.append(e)
     _no_hma_off(e)
     assert e.run([a])[0]["tokens"] == want[0]
@@ -206,14 +257,15 @@ def test_declined_family_starts_and_tokens_equal(baseline, family, daemon,
     declined = [r for r in kvlog.at(logging.ERROR)
                 if "connector disabled" in r]
     assert len(declined) == 1, kvlog.dump()     # one line an engine
-    assert DECLINED[family] in declined[0], declined
+    assert says in declined[0], declined
 
 
 def test_windows_as_vllm_keeps_them():
     """hits.skipped() restates vLLM's own managers: checked against
-    them for windows, retained tokens and chunks around block edges."""
+    them for windows, retained tokens and chunks around block edges, and
+    Mamba's one state."""
     from vllm.v1.core.single_type_kv_cache_manager import (
-        ChunkedLocalAttentionManager, SlidingWindowManager)
+        ChunkedLocalAttentionManager, MambaManager, SlidingWindowManager)
 
     from kvcache.vllm.hits import skipped
     from kvcache.vllm.identity import Group
@@ -234,3 +286,7 @@ def test_windows_as_vllm_keeps_them():
                 theirs = ChunkedLocalAttentionManager.get_num_skipped_tokens(
                     me, n * bs) // bs
                 assert skipped(g, n, bs) == theirs, (bs, w, n)
+        g = Group("mamba", 0, 0, ("l",), 1, "")
+        for n in range(1, 300):
+            theirs = MambaManager.get_num_skipped_tokens(None, n * bs) // bs
+            assert skipped(g, n, bs) == theirs, (bs, n)

@@ -11,7 +11,9 @@ the positions before:
 - sliding window W (plus the tokens it retains below the window):
   tokens before n * bs - W + 1 - retained are skipped;
 - chunked local attention C: the tokens before the chunk that holds the
-  next token, (n * bs // C) * C.
+  next token, (n * bs // C) * C;
+- Mamba / linear attention ("align" mode): every block but the last,
+  whose state is the one after the prefix.
 
 So a hit of n blocks past vLLM's local hit of `local` blocks needs, from
 kvcache, each group's blocks from max(local, skipped) to n: all of a
@@ -36,6 +38,10 @@ def skipped(g: Group, nblocks: int, bs: int) -> int:
         return max(0, tokens - g.window + 1 - g.retained) // bs
     if g.kind == "chunked":
         return (tokens // g.window) * g.window // bs
+    if g.kind == "mamba":
+        # One state: the one after the prefix's last token, in its last
+        # block.
+        return max(nblocks - 1, 0)
     return 0
 
 

@@ -51,17 +51,19 @@ from .config import ConnectorConfig
 
 
 # KV cache spec classes the connector keys, by vLLM's class name, and the
-# kind of hit each makes (groups.py): "full" needs every block of a
+# kind of hit each makes (hits.py): "full" needs every block of a
 # prefix, "sliding" the blocks of the window before its end, "chunked"
-# those of its last attention chunk. MLA's latent blocks are copied as
-# raw bytes like any other. Anything else (Mamba and linear-attention
-# state, sinks kept in the cache, ring buffers, encoder and cross
-# attention) is declined.
+# those of its last attention chunk, "mamba" (Mamba and linear-attention
+# state, in vLLM's "align" mode) the state in the prefix's last block.
+# MLA's latent blocks and Mamba states are copied as raw bytes like any
+# other. Anything else (sinks kept in the cache, ring buffers, encoder
+# and cross attention) is declined.
 SPEC_KINDS = {
     "FullAttentionSpec": "full",
     "MLAAttentionSpec": "full",
     "SlidingWindowSpec": "sliding",
     "ChunkedLocalAttentionSpec": "chunked",
+    "MambaSpec": "mamba",
 }
 
 
@@ -353,10 +355,11 @@ def _groups(kv_cache_config: Any) -> tuple[list[Group], int]:
         name = type(spec).__name__
         kind = SPEC_KINDS.get(name)
         if kind is None:
-            what = ("Mamba / linear-attention state is not cached"
-                    if "Mamba" in name else "not a kind the connector keys")
+            what = "not a kind the connector keys"
             raise ValueError(f"KV cache group {i} is {name} ({what}); "
                              f"supported: {', '.join(sorted(SPEC_KINDS))}")
+        if kind == "mamba":
+            _mamba_ok(i, spec)
         if getattr(g, "enable_kv_transfer", True) is False:
             raise ValueError(f"KV cache group {i} ({name}) is not "
                              f"transferable")
@@ -374,16 +377,54 @@ def _groups(kv_cache_config: Any) -> tuple[list[Group], int]:
         retained = int(getattr(spec, "extra_retained_tokens", 0) or 0)
         page = int(spec.page_size_bytes)
         layers = tuple(str(n) for n in g.layer_names)
-        desc = "/".join([name, f"L{len(layers)}",
-                         f"H{getattr(spec, 'num_kv_heads', 0)}",
-                         f"D{getattr(spec, 'head_size', 0)}",
-                         f"B{bs}", f"page{page}"])
-        if kind != "full":
+        if kind == "mamba":
+            # The state's bytes, not the page padded to the attention
+            # groups' size: what the worker's tensor view holds.
+            page = int(spec.real_page_size_bytes)
+            desc = "/".join([name, f"L{len(layers)}", f"B{bs}",
+                             f"page{page}", _mamba_desc(spec)])
+        else:
+            desc = "/".join([name, f"L{len(layers)}",
+                             f"H{getattr(spec, 'num_kv_heads', 0)}",
+                             f"D{getattr(spec, 'head_size', 0)}",
+                             f"B{bs}", f"page{page}"])
+        if kind in ("sliding", "chunked"):
             desc += f"/W{window}+{retained}"
         out.append(Group(kind=kind, window=window, retained=retained,
                          layers=layers, layer_bytes=page, spec=desc,
-                         replicated=name == "MLAAttentionSpec"))
+                         replicated=name == "MLAAttentionSpec" or
+                         (kind == "mamba" and
+                          bool(getattr(spec, "tp_replicated", False)))))
     return out, block_size
+
+
+def _mamba_ok(i: int, spec: Any) -> None:
+    """ValueError unless a Mamba group's states can be stored per block:
+    vLLM's "align" prefix caching, where the state after a block's last
+    token is kept in that block (the only states vLLM itself reuses),
+    without speculative or checkpoint blocks that move states around."""
+    mode = getattr(spec, "mamba_cache_mode", "none")
+    if mode != "align":
+        raise ValueError(f"KV cache group {i} is MambaSpec in "
+                         f"mamba_cache_mode {mode!r}: only 'align' (vLLM's "
+                         f"prefix caching of Mamba states) is cached")
+    if int(getattr(spec, "num_speculative_blocks", 0) or 0):
+        raise ValueError(f"KV cache group {i} is MambaSpec with speculative "
+                         f"blocks (MTP/EAGLE): not cached")
+
+
+def _mamba_desc(spec: Any) -> str:
+    """A Mamba state's layout: the shapes and dtypes of its parts (conv
+    and SSM state), the kind of layer and how vLLM orients the conv
+    state (VLLM_SSM_CONV_STATE_LAYOUT): all change its bytes."""
+    parts = ",".join(
+        "x".join(str(d) for d in shape) + ":" +
+        str(dtype).replace("torch.", "")
+        for shape, dtype in zip(spec.shapes, spec.dtypes))
+    kind = getattr(spec, "mamba_type", "")
+    kind = getattr(kind, "name", None) or str(kind)
+    conv = os.environ.get("VLLM_SSM_CONV_STATE_LAYOUT", "")
+    return f"{kind}/{parts}/conv{conv or 'default'}"
 
 
 def derive(vllm_config: Any, kv_cache_config: Any,

@@ -341,7 +341,53 @@ class SchedulerSide:
                     st.block_ids[gi].extend(add)
             self._save(meta, rid, st,
                        cr.num_computed_tokens[i] + sched.get(rid, 0))
+        self._save_states(meta, out)
         return meta
+
+    def _save_states(self, meta: StepMeta, out: Any) -> None:
+        """Mamba groups: the states vLLM hands off this step, each the
+        state after a block boundary's token, in the block it names
+        (kv_connector_block_state.boundary_state_offloads). In "align"
+        mode vLLM keeps a state only where a step ended on a block
+        boundary, nulls interior ones and reuses their blocks: its block
+        table does not say where states are, these hand-offs do. vLLM
+        writes the state in this step's forward pass; the save gathers
+        it at the step's end (wait_for_save), before vLLM may free it."""
+        bst = getattr(out, "kv_connector_block_state", None)
+        offers = getattr(bst, "boundary_state_offloads", None) or {}
+        if not offers or not self.cfg.save or self.session.disabled:
+            return
+        for rid, entries in offers.items():
+            st = self._reqs.get(rid)
+            if st is None:
+                continue
+            ntok = len(st.request.prompt_token_ids or ()) \
+                if getattr(st.request, "prompt_token_ids", None) is not None \
+                else len(st.request.all_token_ids)
+            for gi, block_id, boundary in entries:
+                if not (0 <= gi < len(self.groups)) or \
+                        self.groups[gi].kind != "mamba" or \
+                        block_id == NULL_BLOCK or boundary <= 0 or \
+                        boundary % self.bs or boundary > ntok:
+                    # Not a whole-block state of the prompt (a decode
+                    # step's state is no prefix another prompt shares).
+                    continue
+                i = boundary // self.bs - 1
+                k = self.session.call("key derivation",
+                                      lambda: self._keys(st, i + 1), None,
+                                      remote=False)
+                if k is None:
+                    return
+                self._op_id += 1
+                self._pending[self._op_id] = _Pending(st.request, gi, [i], 1)
+                while len(self._pending) > PENDING_MAX:
+                    self._pending.popitem(last=False)
+                meta.saves.append(SaveOp(
+                    req_id=rid, lora=st.lora, salt=st.salt, group=gi,
+                    chained=False, op_id=self._op_id,
+                    parent={r: None for r in k[gi]},
+                    keys={r: [v[i]] for r, v in k[gi].items()},
+                    block_ids=[block_id]))
 
     def _save(self, meta: StepMeta, rid: str, st: _Req,
               computed: int) -> None:
@@ -360,6 +406,11 @@ class SchedulerSide:
         if k is None:
             return
         for gi in range(len(self.groups)):
+            if self.groups[gi].kind == "mamba":
+                # States are saved from vLLM's hand-offs only
+                # (_save_states): its table of them is not positional.
+                st.saved[gi] = max(st.saved[gi], full)
+                continue
             ids = st.block_ids[gi]
             end = min(full, len(ids))
             first = st.saved[gi]
