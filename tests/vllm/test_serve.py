@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -54,8 +55,11 @@ class Server:
         if ktc is not None:
             args += ["--kv-transfer-config", json.dumps(ktc)]
         self.logf = open(log, "w")
+        # A session of its own: the engine core is a child process of
+        # the server, and close() ends both.
         self.proc = subprocess.Popen(args, env=env, stdout=self.logf,
-                                     stderr=subprocess.STDOUT)
+                                     stderr=subprocess.STDOUT,
+                                     start_new_session=True)
         self.log = log
         end = time.monotonic() + START_TIMEOUT
         while True:
@@ -111,12 +115,19 @@ class Server:
         return out
 
     def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        """SIGTERM to the server and its engine core; SIGKILL after 5 s
+        (a graceful shutdown takes about 30 s, and nothing of it is
+        tested)."""
+        for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 30)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                self.proc.wait(wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
         self.logf.close()
 
 
