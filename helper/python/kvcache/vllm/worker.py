@@ -112,6 +112,8 @@ class _Loads:
     thread: threading.Thread | None = None
     error: BaseException | None = None
     failed_ids: set[int] = field(default_factory=set)
+    # the requests of those blocks (block ids repeat across groups)
+    failed_reqs: set[str] = field(default_factory=set)
     t0: float = 0.0
     t1: float = 0.0
 
@@ -277,6 +279,7 @@ class WorkerSide:
             got = len(mapped) if mapped is not None else 0
             if got < len(op.block_ids):
                 ld.failed_ids.update(op.block_ids[got:])
+                ld.failed_reqs.add(op.req_id)
                 if got == 0 and mapped is not None:
                     mapped.release()
                     mapped = None
@@ -308,16 +311,18 @@ class WorkerSide:
             if ld.maps:
                 self._copy_in(ld)
             bad = self._settle(ld)
+            # A copy that failed half-way leaves every request suspect.
+            reqs = {op.req_id for op in ops} if ld.error is not None \
+                else ld.failed_reqs
         except BaseException as e:  # noqa: BLE001 - reported, not raised
             self.session.note_failure("loading blocks", e)
             bad = {b for op in ops for b in op.block_ids}
+            reqs = {op.req_id for op in ops}
         with self._store_cv:
             if self.by_request:
-                # Block ids repeat across groups: a request fails whole
-                # when any op of it lost a block.
-                self._recv_failed.update(
-                    op.req_id for op in ops
-                    if any(b in bad for b in op.block_ids))
+                # A request fails whole when any of its blocks did (in
+                # any group: the ids say nothing across groups).
+                self._recv_failed |= reqs
             else:
                 self._recv_errors |= bad
             self._recv_done.update(op.req_id for op in ops)
