@@ -329,7 +329,9 @@ def test_g3_file_corrupted(baseline, daemon_g3, engines, kvlog):
     ns = d.new_ns()
     p = tokens(10, 4 * BS + 9)
     want = baseline("small", [p])
-    e = Engine(model_dir("small"), ktc(d.sock, ns))
+    # No lookup on arrival: its read-up would find the corruption first
+    # (a miss then), and this is about a load that fails.
+    e = Engine(model_dir("small"), ktc(d.sock, ns, lookup_on_arrival=False))
     engines.append(e)
     assert e.run([p])[0]["tokens"] == want[0]
     e.fresh()
@@ -366,8 +368,11 @@ def test_g3_hit_loads_in_the_background(baseline, daemon_g3, engines,
     step."""
     d = daemon_g3
     ns = d.new_ns()
+    # No lookup on arrival: it would read the blocks up into DRAM
+    # before the request is scheduled (test_arrival_starts_the_promote).
     e = Engine(model_dir("small"), ktc(d.sock, ns,
-                                       background_loads=background))
+                                       background_loads=background,
+                                       lookup_on_arrival=False))
     engines.append(e)
     doc = tokens(71, 6 * BS)
     a = doc + tokens(72, 40)
@@ -387,6 +392,44 @@ def test_g3_hit_loads_in_the_background(baseline, daemon_g3, engines,
     assert delta(after, before, "vllm:kvcache_background_loads") == \
         (1 if background else 0)
     assert delta(after, before, "vllm:kvcache_load_failed_blocks") == 0
+
+
+def test_arrival_starts_the_promote(baseline, daemon_g3, engines):
+    """on_new_request looks a request up as soon as vLLM has it: kvcached
+    starts reading its g3 blocks into the pool then, before any step
+    schedules it, and the step that does finds them in DRAM (a load
+    inside the step, not a background one)."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    d = daemon_g3
+    ns = d.new_ns()
+    e = Engine(model_dir("small"), ktc(d.sock, ns))
+    engines.append(e)
+    doc = tokens(75, 6 * BS)
+    a = doc + tokens(76, 40)
+    c = doc + tokens(77, 50)
+    want = baseline("small", [a, c])
+    assert e.run([a])[0]["tokens"] == want[0]
+    e.fresh()
+    assert wait_stat(d, "g3_blocks", 7)
+    d.ctl("flush", str(ns), "pool")
+    promoted = _stat(d, "promotions")
+    eng = e.llm.llm_engine
+    before = e.counters()
+    eng.add_request("c", TokensPrompt(prompt_token_ids=c), SamplingParams(
+        temperature=0, max_tokens=6, ignore_eos=True, detokenize=False))
+    # No step yet: the blocks come up from g3 all the same.
+    assert wait_stat(d, "promotions", promoted + 6)
+    done = None
+    while eng.has_unfinished_requests():
+        for o in eng.step():
+            if o.finished:
+                done = o
+    after = e.counters()
+    assert done is not None and list(done.outputs[0].token_ids) == want[1]
+    assert delta(after, before, "vllm:external_prefix_cache_hits") == 6 * BS
+    assert delta(after, before, "vllm:kvcache_background_loads") == 0
 
 
 def test_unknown_key_refused_at_engine_start(daemon):

@@ -46,6 +46,9 @@ class ConnectorConfig:
     # a hit kvcached must read up from g3/g4 loads outside the forward
     # pass (vLLM's asynchronous loads): the request waits, not the batch
     background_loads: bool = True
+    # look a request up when vLLM first has it (on_new_request), so
+    # kvcached reads its g3/g4 blocks into DRAM while it waits
+    lookup_on_arrival: bool = True
     # "auto": load a prefix only when that beats recomputing it;
     # "always": load every hit
     load_policy: str = "auto"
@@ -84,6 +87,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "load": (bool,),
     "save": (bool,),
     "background_loads": (bool,),
+    "lookup_on_arrival": (bool,),
     "load_policy": (str,),
     "prefill_tokens_per_s": (int, float, type(None)),
     "tier_bandwidth": (dict,),

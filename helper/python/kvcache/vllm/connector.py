@@ -194,6 +194,11 @@ class KvcacheConnector(KVConnectorBase_V1, SupportsHMA):
 
     # -- scheduler side ---------------------------------------------------------
 
+    def on_new_request(self, request: Any) -> None:
+        """The lookup when vLLM first has the request (scheduler.py)."""
+        if self.sched is not None:
+            self.sched.on_new_request(request)
+
     def get_num_new_matched_tokens(self, request: Any,
                                    num_computed_tokens: int
                                    ) -> tuple[int | None, bool]:

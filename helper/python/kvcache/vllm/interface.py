@@ -25,6 +25,7 @@ SCHEDULER = {
     "build_connector_meta": ("scheduler_output",),
     "update_connector_output": ("connector_output",),
     "request_finished": ("request", "block_ids"),
+    "on_new_request": ("request",),
 }
 WORKER = {
     "register_kv_caches": ("kv_caches",),

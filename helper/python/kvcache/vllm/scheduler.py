@@ -56,6 +56,7 @@ MEDIUM = "CPU"       # vLLM's name for host memory: kvcache's pool
 # announced (BlockStored) that a miss would withdraw; the oldest go first.
 PENDING_MAX = 8192
 ANNOUNCED_MAX = 1 << 16
+EARLY_MAX = 4096        # requests looked up on arrival, not yet scheduled
 
 
 @dataclass
@@ -100,6 +101,8 @@ class SchedulerSide:
         self._events: list[Any] = []
         self._pending: OrderedDict[int, _Pending] = OrderedDict()
         self._announced: OrderedDict[tuple[int, Any], None] = OrderedDict()
+        # on_new_request's lookups, by request, until it is scheduled
+        self._early: OrderedDict[str, _Req] = OrderedDict()
         self._op_id = 0
         self.groups = list(ident.groups)
         self.chained = [g.kind == "full" for g in self.groups]
@@ -194,32 +197,71 @@ class SchedulerSide:
 
     # -- vLLM's calls ---------------------------------------------------------
 
-    def get_num_new_matched_tokens(self, request: Any,
-                                   num_computed_tokens: int
-                                   ) -> tuple[int, bool]:
+    def _new_req(self, request: Any, local: int) -> _Req | None:
+        """The request's state, or None for one kvcache neither loads
+        nor saves."""
         if getattr(request, "prompt_embeds", None) is not None:
             # Keys are token ids: an embeddings prompt is not what its
-            # tokens say. Neither loaded nor saved.
-            self._reqs.pop(request.request_id, None)
-            return 0, False
+            # tokens say.
+            return None
         try:
             # Multimodal items are in the keys (identity.fold_mm).
             mm = mm_items(getattr(request, "mm_features", None))
         except ValueError:
-            self._reqs.pop(request.request_id, None)
-            return 0, False
+            return None
         fields = request_fields(request, self.cfg)
         if fields is None:
             # A LoRA adapter whose weights cannot be fingerprinted: its
-            # KV could be another adapter's. Neither loaded nor saved.
+            # KV could be another adapter's.
+            return None
+        lora, salt = fields
+        return _Req(request=request, lora=lora, salt=salt, mm=mm,
+                    local_blocks=local, saved=[local] * len(self.groups),
+                    block_ids=[[] for _ in self.groups])
+
+    def on_new_request(self, request: Any) -> None:
+        """The request's lookup as soon as vLLM has it, before it is
+        scheduled: kvcached starts reading what a lookup finds on g3/g4
+        into its pool (kvcd_tiers_prefetch), so a request that waits in
+        vLLM's queue finds its blocks in DRAM when it is scheduled, and
+        its load is a DRAM one. Its keys are kept for that
+        get_num_new_matched_tokens. Only the full-attention chains are
+        looked up here: the blocks of a window or a Mamba state depend
+        on the hit's length, known then."""
+        if self.session.disabled or not self.cfg.load or \
+                not self.cfg.lookup_on_arrival:
+            return
+        st = self._new_req(request, 0)
+        max_blocks = max(len(request.all_token_ids) - 1, 0) // self.bs
+        if st is None or not max_blocks or not any(self.chained):
+            return
+
+        def look() -> bool:
+            keys = self._keys(st, max_blocks)
+            for gi, chained in enumerate(self.chained):
+                if chained:
+                    for r in self._ranks(gi):
+                        self._ns(st, r, gi).lookup(keys[gi][r])
+            return True
+
+        if self.session.call("lookup", look, False):
+            self._early[request.request_id] = st
+            while len(self._early) > EARLY_MAX:
+                self._early.popitem(last=False)
+
+    def get_num_new_matched_tokens(self, request: Any,
+                                   num_computed_tokens: int
+                                   ) -> tuple[int, bool]:
+        local = num_computed_tokens // self.bs
+        st = self._new_req(request, local)
+        early = self._early.pop(request.request_id, None)
+        if st is None:
+            # Neither loaded nor saved.
             self._reqs.pop(request.request_id, None)
             return 0, False
-        lora, salt = fields
-        local = num_computed_tokens // self.bs
-        st = _Req(request=request, lora=lora, salt=salt, mm=mm,
-                  local_blocks=local,
-                  saved=[local] * len(self.groups),
-                  block_ids=[[] for _ in self.groups])
+        if early is not None and (early.lora, early.salt, early.mm) == \
+                (st.lora, st.salt, st.mm):
+            st.keys, st.keyed_tokens = early.keys, early.keyed_tokens
         self._reqs[request.request_id] = st
         if self.session.disabled or not (self.cfg.load or self.cfg.save):
             return 0, False
@@ -467,6 +509,7 @@ class SchedulerSide:
     def request_finished(self, request: Any, block_ids: Any
                          ) -> tuple[bool, dict[str, Any] | None]:
         st = self._reqs.pop(request.request_id, None)
+        self._early.pop(request.request_id, None)
         # Aborted while a background load writes its blocks: vLLM frees
         # them once the worker says the load is over (get_finished).
         return bool(st is not None and st.loading), None
@@ -527,14 +570,19 @@ class SchedulerSide:
         """The extra keys vLLM's own BlockStored carries for these blocks
         (LoRA, multimodal items with their offsets, cache_salt), made by
         vLLM's own function, so a router reads ours as it reads vLLM's."""
-        from vllm.v1.core.kv_cache_utils import (
-            generate_block_hash_extra_keys, to_event_extra_keys)
-        out, mm_idx = [], 0
-        for i in run:
-            keys, mm_idx = generate_block_hash_extra_keys(
-                request, i * self.bs, (i + 1) * self.bs, mm_idx)
-            out.append(keys)
-        return to_event_extra_keys(out)
+        try:
+            # vLLM's internals, not its connector interface: an event
+            # without them beats a scheduler that raises.
+            from vllm.v1.core.kv_cache_utils import (
+                generate_block_hash_extra_keys, to_event_extra_keys)
+            out, mm_idx = [], 0
+            for i in run:
+                keys, mm_idx = generate_block_hash_extra_keys(
+                    request, i * self.bs, (i + 1) * self.bs, mm_idx)
+                out.append(keys)
+            return to_event_extra_keys(out)
+        except (ImportError, AttributeError, TypeError, ValueError):
+            return None
 
     def _withdraw(self, request: Any, group: int, positions: Any) -> None:
         """BlockRemoved for announced blocks a lookup no longer finds.
