@@ -402,7 +402,9 @@ def _mamba_ok(i: int, spec: Any) -> None:
     """ValueError unless a Mamba group's states can be stored per block:
     vLLM's "align" prefix caching, where the state after a block's last
     token is kept in that block (the only states vLLM itself reuses),
-    without speculative or checkpoint blocks that move states around."""
+    without the speculative blocks (MTP/EAGLE) that move states around.
+    Prefill checkpoint blocks need no check: their states reach the
+    connector through the same hand-offs (scheduler._save_states)."""
     mode = getattr(spec, "mamba_cache_mode", "none")
     if mode != "align":
         raise ValueError(f"KV cache group {i} is MambaSpec in "
