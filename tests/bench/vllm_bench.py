@@ -708,7 +708,9 @@ def plot(doc: dict, png: Path) -> bool:
     return ok
 
 
-def meta(args, spec: dict, pool_block: int, model_dir: Path) -> dict:
+def host_facts() -> tuple[str, str]:
+    """The commit measured ("+dirty" when code differs from it; a
+    previous run's outputs do not count) and the host's CPU model."""
     def sh(*cmd: str) -> str:
         try:
             return subprocess.run(cmd, capture_output=True, text=True,
@@ -727,6 +729,11 @@ def meta(args, spec: dict, pool_block: int, model_dir: Path) -> dict:
                 break
     except OSError:
         pass
+    return commit, cpu
+
+
+def meta(args, spec: dict, pool_block: int, model_dir: Path) -> dict:
+    commit, cpu = host_facts()
     py = os.path.relpath(sys.executable, TOP) if \
         sys.executable.startswith(str(TOP)) else sys.executable
     argv = [os.path.relpath(os.path.abspath(sys.argv[0]), TOP)] + \

@@ -268,22 +268,9 @@ def run(args) -> int:
             results.append(json.loads(res.read_text()))
             print(json.dumps(results[-1]), flush=True)
 
-    def sh(*cmd: str) -> str:
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True,
-                                  cwd=TOP).stdout.strip()
-        except OSError:
-            return ""
-
-    commit = sh("git", "rev-parse", "--short", "HEAD") or "unknown"
-    if sh("git", "status", "--porcelain", "--", ".",
-          ":!Documentation/bench", ":!Documentation/benchmarks.md"):
-        commit += "+dirty"
-    cpu = ""
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from vllm_bench import host_facts
+    commit, cpu = host_facts()
     doc = {"commit": commit, "cpu": f"{cpu}, {os.cpu_count()} CPUs",
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "command": args.command or " ".join(sys.argv),

@@ -79,6 +79,20 @@ def image(rgb: list[int]) -> Any:
                      tuple(rgb))
 
 
+def corrupt_g3(d: Daemon) -> None:
+    """With d stopped: one byte of every g3 block file's payload
+    flipped, so kvcached's checksum refuses each at its next read."""
+    files = [f for f in Path(d.g3).rglob("*") if f.is_file() and
+             f.stat().st_size > 4096]
+    assert files, "nothing reached g3"
+    for f in files:
+        with open(f, "r+b") as fh:
+            fh.seek(f.stat().st_size - 100)
+            b = fh.read(1)
+            fh.seek(-1, 1)
+            fh.write(bytes([b[0] ^ 0xff]))
+
+
 def tokens(seed: int, n: int) -> list[int]:
     r = random.Random(seed)
     return [r.randrange(1, 4000) for _ in range(n)]

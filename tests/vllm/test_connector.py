@@ -15,12 +15,12 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import BS, HERE, REPO, Engine, ktc, model_dir, tokens
+from conftest import (BS, HERE, REPO, Engine, corrupt_g3, ktc, model_dir,
+                      tokens)
 
 def _stat(d: Any, name: str) -> int:
     """One of kvcached's counters (kvcachectl stats)."""
@@ -336,15 +336,7 @@ def test_g3_file_corrupted(baseline, daemon_g3, engines, kvlog):
     assert e.run([p])[0]["tokens"] == want[0]
     e.fresh()
     d.stop()
-    files = [f for f in Path(d.g3).rglob("*") if f.is_file() and
-             f.stat().st_size > 4096]
-    assert files, "nothing reached g3"
-    for f in files:
-        with open(f, "r+b") as fh:
-            fh.seek(f.stat().st_size - 100)
-            b = fh.read(1)
-            fh.seek(-1, 1)
-            fh.write(bytes([b[0] ^ 0xff]))
+    corrupt_g3(d)
     d.start()
     out = e.run([p])[0]
     assert out["tokens"] == want[0]

@@ -14,12 +14,11 @@ import logging
 import subprocess
 import sys
 import types
-from pathlib import Path
 
 import pytest
 
 import tiny_model
-from conftest import BS, HERE, Engine, ktc, model_dir, tokens
+from conftest import BS, HERE, Engine, corrupt_g3, ktc, model_dir, tokens
 
 # Cached: family -> its groups' kinds (tiny_model.FAMILIES: window 96
 # tokens, 3 blocks).
@@ -110,15 +109,7 @@ def test_hybrid_failed_load_recomputes_the_request(baseline, family,
     assert e.run([a])[0]["tokens"] == want[0]
     e.fresh()
     d.stop()
-    files = [f for f in Path(d.g3).rglob("*") if f.is_file() and
-             f.stat().st_size > 4096]
-    assert files, "nothing reached g3"
-    for f in files:
-        with open(f, "r+b") as fh:
-            fh.seek(f.stat().st_size - 100)
-            b = fh.read(1)
-            fh.seek(-1, 1)
-            fh.write(bytes([b[0] ^ 0xff]))
+    corrupt_g3(d)
     d.start()
     before = e.counters()
     assert e.run([c])[0]["tokens"] == want[1]

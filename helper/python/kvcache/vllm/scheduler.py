@@ -403,9 +403,7 @@ class SchedulerSide:
             st = self._reqs.get(rid)
             if st is None:
                 continue
-            ntok = len(st.request.prompt_token_ids or ()) \
-                if getattr(st.request, "prompt_token_ids", None) is not None \
-                else len(st.request.all_token_ids)
+            ntok = st.request.num_prompt_tokens
             for gi, block_id, boundary in entries:
                 if not (0 <= gi < len(self.groups)) or \
                         self.groups[gi].kind != "mamba" or \
