@@ -386,6 +386,59 @@ def test_g3_hit_loads_in_the_background(baseline, daemon_g3, engines,
     assert delta(after, before, "vllm:kvcache_load_failed_blocks") == 0
 
 
+def test_background_loads_do_not_wait_for_each_other(baseline, daemon_g3,
+                                                     engines, monkeypatch):
+    """Two requests scheduled in the same step, each with a g3 hit, load
+    in the background side by side: with the first block read held for
+    1.5 s (a slow disk: kvcached's tier_open hold), the request that did
+    not get that block is ready and decodes while the other still waits,
+    instead of both being released together. Tokens equal vLLM's."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    d = daemon_g3
+    ns = d.new_ns()
+    # No lookup on arrival: both hits must still be on g3 when scheduled.
+    e = Engine(model_dir("small"), ktc(d.sock, ns, lookup_on_arrival=False))
+    engines.append(e)
+    docs = [tokens(81, 6 * BS), tokens(82, 3 * BS)]
+    first = [docs[0] + tokens(83, 40), docs[1] + tokens(84, 40)]
+    again = [docs[0] + tokens(85, 50), docs[1] + tokens(86, 50)]
+    want = baseline("small", again, max_tokens=4)
+    e.run(first)
+    e.fresh()
+    assert wait_stat(d, "g3_blocks", 7 + 4)
+    d.stop()
+    monkeypatch.setenv("KVCACHED_FAULT", "tier_open=hold,ms=1500,times=1")
+    d.start()
+    monkeypatch.delenv("KVCACHED_FAULT")
+    assert "FAULT INJECTION ARMED" in d.log()
+    eng = e.llm.llm_engine
+    sp = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True,
+                        detokenize=False)
+    before = e.counters()
+    for i, p in enumerate(again):
+        eng.add_request(str(i), TokensPrompt(prompt_token_ids=p), sp)
+    step, t0 = 0, time.monotonic()
+    token_at: dict[str, int] = {}       # request -> step of its 1st token
+    got: dict[str, list[int]] = {}
+    while eng.has_unfinished_requests():
+        assert time.monotonic() - t0 < 60
+        step += 1
+        for o in eng.step():
+            if o.outputs[0].token_ids:
+                token_at.setdefault(o.request_id, step)
+            if o.finished:
+                got[o.request_id] = list(o.outputs[0].token_ids)
+        time.sleep(0.005)
+    after = e.counters()
+    assert [got["0"], got["1"]] == want
+    assert delta(after, before, "vllm:kvcache_background_loads") == 2
+    assert delta(after, before, "vllm:external_prefix_cache_hits") == 9 * BS
+    # One of them waited for the held read; the other did not wait for it.
+    assert token_at["0"] != token_at["1"], token_at
+
+
 def test_arrival_starts_the_promote(baseline, daemon_g3, engines):
     """on_new_request looks a request up as soon as vLLM has it: kvcached
     starts reading its g3 blocks into the pool then, before any step

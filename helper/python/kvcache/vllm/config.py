@@ -65,7 +65,7 @@ class ConnectorConfig:
     # fewest new blocks worth a load
     min_blocks: int = 1
     # connections to kvcached, and the reply timeout
-    connections: int = 2
+    connections: int = 4
     timeout_ms: int = 10000
     # seconds between attempts to reach an absent kvcached
     retry_interval_s: float = 5.0

@@ -161,6 +161,8 @@ class WorkerSide:
         # Background loads (under _store_cv): their threads, the
         # requests done, and the blocks of those that failed.
         self._bg_threads: set[threading.Thread] = set()
+        self._bg_slots = threading.BoundedSemaphore(
+            max(1, cfg.connections - 1))
         self._recv_done: set[str] = set()
         self._recv_errors: set[int] = set()
         self._recv_failed: set[str] = set()
@@ -239,11 +241,16 @@ class WorkerSide:
                     if op.background:
                         self._recv_done.add(op.req_id)
             return
-        bg = [op for op in meta.loads if op.background]
-        if bg:
+        per_req: dict[str, list[Any]] = {}
+        for op in meta.loads:
+            if op.background:
+                per_req.setdefault(op.req_id, []).append(op)
+        for ops in per_req.values():
             # Mapping waits for g3/g4 reads in kvcached: on a thread of
             # its own, as the copies; the step goes on without them.
-            t = threading.Thread(target=self._load_background, args=(bg,),
+            # One thread per request, so a request is ready when its
+            # own blocks are, not when the slowest of the step's are.
+            t = threading.Thread(target=self._load_background, args=(ops,),
                                  name="kvcache-load-bg", daemon=True)
             with self._store_cv:
                 self._bg_threads.add(t)
@@ -303,11 +310,15 @@ class WorkerSide:
         return ld
 
     def _load_background(self, ops: list[Any]) -> None:
-        """A step's background loads: map, copy every layer, release;
+        """One request's background loads: map, copy every layer, release;
         then their requests are done (get_finished) with the blocks that
         failed, which vLLM recomputes."""
         try:
-            ld = self._map(ops)
+            # A LOAD waiting for g3/g4 holds one of libkvcache's
+            # connections until kvcached answers: leave one to the
+            # step's own loads and saves.
+            with self._bg_slots:
+                ld = self._map(ops)
             if ld.maps:
                 self._copy_in(ld)
             bad = self._settle(ld)
