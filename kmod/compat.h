@@ -34,6 +34,19 @@
 #define KVC_HAVE_KUNIT_VM_MMAP 0
 #endif
 
+/*
+ * Pinning a user mapping of P2PDMA pages: GUP refuses them unless asked
+ * with FOLL_PCI_P2PDMA, which arrived in 6.2 (an enum member, so only the
+ * version tells), and pin_user_pages_remote() took a vmas argument until
+ * 6.5. User regions need 6.5 (6.2 to 6.4 were not long-term releases);
+ * before, they are refused with -EOPNOTSUPP.
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 5, 0) && IS_ENABLED(CONFIG_PCI_P2PDMA)
+#define KVC_HAVE_USER_P2PDMA 1
+#else
+#define KVC_HAVE_USER_P2PDMA 0
+#endif
+
 /* vm_flags became read-only behind vm_flags_set()/vm_flags_clear() in 6.3. */
 #if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 3, 0)
 #define kvc_vm_flags_set(vma, flags)	vm_flags_set(vma, flags)

@@ -33,6 +33,8 @@
 #include <linux/xarray.h>
 #include <linux/kvcache.h>
 
+#include "compat.h"
+
 struct kvc_pool;
 
 #define KVC_MIN_BLOCK_SIZE	SZ_4K
@@ -41,13 +43,16 @@ struct kvc_pool;
 
 /*
  * The KVCACHE_FEAT_* groups this module implements. GPU regions need
- * P2PDMA pages, which Debian's 6.1 kernel, for one, does not build.
+ * P2PDMA pages, which Debian's 6.1 kernel, for one, does not build; user
+ * regions need FOLL_PCI_P2PDMA too (compat.h).
  */
 #define KVC_FEATURES		(KVCACHE_FEAT_POOL | KVCACHE_FEAT_NETLINK | \
 				 KVCACHE_FEAT_VIEW | KVCACHE_FEAT_DISCARD | \
 				 KVCACHE_FEAT_QUERY_EXACT | \
 				 (IS_ENABLED(CONFIG_PCI_P2PDMA) ? \
-				  KVCACHE_FEAT_P2P : 0))
+				  KVCACHE_FEAT_P2P : 0) | \
+				 (KVC_HAVE_USER_P2PDMA ? \
+				  KVCACHE_FEAT_USER_REGION : 0))
 
 /* Monotonic event counters, per CPU, summed when sysfs reads them. */
 enum kvc_stat {

@@ -72,8 +72,11 @@ struct kvc_region {
 	u32 handle;
 	struct kvc_file *owner;
 	struct kvc_provider *prov;
-	u64 offset;			/* in the provider (BAR kind) */
+	/* in the provider (BAR kind); a user region: the caller's address */
+	u64 offset;
 	u64 length;
+	bool user;			/* KVCACHE_REGION_USER */
+	struct mm_struct *mm;		/* user: the owner's (mmgrab) */
 	void *kaddr;			/* its memory; NULL once revoked */
 	struct list_head prov_node;	/* under prov->lock */
 	struct list_head file_node;	/* under owner->lock */
@@ -102,6 +105,12 @@ struct kvc_region *kvc_region_lookup(struct kvc_file *kf, u32 handle,
 void kvc_region_put(struct kvc_region *region);
 void kvc_region_release_memory(struct kvc_region *region);
 void kvc_regions_release(struct kvc_file *kf);
+
+/* Most pages of a user region one transfer piece pins at once. */
+#define KVC_REGION_PIN_MAX	(SZ_4M / PAGE_SIZE + 1)
+long kvc_region_pin(struct kvc_region *region, u64 off, size_t len,
+		    bool write, struct page **pages);
+void kvc_region_unpin(struct page **pages, long nr);
 
 /* A range of a region or block an incoming transfer is writing. */
 struct kvc_inbound {

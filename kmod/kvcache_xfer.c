@@ -294,6 +294,36 @@ static void kvc_copy_block(struct page **pages, void *dev_mem, size_t len,
 }
 
 /*
+ * The same for a piece of a user region, pinned (@dev, its first byte at
+ * @doff in the first page): page by page through the kernel's mapping of
+ * each (P2PDMA pages are in the direct map, as pci_alloc_p2pmem()'s are).
+ */
+static void kvc_copy_block_pages(struct page **pages, struct page **dev,
+				 size_t doff, size_t len, bool to_dev)
+{
+	size_t off, n;
+	u64 d;
+
+	for (off = 0; off < len; off += n) {
+		d = doff + off;
+		n = min_t(size_t, len - off, PAGE_SIZE - offset_in_page(off));
+		n = min_t(size_t, n, PAGE_SIZE - offset_in_page(d));
+		if (to_dev)
+			memcpy_toio((void __iomem __force *)
+				    page_address(dev[d >> PAGE_SHIFT]) +
+				    offset_in_page(d),
+				    page_address(pages[off >> PAGE_SHIFT]) +
+				    offset_in_page(off), n);
+		else
+			memcpy_fromio(page_address(pages[off >> PAGE_SHIFT]) +
+				      offset_in_page(off),
+				      (void __iomem __force *)
+				      page_address(dev[d >> PAGE_SHIFT]) +
+				      offset_in_page(d), n);
+	}
+}
+
+/*
  * CPU copy between a bounce block and a region, @len bytes from byte @roff
  * of the region: only while the provider is live, and holding it only for
  * the copy. The one place transfer data passes through the CPU, so the
@@ -301,16 +331,34 @@ static void kvc_copy_block(struct page **pages, void *dev_mem, size_t len,
  * bus on any machine, where timings under an emulator say nothing.
  */
 static int kvc_bounce_copy(struct kvc_region *region, u64 roff,
-			   struct page **pages, size_t len, bool to_dev)
+			   struct page **pages, size_t len, bool to_dev,
+			   struct page **upages)
 {
 	struct kvc_provider *prov = region->prov;
+	long nr = 0;
 
-	if (!kvc_provider_begin_io(prov))
+	/* A user region's pages are pinned first: pinning may fault. */
+	if (region->user) {
+		nr = kvc_region_pin(region, roff, len, to_dev, upages);
+		if (nr < 0)
+			return nr;
+	}
+	if (!kvc_provider_begin_io(prov)) {
+		if (nr)
+			kvc_region_unpin(upages, nr);
 		return -ENODEV;
+	}
 	/* The provider is live, so the region still has its memory. */
-	kvc_copy_block(pages, region->kaddr + roff, len, to_dev);
+	if (region->user)
+		kvc_copy_block_pages(pages, upages,
+				     offset_in_page(region->offset + roff), len,
+				     to_dev);
+	else
+		kvc_copy_block(pages, region->kaddr + roff, len, to_dev);
 	atomic64_add(len, &prov->cpu_copy_bytes);
 	kvc_provider_end_io(prov);
+	if (nr)
+		kvc_region_unpin(upages, nr);
 	return 0;
 }
 
@@ -326,6 +374,7 @@ static ssize_t kvc_bounce_io(struct kvc_xfer *x, struct file *file,
 	struct kvc_dev *dev = x->kf->dev;
 	struct kvcache_handle h;
 	struct kvc_mem staging = { };
+	struct page **upages = NULL;
 	struct kvc_pool *pool;
 	struct page **pages;
 	size_t done = 0, chunk, max;
@@ -333,12 +382,20 @@ static ssize_t kvc_bounce_io(struct kvc_xfer *x, struct file *file,
 	u32 ns_id;
 	int ret;
 
+	if (region->user) {
+		upages = kvmalloc_array(KVC_REGION_PIN_MAX, sizeof(*upages),
+					GFP_KERNEL);
+		if (!upages)
+			return -ENOMEM;
+	}
 	percpu_down_read(&dev->pool_sem);
 	pool = dev->pool;
 	ret = kvc_pool_alloc_bounce(pool, x, &h);
 	percpu_up_read(&dev->pool_sem);
-	if (ret)
+	if (ret) {
+		kvfree(upages);
 		return ret;
+	}
 	/* Not free, so the pool stays as it is until we give it back. */
 	pages = kvc_block_pages(pool, h.index);
 	staging.pages = pages;
@@ -352,7 +409,7 @@ static ssize_t kvc_bounce_io(struct kvc_xfer *x, struct file *file,
 		chunk = min_t(size_t, len - done, max);
 		if (to_file) {
 			n = kvc_bounce_copy(region, roff + done, pages, chunk,
-					    false);
+					    false, upages);
 			if (n)
 				break;
 		}
@@ -362,7 +419,7 @@ static ssize_t kvc_bounce_io(struct kvc_xfer *x, struct file *file,
 			break;
 		if (!to_file) {
 			ret = kvc_bounce_copy(region, roff + done, pages, n,
-					      true);
+					      true, upages);
 			if (ret) {
 				n = ret;
 				break;
@@ -377,6 +434,7 @@ static ssize_t kvc_bounce_io(struct kvc_xfer *x, struct file *file,
 	percpu_down_read(&dev->pool_sem);
 	WARN_ON(kvc_block_discard(pool, h.index, x, &ns_id));
 	percpu_up_read(&dev->pool_sem);
+	kvfree(upages);
 	/*
 	 * A region revoked under the entry (its provider removed between two
 	 * chunks) fails it whole: the bytes already moved belong to memory
@@ -504,6 +562,61 @@ put:
 	return ret;
 }
 
+/*
+ * P2P between a file and a user region: each chunk's pages are pinned for
+ * its request only (the kernel allows no long-term pin of P2PDMA pages),
+ * and the provider is held for the request, as for any P2P request.
+ */
+static ssize_t kvc_user_direct_io(struct kvc_xfer *x, struct file *file,
+				  bool to_file, loff_t pos,
+				  struct kvc_region *region, u64 roff,
+				  size_t len)
+{
+	struct kvc_mem mem = { };
+	size_t done = 0, chunk;
+	ssize_t n = 0;
+	long nr;
+
+	mem.pages = kvmalloc_array(KVC_REGION_PIN_MAX, sizeof(*mem.pages),
+				   GFP_KERNEL);
+	if (!mem.pages)
+		return -ENOMEM;
+	while (done < len) {
+		if (kvc_xfer_cancelled(x)) {
+			n = -EINTR;
+			break;
+		}
+		chunk = min_t(size_t, len - done, KVC_IO_CHUNK);
+		nr = kvc_region_pin(region, roff + done, chunk, !to_file,
+				    mem.pages);
+		if (nr < 0) {
+			n = nr;
+			break;
+		}
+		if (!kvc_provider_begin_io(region->prov)) {
+			kvc_region_unpin(mem.pages, nr);
+			n = -ENODEV;
+			break;
+		}
+		mem.off = offset_in_page(region->offset + roff + done);
+		n = kvc_file_io(file, to_file, pos + done, x->bv, &mem, 0,
+				chunk);
+		kvc_provider_end_io(region->prov);
+		kvc_region_unpin(mem.pages, nr);
+		if (n <= 0)
+			break;
+		done += n;
+		if (n < chunk)
+			break;
+		cond_resched();
+	}
+	kvfree(mem.pages);
+	/* Revoked half-way: as the bounce path, the entry fails whole. */
+	if (n < 0 && (!done || n == -ENODEV))
+		return n;
+	return done;
+}
+
 /* Region <-> file, P2P when the topology allows it. */
 static ssize_t kvc_xfer_region(struct kvc_xfer *x, struct kvcache_xfer_entry *e,
 			       struct file *file, struct kvc_region *region,
@@ -529,6 +642,13 @@ static ssize_t kvc_xfer_region(struct kvc_xfer *x, struct kvcache_xfer_entry *e,
 				    e->offset, e->length);
 		if (ret > 0)
 			atomic64_add(ret, &prov->bounce_bytes);
+		return ret;
+	}
+	if (region->user) {
+		ret = kvc_user_direct_io(x, file, to_file, e->file_offset,
+					 region, e->offset, e->length);
+		if (ret > 0)
+			atomic64_add(ret, &prov->p2p_bytes);
 		return ret;
 	}
 	/*

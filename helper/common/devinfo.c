@@ -34,6 +34,7 @@ static const struct {
 	{ KVCACHE_FEAT_VIEW, "view" },
 	{ KVCACHE_FEAT_DISCARD, "discard" },
 	{ KVCACHE_FEAT_QUERY_EXACT, "query_exact" },
+	{ KVCACHE_FEAT_USER_REGION, "user_region" },
 };
 
 size_t kvc_feature_names(uint64_t features, char *out, size_t len)

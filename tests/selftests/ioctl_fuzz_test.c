@@ -77,6 +77,7 @@
 #define HANDLES		64	/* handles a thread remembers */
 #define XIDS		16	/* async batches a thread remembers */
 #define REGIONS		8	/* region handles a thread remembers */
+#define UMAP_SIZE	(256 << 10)	/* the CMB mapped for user regions */
 #define CANARY_NS	64999
 #define FUZZ_NS		65000	/* FUZZ_NS .. FUZZ_NS + FUZZ_NSES - 1 */
 #define FUZZ_NSES	4
@@ -99,6 +100,8 @@ static struct {
 	uint64_t bs, nr_blocks;
 	int prov;			/* the fake GPU's provider id, or -1 */
 	uint64_t prov_size;
+	int cmb;			/* the NVMe CMB's provider id, or -1 */
+	uint8_t *umap;			/* UMAP_SIZE of the CMB, mapped here */
 	int xfd;			/* a data file for transfers */
 	int efd;			/* an eventfd for async transfers */
 	int keep[2];			/* files the fuzzers must not use */
@@ -645,6 +648,46 @@ static void op_helper(struct fuzzer *f, union args *u)
 	do_ioctl(f, pick_fd(f), KVCACHE_IOC_HELPER, 9, u, sizeof(u->helper));
 }
 
+/*
+ * KVCACHE_REGION_USER: a range of this process, the CMB's P2PDMA mapping
+ * (valid with the CMB's provider, -EXDEV with the fake GPU's) or memory
+ * that is not P2PDMA (the heap, a page being replaced, a PROT_NONE page,
+ * a kernel address), whole or overrunning, aligned or not.
+ */
+static void user_region(struct fuzzer *f, union args *u)
+{
+	uint64_t r = rnd(f);
+
+	u->region.flags = KVCACHE_REGION_USER;
+	if (g.cmb >= 0 && (r & 3))
+		u->region.provider = (uint32_t)g.cmb;
+	u->region.length = (1 + (r >> 8) % 8) * 4096;
+	switch ((r >> 16) % 8) {
+	case 0:
+		u->region.offset = (uintptr_t)f->ent & ~4095UL;
+		break;
+	case 1:
+		u->region.offset = (uintptr_t)g.vol;
+		break;
+	case 2:
+		u->region.offset = (uintptr_t)g.guard;
+		break;
+	case 3:
+		u->region.offset = 0xffff888000000000ULL +
+				   ((r >> 24) % 1024) * 4096;
+		break;
+	case 4:
+		u->region.length = UMAP_SIZE + 4096;	/* overruns it */
+		__attribute__((fallthrough));
+	default:
+		u->region.offset = (uintptr_t)g.umap +
+				   ((r >> 24) % (UMAP_SIZE / 4096 - 8)) * 4096;
+		break;
+	}
+	if (one_in(f, 16))
+		u->region.offset += 1 + (r >> 40) % 4095;
+}
+
 static void op_region(struct fuzzer *f, union args *u, int reg)
 {
 	uint64_t r = rnd(f);
@@ -658,7 +701,9 @@ static void op_region(struct fuzzer *f, union args *u, int reg)
 		/* Small regions near each other: overlaps are frequent. */
 		u->region.offset = ((r >> 20) % 64) * 4096;
 		u->region.length = (1 + (r >> 28) % 8) * 4096;
-		switch ((r >> 40) % 16) {
+		if (one_in(f, 4))
+			user_region(f, u);
+		else switch ((r >> 40) % 16) {
 		case 0:
 			u->region.offset += 1 + (r >> 48) % 4095;
 			break;
@@ -1292,7 +1337,7 @@ FIXTURE_SETUP(fuzz)
 {
 	struct sigaction sa = { .sa_sigaction = on_fault,
 				.sa_flags = SA_SIGINFO | SA_NODEFER };
-	char gpu[64];
+	char gpu[64], nvme[64];
 
 	self->fd = open(KVCACHE_DEVICE_PATH, O_RDWR | O_CLOEXEC);
 	ASSERT_LE(0, self->fd);
@@ -1314,6 +1359,19 @@ FIXTURE_SETUP(fuzz)
 		g.prov = bind_gpu(gpu);
 	g.prov_size = g.prov >= 0 ? provider_u64(g.prov, "size") : 64 << 20;
 	TH_LOG("fake GPU provider %d", g.prov);
+	/* The NVMe's CMB mapped here, for user regions. */
+	g.cmb = -1;
+	g.umap = NULL;
+	if (!find_pci(0, 0, 0x010802, nvme, sizeof(nvme))) {
+		int r = write_str(PROVIDERS "/add", nvme);
+
+		if (r == 0 || r == -EEXIST)
+			g.cmb = provider_of(nvme);
+		g.umap = map_p2pmem(nvme, NULL, UMAP_SIZE);
+		if (g.umap == MAP_FAILED)
+			g.umap = NULL;
+	}
+	TH_LOG("CMB provider %d, mapped: %s", g.cmb, g.umap ? "yes" : "no");
 
 	g.xfd = open_xfer_file();
 	ASSERT_LE(0, g.xfd);
@@ -1361,6 +1419,8 @@ FIXTURE_TEARDOWN(fuzz)
 		close(self->cfd);
 	scrub(self->fd);
 	close(self->fd);
+	if (g.umap)
+		munmap(g.umap, UMAP_SIZE);
 }
 
 /* Offset of the first byte that differs, -1 if none; prints the spot. */

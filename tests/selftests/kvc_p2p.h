@@ -213,6 +213,53 @@ static inline int region_reg(int fd, int prov, uint64_t off, uint64_t len,
 	return ret;
 }
 
+/* A user region: the caller's own mapping of P2PDMA memory at @addr. */
+static inline int region_reg_user(int fd, int prov, const void *addr,
+				  uint64_t len, uint32_t *handle)
+{
+	struct kvcache_region r = {
+		.size = sizeof(r), .flags = KVCACHE_REGION_USER,
+		.provider = (uint32_t)prov, .offset = (uintptr_t)addr,
+		.length = len,
+	};
+	int ret = kvc_ioc(fd, KVCACHE_IOC_REGION_REGISTER, &r);
+
+	*handle = r.handle;
+	return ret;
+}
+
+/*
+ * @len bytes of @pci's published P2PDMA memory mapped into this process
+ * (sysfs p2pmem/allocate), as a GPU driver in P2PDMA mode maps GPU memory;
+ * at @at exactly unless it is NULL.
+ */
+static inline void *map_p2pmem(const char *pci, void *at, size_t len)
+{
+	char path[PATH_MAX];
+	void *p;
+	int fd;
+
+	snprintf(path, sizeof(path), PCI_DEVICES "/%s/p2pmem/allocate", pci);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return MAP_FAILED;
+	p = mmap(at, len, PROT_READ | PROT_WRITE,
+		 MAP_SHARED | (at ? MAP_FIXED : 0), fd, 0);
+	close(fd);
+	return p;
+}
+
+/* Bytes of @pci's published P2PDMA memory not allocated, or -1. */
+static inline int64_t p2pmem_available(const char *pci)
+{
+	char path[PATH_MAX], buf[32];
+
+	snprintf(path, sizeof(path), PCI_DEVICES "/%s/p2pmem/available", pci);
+	if (kvc_read_file(path, buf, sizeof(buf)))
+		return -1;
+	return strtoll(buf, NULL, 0);
+}
+
 static inline int region_unreg(int fd, uint32_t handle)
 {
 	struct kvcache_region r = { .size = sizeof(r), .handle = handle };

@@ -400,7 +400,7 @@ TEST_F_TIMEOUT(p2p, bad_input_gets_its_documented_error, 600)
 	/* Flags, reserved bytes and outputs must be zero. */
 	rr = (struct kvcache_region){
 		.size = sizeof(rr), .provider = (uint32_t)self->prov,
-		.offset = 1 << 20, .length = 4096, .flags = 1,
+		.offset = 1 << 20, .length = 4096, .flags = 2,
 	};
 	ret = kvc_ioc(self->fd, KVCACHE_IOC_REGION_REGISTER, &rr);
 	EXPECT_EQ(-EINVAL, ret);
@@ -679,6 +679,148 @@ TEST_F_TIMEOUT(p2p, nvme_cmb_as_a_p2pmem_provider, 600)
 	e = entry(f, 0, len, h, 0, 0);
 	EXPECT_EQ(-ENODEV, xfer1(self->fd, &e));
 	EXPECT_EQ(0, region_unreg(self->fd, h));
+	free(mem);
+	close(out);
+	close(f);
+}
+
+/*
+ * A user region: the CMB mapped into this process through sysfs
+ * p2pmem/allocate (real P2PDMA pages in a user mapping, what a GPU driver
+ * in P2PDMA mode gives an engine). Transfers land in the caller's own
+ * mapping, by P2P (the NVMe to its own CMB) or bounced; what is not that
+ * provider's P2PDMA memory is refused with its errno; the pages are pinned
+ * only while a transfer moves them, so an munmap gives them back at once
+ * and the region then fails cleanly, never writing what is mapped there
+ * later; the provider's removal revokes it.
+ */
+TEST_F_TIMEOUT(p2p, user_mapping_of_p2pdma_memory, 600)
+{
+	const uint64_t len = 1 << 20;
+	struct kvcache_info info = { .size = sizeof(info) };
+	struct kvcache_xfer_entry e;
+	int64_t avail;
+	uint8_t *map, *anon, *guard;
+	uint32_t h, h2;
+	void *mem;
+	int cmb, f, out, r, other;
+	char buf[16];
+
+	ASSERT_EQ(0, kvc_ioc(self->fd, KVCACHE_IOC_INFO, &info));
+	ASSERT_TRUE(info.features & KVCACHE_FEAT_USER_REGION);
+	r = write_str(PROVIDERS "/add", self->nvme);
+	ASSERT_TRUE(r == 0 || r == -EEXIST);
+	cmb = provider_of(self->nvme);
+	ASSERT_LE(0, cmb);
+	avail = p2pmem_available(self->nvme);
+	ASSERT_LE((int64_t)(2 * len), avail);
+	/* The mapping, with an inaccessible page range right after it. */
+	guard = mmap(NULL, 2 * len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
+		     -1, 0);
+	ASSERT_NE(MAP_FAILED, guard);
+	map = map_p2pmem(self->nvme, guard, len);
+	ASSERT_EQ(guard, map);
+	EXPECT_EQ(avail - (int64_t)len, p2pmem_available(self->nvme));
+	f = pattern_file("user-in", len, 91, O_RDONLY);
+	out = pattern_file("user-out", 0, 0, O_RDWR);
+	ASSERT_LE(0, f);
+	ASSERT_LE(0, out);
+	ASSERT_EQ(0, posix_memalign(&mem, 4096, len));
+
+	/* Not that provider's P2PDMA memory, or not a valid range. */
+	anon = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, anon);
+	memset(anon, 1, len);
+	EXPECT_EQ(-EINVAL, region_reg_user(self->fd, cmb, anon, len, &h));
+	munmap(anon, len);
+	EXPECT_EQ(-EXDEV, region_reg_user(self->fd, self->prov, map, len, &h));
+	EXPECT_EQ(-EINVAL, region_reg_user(self->fd, cmb, map + 100, 4096, &h));
+	EXPECT_EQ(-EINVAL, region_reg_user(self->fd, cmb, map, 100, &h));
+	EXPECT_EQ(-EINVAL, region_reg_user(self->fd, cmb, map, 0, &h));
+	EXPECT_EQ(-EINVAL, region_reg_user(self->fd, cmb,
+					   (void *)(UINTPTR_MAX & ~4095UL),
+					   8192, &h));
+	EXPECT_EQ(-ERANGE, region_reg_user(self->fd, cmb, map, 1ULL << 40,
+					   &h));
+	EXPECT_EQ(-EFAULT, region_reg_user(self->fd, cmb, map, 2 * len, &h));
+	EXPECT_EQ(-ENODEV, region_reg_user(self->fd, 999, map, len, &h));
+
+	ASSERT_EQ(0, region_reg_user(self->fd, cmb, map, len, &h));
+	/* File -> the caller's mapping, by the NVMe into its own CMB. */
+	e = entry(f, 0, len, h, 0, 0);
+	ASSERT_EQ(0, xfer1(self->fd, &e));
+	EXPECT_EQ(KVCACHE_PATH_P2P, e.path);
+	EXPECT_EQ(-1, check(map, 0, len, 91));
+	/* The caller writes through its mapping; region -> file, bounced. */
+	fill(map, 0, len, 92);
+	e = entry(out, 0, len, h, 0, 1);
+	e.flags |= KVCACHE_XFER_BOUNCE;
+	ASSERT_EQ(0, xfer1(self->fd, &e));
+	EXPECT_EQ(KVCACHE_PATH_BOUNCE, e.path);
+	ASSERT_EQ((ssize_t)len, pread(out, mem, len, 0));
+	EXPECT_EQ(-1, check(mem, 0, len, 92));
+	/* Bounced into the middle of the region, across pages: byte-exact. */
+	e = entry(f, 8192, 3 * 4096, h, 5 * 4096, 0);
+	e.flags |= KVCACHE_XFER_BOUNCE;
+	ASSERT_EQ(0, xfer1(self->fd, &e));
+	EXPECT_EQ(-1, check(map, 0, 5 * 4096, 92));
+	EXPECT_EQ(-1, check(map + 5 * 4096, 8192, 3 * 4096, 91));
+	EXPECT_EQ(-1, check(map + 8 * 4096, 8 * 4096, len - 8 * 4096, 92));
+	/* And by P2P, region -> file, at an offset. */
+	e = entry(out, 0, 4 * 4096, h, 5 * 4096, 1);
+	ASSERT_EQ(0, xfer1(self->fd, &e));
+	EXPECT_EQ(KVCACHE_PATH_P2P, e.path);
+	ASSERT_EQ(4 * 4096, pread(out, mem, 4 * 4096, 0));
+	EXPECT_EQ(-1, check(mem, 8192, 3 * 4096, 91));
+	EXPECT_EQ(-1, check((uint8_t *)mem + 3 * 4096, 8 * 4096, 4096, 92));
+	/* Another open file cannot use it. */
+	other = open(KVCACHE_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, other);
+	e = entry(f, 0, 4096, h, 0, 0);
+	EXPECT_EQ(-EPERM, xfer1(other, &e));
+	close(other);
+
+	/*
+	 * Pinned only while moved: an munmap gives the memory back at once,
+	 * and the region then fails with -EFAULT; memory mapped at the same
+	 * address later is not the region's (-EINVAL) and is never written.
+	 */
+	ASSERT_EQ(0, munmap(map, len));
+	EXPECT_EQ(avail, p2pmem_available(self->nvme));
+	e = entry(f, 0, len, h, 0, 0);
+	EXPECT_EQ(-EFAULT, xfer1(self->fd, &e));
+	e = entry(f, 0, len, h, 0, 0);
+	e.flags |= KVCACHE_XFER_BOUNCE;
+	EXPECT_EQ(-EFAULT, xfer1(self->fd, &e));
+	anon = mmap(map, len, PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	ASSERT_EQ(map, anon);
+	memset(anon, 7, len);
+	e = entry(f, 0, len, h, 0, 0);
+	EXPECT_EQ(-EINVAL, xfer1(self->fd, &e));
+	e = entry(f, 0, len, h, 0, 0);
+	e.flags |= KVCACHE_XFER_BOUNCE;
+	EXPECT_EQ(-EINVAL, xfer1(self->fd, &e));
+	for (size_t i = 0; i < len; i++)
+		if (anon[i] != 7) {
+			EXPECT_EQ(7, anon[i]) TH_LOG("byte %zu written", i);
+			break;
+		}
+	EXPECT_EQ(0, region_unreg(self->fd, h));
+	munmap(guard, 2 * len);
+
+	/* The provider's removal revokes a user region. */
+	map = map_p2pmem(self->nvme, NULL, len);
+	ASSERT_NE(MAP_FAILED, map);
+	ASSERT_EQ(0, region_reg_user(self->fd, cmb, map, len, &h2));
+	snprintf(buf, sizeof(buf), "%d", cmb);
+	ASSERT_EQ(0, write_str(PROVIDERS "/remove", buf));
+	e = entry(f, 0, 4096, h2, 0, 0);
+	EXPECT_EQ(-ENODEV, xfer1(self->fd, &e));
+	EXPECT_EQ(0, region_unreg(self->fd, h2));
+	ASSERT_EQ(0, munmap(map, len));
+	EXPECT_EQ(avail, p2pmem_available(self->nvme));
 	free(mem);
 	close(out);
 	close(f);

@@ -24,7 +24,7 @@ static void feature_names_known_and_unknown(void)
 	kvc_feature_names(KVCACHE_FEAT_POOL, buf, sizeof(buf));
 	TAP_CHECK(!strcmp(buf, "pool"));
 	kvc_feature_names(KVCACHE_FEAT_ALL, buf, sizeof(buf));
-	TAP_CHECK(!strcmp(buf, "pool,netlink,p2p,view,discard,query_exact"));
+	TAP_CHECK(!strcmp(buf, "pool,netlink,p2p,view,discard,query_exact,user_region"));
 	kvc_feature_names(KVCACHE_FEAT_P2P | (1ULL << 40), buf, sizeof(buf));
 	TAP_CHECK(!strcmp(buf, "p2p,0x10000000000"));
 	kvc_feature_names(1ULL << 63, buf, sizeof(buf));
@@ -41,7 +41,7 @@ static void feature_names_truncate_safely(void)
 				 sizeof(buf));
 	TAP_CHECK(need ==
 		  strlen("pool,netlink,p2p,view,discard,query_exact,"
-			 "0x4000000000000"));
+			 "user_region,0x4000000000000"));
 	TAP_CHECK(buf[sizeof(buf) - 1] == '\0');
 	TAP_CHECK(!strncmp(buf, "pool,ne", 7));
 	/* A zero-length buffer is never written. */

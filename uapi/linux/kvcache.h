@@ -41,9 +41,11 @@
 #define KVCACHE_FEAT_VIEW	_BITULL(3)	/* the pool view (mmap) */
 #define KVCACHE_FEAT_DISCARD	_BITULL(4)	/* KVCACHE_IOC_DISCARD */
 #define KVCACHE_FEAT_QUERY_EXACT _BITULL(5)	/* KVCACHE_QUERY_EXACT */
+#define KVCACHE_FEAT_USER_REGION _BITULL(6)	/* KVCACHE_REGION_USER */
 #define KVCACHE_FEAT_ALL	(KVCACHE_FEAT_POOL | KVCACHE_FEAT_NETLINK | \
 				 KVCACHE_FEAT_P2P | KVCACHE_FEAT_VIEW | \
-				 KVCACHE_FEAT_DISCARD | KVCACHE_FEAT_QUERY_EXACT)
+				 KVCACHE_FEAT_DISCARD | KVCACHE_FEAT_QUERY_EXACT | \
+				 KVCACHE_FEAT_USER_REGION)
 
 /* Most entries one batched call accepts. */
 #define KVCACHE_MAX_BATCH	1024
@@ -288,12 +290,14 @@ struct kvcache_helper {
 /**
  * struct kvcache_region - KVCACHE_IOC_REGION_REGISTER / _UNREGISTER
  * @size:     sizeof(struct kvcache_region)
- * @flags:    must be 0
+ * @flags:    REGISTER: 0 or KVCACHE_REGION_USER; UNREGISTER: must be 0
  * @provider: REGISTER: provider id (the name of its sysfs directory)
  * @handle:   REGISTER: out, the region handle; UNREGISTER: in
  * @offset:   REGISTER: for a "bar" provider, where the region starts in the
  *            BAR, page aligned; for a "p2pmem" provider, must be 0 (the
- *            memory is allocated from the provider, zeroed)
+ *            memory is allocated from the provider, zeroed); with
+ *            KVCACHE_REGION_USER, the caller's address where its mapping
+ *            of the memory starts, page aligned
  * @length:   REGISTER: bytes, page aligned, non-zero, inside the provider
  * @reserved: must be 0
  *
@@ -303,6 +307,21 @@ struct kvcache_helper {
  * not overlap another region of the provider (-EBUSY). UNREGISTER returns
  * at once; transfers already running on the region finish first, and the
  * memory is given back after them.
+ *
+ * KVCACHE_REGION_USER: the region is memory the caller has already mapped,
+ * P2PDMA pages of the provider's device (what a GPU driver in P2PDMA mode,
+ * or sysfs p2pmem/allocate, maps into a process); @length may not exceed
+ * the device's BARs (-ERANGE). No capability is needed. Registration
+ * checks the whole range; each transfer then pins the pages it moves, in
+ * the registering process's address space, only while it moves them (the
+ * kernel allows no long-term pin of P2PDMA pages). So the mapping must
+ * stay while the region is used: a piece whose range is no longer mapped
+ * fails with -EFAULT, one mapped to other memory meanwhile with -EINVAL
+ * or -EXDEV, and nothing is written outside the pages named. Errors at
+ * registration: -EINVAL for a range that is not P2PDMA memory, -EXDEV for
+ * P2PDMA memory of another device than the provider's, -EFAULT for a
+ * range not mapped whole, -EOPNOTSUPP on a kernel before 6.5 (no
+ * FOLL_PCI_P2PDMA there).
  */
 struct kvcache_region {
 	__u32 size;
@@ -315,6 +334,9 @@ struct kvcache_region {
 };
 
 #define KVCACHE_REGION_SIZE_VER1	48
+
+/* kvcache_region.flags */
+#define KVCACHE_REGION_USER	_BITUL(0)	/* @offset: the caller's mapping */
 
 /* kvcache_xfer_entry.flags */
 #define KVCACHE_XFER_TO_FILE	_BITUL(0)	/* memory -> file; else file -> memory */
