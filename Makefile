@@ -307,6 +307,8 @@ unit-build: $(addprefix $(BUILD)/unit/,$(UNIT_TESTS))
 
 # The reference engine's model is tested too: its own sources.
 $(BUILD)/unit/test_model: $(SAN)/helper/engine/model.o
+# And kvcachectl's p2pcheck.
+$(BUILD)/unit/test_p2pcheck: $(SAN)/helper/kvcachectl/p2pcheck.o
 # And the policy bench's trace loader and simulator.
 $(BUILD)/unit/test_policy_sim: $(SAN)/tests/bench/trace.o \
 			       $(SAN)/tests/bench/policy_sim.o

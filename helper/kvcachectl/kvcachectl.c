@@ -11,6 +11,7 @@
  *   kvcachectl [-S SOCKET] evict NAMESPACE KEY...
  *   kvcachectl [-S SOCKET] flush [NAMESPACE|all [pool,g3,g4]]
  *   kvcachectl config [FILE]
+ *   kvcachectl [-r ROOT] p2pcheck
  *
  * info prints what the module reports through KVCACHE_IOC_INFO, then its
  * sysfs knobs and counters. blocks lists the sealed blocks of the pool (of
@@ -29,6 +30,9 @@
  * or those named (both as root). config prints the
  * effective daemon settings
  * of FILE (default /etc/kvcache/kvcached.conf, or the defaults).
+ * p2pcheck says, for every provider and NVMe controller, whether a
+ * transfer between them goes P2P, bounces or cannot run, and why
+ * (p2pcheck.h; ROOT: a copy of /sys to read instead, for tests).
  * Exit status: 0; 1 when the device, the daemon or a call fails; 2 on a
  * usage error (both with a message on stderr).
  */
@@ -46,6 +50,7 @@
 #include "client.h"
 #include "config.h"
 #include "devinfo.h"
+#include "p2pcheck.h"
 
 #define KVCACHED_SOCKET	"/run/kvcache/kvcached.sock"
 #define KVCACHED_CONFIG	"/etc/kvcache/kvcached.conf"
@@ -90,7 +95,8 @@ static void usage(FILE *f)
 		   "       kvcachectl [-S SOCKET] namespaces\n"
 		   "       kvcachectl [-S SOCKET] evict NAMESPACE KEY...\n"
 		   "       kvcachectl [-S SOCKET] flush [NAMESPACE|all [pool,g3,g4]]\n"
-		   "       kvcachectl config [FILE]\n");
+		   "       kvcachectl config [FILE]\n"
+		   "       kvcachectl [-r ROOT] p2pcheck\n");
 }
 
 static int cmd_info(const char *dev, const char *sysfs)
@@ -597,15 +603,19 @@ int main(int argc, char **argv)
 		{ "socket", required_argument, NULL, 'S' },
 		{ "device", required_argument, NULL, 'd' },
 		{ "sysfs", required_argument, NULL, 's' },
+		{ "root", required_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *dev = KVCACHE_DEVICE_PATH, *sysfs = NULL;
-	const char *sock = KVCACHED_SOCKET;
+	const char *sock = KVCACHED_SOCKET, *root = "";
 	int opt;
 
-	while ((opt = getopt_long(argc, argv, "d:s:S:h", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "d:s:S:r:h", opts, NULL)) != -1) {
 		switch (opt) {
+		case 'r':
+			root = optarg;
+			break;
 		case 'S':
 			sock = optarg;
 			break;
@@ -651,6 +661,8 @@ int main(int argc, char **argv)
 				 argv[optind + 1] ? argv[optind + 2] : NULL);
 	if (!strcmp(argv[optind], "config"))
 		return cmd_config(argv[optind + 1]);
+	if (!strcmp(argv[optind], "p2pcheck"))
+		return kvc_p2pcheck(root, stdout);
 	fprintf(stderr, "kvcachectl: unknown command '%s'\n", argv[optind]);
 	usage(stderr);
 	return 2;

@@ -826,6 +826,57 @@ TEST_F_TIMEOUT(p2p, user_mapping_of_p2pdma_memory, 600)
 	close(f);
 }
 
+/*
+ * kvcachectl p2pcheck names the path each pair's transfers take, as the
+ * tests above see them: the fake GPU to the NVMe by P2P through their
+ * switch, or bounced where the GPU sits on the root complex (the path
+ * then crosses the host bridge); the CMB to its own controller by P2P.
+ */
+TEST_F_TIMEOUT(p2p, p2pcheck_names_each_pairs_path, 600)
+{
+	const char *top = getenv("KVC_TOP");
+	char cmd[512], line[2048], gpu[96], cmb[96];
+	int r, seen = 0, seen_cmb = 0;
+	FILE *out;
+
+	if (!top)
+		SKIP(return, "KVC_TOP not set (run under scripts/vm)");
+	r = write_str(PROVIDERS "/add", self->nvme);
+	ASSERT_TRUE(r == 0 || r == -EEXIST);
+	snprintf(cmd, sizeof(cmd), "%s/build/helper/kvcachectl p2pcheck 2>&1",
+		 top);
+	snprintf(gpu, sizeof(gpu), "verdict: %s -> %s: ", self->gpu,
+		 self->nvme);
+	snprintf(cmb, sizeof(cmb), "verdict: %s -> %s: ", self->nvme,
+		 self->nvme);
+	out = popen(cmd, "r");
+	ASSERT_NE(NULL, out);
+	while (fgets(line, sizeof(line), out)) {
+		printf("# %s", line);
+		if (!strncmp(line, gpu, strlen(gpu))) {
+			const char *v = line + strlen(gpu);
+
+			const char *want = self->want_path == KVCACHE_PATH_P2P ?
+				"P2P: P2PDMA distance " :
+				"bounce: no PCIe switch joins them";
+
+			seen++;
+			EXPECT_EQ(0, strncmp(v, want, strlen(want)));
+			EXPECT_TRUE(self->want_path == KVCACHE_PATH_BOUNCE ||
+				    strstr(v, "through the switch at "));
+		}
+		if (!strncmp(line, cmb, strlen(cmb))) {
+			seen_cmb++;
+			EXPECT_EQ(0, strncmp(line + strlen(cmb),
+					     "P2P: the controller's own memory",
+					     32));
+		}
+	}
+	EXPECT_EQ(0, pclose(out));
+	EXPECT_EQ(1, seen);
+	EXPECT_EQ(1, seen_cmb);
+}
+
 /* Last: the pattern scripts/check finds in the host file behind the BAR. */
 TEST_F_TIMEOUT(p2p, zz_leave_a_pattern_for_the_host, 600)
 {
