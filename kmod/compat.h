@@ -12,6 +12,7 @@
 #include <linux/version.h>
 #include <linux/fs.h>
 #include <linux/module.h>
+#include <linux/pci-p2pdma.h>
 
 #if LINUX_VERSION_CODE < KERNEL_VERSION(6, 1, 0)
 #error "kvcache needs Linux 6.1 or later"
@@ -46,6 +47,27 @@
 #else
 #define KVC_HAVE_USER_P2PDMA 0
 #endif
+
+/*
+ * Whether @pdev publishes P2PDMA memory for others: pci_has_p2pmem() went
+ * private with the P2PDMA provider rework of 6.19. After it, the closest
+ * published P2PDMA memory to a device is its own when it publishes any
+ * (distance 0; any other device is further away), so
+ * pci_p2pmem_find_many() with the device as the one client answers the
+ * same question.
+ */
+static inline bool kvc_pci_has_p2pmem(struct pci_dev *pdev)
+{
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 19, 0)
+	struct device *client = &pdev->dev;
+	struct pci_dev *found = pci_p2pmem_find_many(&client, 1);
+
+	pci_dev_put(found);
+	return found == pdev;
+#else
+	return pci_has_p2pmem(pdev);
+#endif
+}
 
 /* vm_flags became read-only behind vm_flags_set()/vm_flags_clear() in 6.3. */
 #if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 3, 0)

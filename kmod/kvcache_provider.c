@@ -420,7 +420,7 @@ static ssize_t add_store(struct kobject *kobj, struct kobj_attribute *attr,
 	 * unbind notifier cannot run between the check and the add.
 	 */
 	device_lock(&pdev->dev);
-	if (!pdev->dev.driver || !pci_has_p2pmem(pdev))
+	if (!pdev->dev.driver || !kvc_pci_has_p2pmem(pdev))
 		prov = ERR_PTR(-EOPNOTSUPP);
 	else
 		prov = kvc_provider_add(pdev, KVC_PROVIDER_P2PMEM, -1, NULL,
